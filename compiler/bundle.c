@@ -1,0 +1,67 @@
+/* bundle.c -- one file holding every artifact of a spec with its manifest:
+ * per (kernel, target) the op, layout, tile, argument signature, launch
+ * rule inputs and code.  Versioned and checksummed; see dsv4_abi.h. */
+#include "bundle.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsv4_abi.h"
+
+_Static_assert(sizeof(dsv4_bundle_entry) == 480, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+
+static uint64_t align16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
+
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out, size_t *len, dsv4_diags *d)
+{
+  uint64_t size = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)n * sizeof(dsv4_bundle_entry);
+  for (int i = 0; i < n; i++) {
+    size = align16(size) + items[i].art->code_len;
+    size = align16(size) + items[i].art->aux_len;
+  }
+  size = align16(size);
+  unsigned char *buf = calloc(1, size);
+  if (!buf) {
+    dsv4_error(d, NULL, 0, "out of memory building the bundle");
+    return 1;
+  }
+  memcpy(buf, DSV4_BUNDLE_MAGIC, 8);
+  put32(buf + 8, DSV4_BUNDLE_VERSION);
+  put32(buf + 12, (uint32_t)n);
+  put64(buf + 16, size);
+  uint64_t off = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)n * sizeof(dsv4_bundle_entry);
+  for (int i = 0; i < n; i++) {
+    const dsv4_kernel *k = items[i].kernel;
+    const dsv4_artifact *a = items[i].art;
+    dsv4_bundle_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.name, sizeof e.name, "%s", k->name);
+    e.op = (uint32_t)k->op;
+    e.target = (uint32_t)items[i].target;
+    snprintf(e.arch, sizeof e.arch, "%s", k->target[items[i].target].arch);
+    e.threads = (uint32_t)k->tile.threads;
+    e.tokens_per_cta = (uint32_t)k->tile.tokens_per_cta;
+    e.values_per_thread = (uint32_t)k->tile.values_per_thread;
+    const char *names[DSV4_MAX_ARGS];
+    e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
+    e.layout = k->layout;
+    off = align16(off);
+    e.code_off = off, e.code_len = a->code_len;
+    memcpy(buf + off, a->code, a->code_len);
+    off = align16(off + a->code_len);
+    if (a->aux_len) {
+      e.aux_off = off, e.aux_len = a->aux_len;
+      memcpy(buf + off, a->aux, a->aux_len);
+      off += a->aux_len;
+    }
+    memcpy(buf + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof e, &e, sizeof e);
+  }
+  put32(buf + 24, dsv4_crc32(buf + DSV4_BUNDLE_HEADER_BYTES, size - DSV4_BUNDLE_HEADER_BYTES));
+  *out = buf;
+  *len = size;
+  return 0;
+}

@@ -1,0 +1,18 @@
+/* bundle.h -- writing the self-describing bundle (format in dsv4_abi.h). */
+#ifndef DSV4_BUNDLE_H
+#define DSV4_BUNDLE_H
+
+#include "../targets/target.h"
+#include "diag.h"
+#include "plan.h"
+
+typedef struct {
+  const dsv4_kernel *kernel;
+  dsv4_target_kind target;
+  const dsv4_artifact *art;
+} dsv4_bundle_item;
+
+/* Serialize items into a malloc'd buffer (*out, *len); 0 on success. */
+int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out, size_t *len, dsv4_diags *d);
+
+#endif

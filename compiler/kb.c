@@ -1,0 +1,222 @@
+/* kb.c -- the kernel-builder layer (see kb.h).  Compiled twice: against
+ * LLVM 19 for the PTX and AMDGCN targets and against LLVM 15 for SPIR-V. */
+#include "kb.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm/Config/llvm-config.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsv4_abi.h"
+
+void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const char *arch, const char *module_name)
+{
+  memset(kb, 0, sizeof *kb);
+  kb->ctx = LLVMContextCreate();
+#if LLVM_VERSION_MAJOR < 16
+  /* translator 15 aborts on some opaque-pointer IR (DESIGN.md): typed here */
+  LLVMContextSetOpaquePointers(kb->ctx, 0);
+#endif
+  kb->mod = LLVMModuleCreateWithNameInContext(module_name, kb->ctx);
+  kb->b = LLVMCreateBuilderInContext(kb->ctx);
+  kb->t = t;
+  kb->arch = arch;
+  kb->v = LLVMVoidTypeInContext(kb->ctx);
+  kb->i1 = LLVMInt1TypeInContext(kb->ctx);
+  kb->i8 = LLVMInt8TypeInContext(kb->ctx);
+  kb->i16 = LLVMInt16TypeInContext(kb->ctx);
+  kb->i32 = LLVMInt32TypeInContext(kb->ctx);
+  kb->i64 = LLVMInt64TypeInContext(kb->ctx);
+  kb->f32 = LLVMFloatTypeInContext(kb->ctx);
+  kb->gptr = kb_ptr_to(kb, kb->i8, t->global_as);
+  LLVMSetTarget(kb->mod, t->triple(arch));
+  if (t->datalayout)
+    LLVMSetDataLayout(kb->mod, t->datalayout);
+}
+
+void kb_dispose(dsv4_kb *kb)
+{
+  if (kb->b)
+    LLVMDisposeBuilder(kb->b);
+  if (kb->mod)
+    LLVMDisposeModule(kb->mod);
+  if (kb->ctx)
+    LLVMContextDispose(kb->ctx);
+  memset(kb, 0, sizeof *kb);
+}
+
+LLVMTypeRef kb_ptr_to(dsv4_kb *kb, LLVMTypeRef elem, unsigned as)
+{
+  (void)kb;
+  return LLVMPointerType(elem, as); /* opaque `ptr addrspace(as)` under LLVM 19 */
+}
+
+LLVMValueRef kb_kernel(dsv4_kb *kb, const char *name, const unsigned char *kinds, const char *const *names, int n,
+                       int threads)
+{
+  LLVMTypeRef ps[DSV4_MAX_ARGS];
+  for (int i = 0; i < n; i++)
+    ps[i] = kinds[i] == DSV4_ARG_PTR ? kb->gptr : kinds[i] == DSV4_ARG_I64 ? kb->i64 : kb->i32;
+  LLVMTypeRef fty = LLVMFunctionType(kb->v, ps, (unsigned)n, 0);
+  kb->fn = LLVMAddFunction(kb->mod, name, fty);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef p = LLVMGetParam(kb->fn, (unsigned)i);
+    LLVMSetValueName2(p, names[i], strlen(names[i]));
+    if (kinds[i] == DSV4_ARG_PTR) {
+      unsigned k = LLVMGetEnumAttributeKindForName("noalias", 7);
+      LLVMAddAttributeAtIndex(kb->fn, (unsigned)i + 1, LLVMCreateEnumAttribute(kb->ctx, k, 0));
+    }
+  }
+  kb->t->mark_kernel(kb, kb->fn, threads);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "entry");
+  LLVMPositionBuilderAtEnd(kb->b, entry);
+  return kb->fn;
+}
+
+LLVMValueRef kb_arg(dsv4_kb *kb, int i) { return LLVMGetParam(kb->fn, (unsigned)i); }
+LLVMValueRef kb_i32(dsv4_kb *kb, long long v) { return LLVMConstInt(kb->i32, (unsigned long long)v, 1); }
+LLVMValueRef kb_i64(dsv4_kb *kb, long long v) { return LLVMConstInt(kb->i64, (unsigned long long)v, 1); }
+LLVMValueRef kb_sext64(dsv4_kb *kb, LLVMValueRef v) { return LLVMBuildSExt(kb->b, v, kb->i64, ""); }
+LLVMValueRef kb_zext64(dsv4_kb *kb, LLVMValueRef v) { return LLVMBuildZExt(kb->b, v, kb->i64, ""); }
+
+LLVMValueRef kb_byte_ptr(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef off)
+{
+  return LLVMBuildGEP2(kb->b, kb->i8, base, &off, 1, "");
+}
+
+/* The byte pointer reinterpreted as a pointer to ty (no-op when opaque). */
+static LLVMValueRef typed(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr)
+{
+  unsigned as = LLVMGetPointerAddressSpace(LLVMTypeOf(bptr));
+  return LLVMBuildPointerCast(kb->b, bptr, kb_ptr_to(kb, ty, as), "");
+}
+
+LLVMValueRef kb_load(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align)
+{
+  LLVMValueRef v = LLVMBuildLoad2(kb->b, ty, typed(kb, ty, bptr), "");
+  LLVMSetAlignment(v, align);
+  return v;
+}
+
+void kb_store(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align)
+{
+  LLVMValueRef s = LLVMBuildStore(kb->b, val, typed(kb, LLVMTypeOf(val), bptr));
+  LLVMSetAlignment(s, align);
+}
+
+kb_if_t kb_if(dsv4_kb *kb, LLVMValueRef cond, const char *name)
+{
+  kb_if_t f;
+  f.then_bb = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, name);
+  f.else_bb = NULL;
+  f.end_bb = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "endif");
+  f.br = LLVMBuildCondBr(kb->b, cond, f.then_bb, f.end_bb);
+  LLVMPositionBuilderAtEnd(kb->b, f.then_bb);
+  return f;
+}
+
+void kb_else(dsv4_kb *kb, kb_if_t *f)
+{
+  f->else_bb = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "else");
+  LLVMMoveBasicBlockBefore(f->else_bb, f->end_bb);
+  if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(kb->b)))
+    LLVMBuildBr(kb->b, f->end_bb);
+  LLVMSetSuccessor(f->br, 1, f->else_bb); /* the false edge now enters else */
+  LLVMPositionBuilderAtEnd(kb->b, f->else_bb);
+}
+
+void kb_endif(dsv4_kb *kb, kb_if_t *f)
+{
+  if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(kb->b)))
+    LLVMBuildBr(kb->b, f->end_bb);
+  LLVMPositionBuilderAtEnd(kb->b, f->end_bb);
+}
+
+void kb_return_if(dsv4_kb *kb, LLVMValueRef cond)
+{
+  LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "ret");
+  LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "cont");
+  LLVMBuildCondBr(kb->b, cond, ret, cont);
+  LLVMPositionBuilderAtEnd(kb->b, ret);
+  LLVMBuildRetVoid(kb->b);
+  LLVMPositionBuilderAtEnd(kb->b, cont);
+}
+
+LLVMValueRef kb_call(dsv4_kb *kb, const char *name, LLVMTypeRef ret, LLVMTypeRef *ptys, LLVMValueRef *args, int n,
+                     unsigned cc)
+{
+  LLVMTypeRef fty = LLVMFunctionType(ret, ptys, (unsigned)n, 0);
+  LLVMValueRef f = LLVMGetNamedFunction(kb->mod, name);
+  if (!f) {
+    f = LLVMAddFunction(kb->mod, name, fty);
+    LLVMSetFunctionCallConv(f, cc);
+  }
+  LLVMValueRef c = LLVMBuildCall2(kb->b, fty, f, args, (unsigned)n, "");
+  LLVMSetInstructionCallConv(c, cc);
+  return c;
+}
+
+/* ---- conversions ------------------------------------------------------------ */
+
+static LLVMValueRef bits_to_f32(dsv4_kb *kb, LLVMValueRef u32) { return LLVMBuildBitCast(kb->b, u32, kb->f32, ""); }
+static LLVMValueRef f32c(dsv4_kb *kb, double v) { return LLVMConstReal(kb->f32, v); }
+
+/* e4m3fn: place the 7 magnitude bits under the fp32 exponent/mantissa so
+ * that normals and subnormals alike become exact after one multiply by
+ * 2^120 (the bias difference 127 - 7); 0x7F/0xFF are NaN. */
+LLVMValueRef kb_e4m3_to_f32(dsv4_kb *kb, LLVMValueRef byte)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef x = LLVMBuildZExt(b, byte, kb->i32, "");
+  LLVMValueRef mag = LLVMBuildAnd(b, x, kb_i32(kb, 0x7F), "");
+  LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, x, kb_i32(kb, 0x80), ""), kb_i32(kb, 24), "");
+  LLVMValueRef f = bits_to_f32(kb, LLVMBuildShl(b, mag, kb_i32(kb, 20), ""));
+  f = LLVMBuildFMul(b, f, f32c(kb, 1329227995784915872903807060280344576.0 /* 2^120 */), "");
+  LLVMValueRef fb = LLVMBuildOr(b, LLVMBuildBitCast(b, f, kb->i32, ""), sign, "");
+  LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntEQ, mag, kb_i32(kb, 0x7F), "");
+  fb = LLVMBuildSelect(b, isnan, kb_i32(kb, 0x7FC00000), fb, "");
+  return bits_to_f32(kb, fb);
+}
+
+/* UE8M0: 2^(b-127) exactly in fp32; b = 0 is the subnormal 2^-127, 255 is +inf. */
+LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef x = LLVMBuildZExt(b, byte, kb->i32, "");
+  LLVMValueRef bits = LLVMBuildShl(b, x, kb_i32(kb, 23), "");
+  LLVMValueRef zero = LLVMBuildICmp(b, LLVMIntEQ, x, kb_i32(kb, 0), "");
+  return bits_to_f32(kb, LLVMBuildSelect(b, zero, kb_i32(kb, 0x00400000), bits, ""));
+}
+
+LLVMValueRef kb_bf16_to_f32(dsv4_kb *kb, LLVMValueRef h)
+{
+  LLVMValueRef x = LLVMBuildZExt(kb->b, h, kb->i32, "");
+  return bits_to_f32(kb, LLVMBuildShl(kb->b, x, kb_i32(kb, 16), ""));
+}
+
+/* Round to nearest even on the bit pattern; NaN becomes 0x7FC0. */
+LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef u = LLVMBuildBitCast(b, f, kb->i32, "");
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, kb_i32(kb, 16), ""), kb_i32(kb, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(b, u, LLVMBuildAdd(b, lsb, kb_i32(kb, 0x7FFF), ""), "");
+  r = LLVMBuildLShr(b, r, kb_i32(kb, 16), "");
+  LLVMValueRef mag = LLVMBuildAnd(b, u, kb_i32(kb, 0x7FFFFFFF), "");
+  LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, mag, kb_i32(kb, 0x7F800000), "");
+  r = LLVMBuildSelect(b, isnan, kb_i32(kb, 0x7FC0), r, "");
+  return LLVMBuildTrunc(b, r, kb->i16, "");
+}
+
+int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  char *msg = NULL;
+  if (LLVMVerifyModule(kb->mod, LLVMReturnStatusAction, &msg)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': internal error: generated IR does not verify: %s", k->name,
+               msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return 1;
+  }
+  LLVMDisposeMessage(msg);
+  return 0;
+}

@@ -1,0 +1,95 @@
+/* kb.h -- the small target-neutral kernel-builder layer over the LLVM C API.
+ *
+ * Generators speak only this layer and the target hook table: they never
+ * test a target's name.  The same source compiles against LLVM 19 (PTX and
+ * AMDGCN, opaque pointers) and LLVM 15 (SPIR-V through the translator, which
+ * needs typed pointers); pointer types are made in one place, kb_ptr_to().
+ * Memory is addressed as byte pointers plus 64-bit byte offsets.
+ */
+#ifndef DSV4_KB_H
+#define DSV4_KB_H
+
+#include <llvm-c/Core.h>
+
+#include "diag.h"
+#include "plan.h"
+
+typedef struct dsv4_kb dsv4_kb;
+
+/* Per-target IR hooks: everything a generator may need that differs by
+ * target.  Each target file defines one of these. */
+typedef struct dsv4_target_ir {
+  dsv4_target_kind kind;
+  unsigned global_as;       /* address space of kernel pointer arguments */
+  unsigned shared_as;       /* address space of CTA-shared memory */
+  const char *(*triple)(const char *arch);
+  const char *datalayout;   /* NULL: taken from the target machine */
+  const char *opt_pipeline; /* new-PM pipeline run before emission */
+  /* Declare fn a kernel: calling convention, annotations, launch bounds. */
+  void (*mark_kernel)(dsv4_kb *kb, LLVMValueRef fn, int threads);
+  LLVMValueRef (*thread_id)(dsv4_kb *kb);         /* i32 thread index in CTA (x) */
+  LLVMValueRef (*block_id)(dsv4_kb *kb, int dim); /* i32 CTA index */
+  void (*barrier)(dsv4_kb *kb);                   /* CTA barrier + shared fence */
+} dsv4_target_ir;
+
+struct dsv4_kb {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  const dsv4_target_ir *t;
+  const char *arch;
+  LLVMValueRef fn;
+  LLVMTypeRef v, i1, i8, i16, i32, i64, f32;
+  LLVMTypeRef gptr; /* i8 pointer in the global address space */
+};
+
+/* Create a context, module and builder for target t (arch as in the plan). */
+void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const char *arch, const char *module_name);
+/* Free everything kb_init made (the module too, unless taken). */
+void kb_dispose(dsv4_kb *kb);
+
+/* Start kernel `name` with the given argument kinds (dsv4_arg_kind); the
+ * builder is left at the start of its entry block. */
+LLVMValueRef kb_kernel(dsv4_kb *kb, const char *name, const unsigned char *kinds, const char *const *names, int n,
+                       int threads);
+LLVMValueRef kb_arg(dsv4_kb *kb, int i);
+
+LLVMValueRef kb_i32(dsv4_kb *kb, long long v);
+LLVMValueRef kb_i64(dsv4_kb *kb, long long v);
+LLVMValueRef kb_sext64(dsv4_kb *kb, LLVMValueRef v);
+LLVMValueRef kb_zext64(dsv4_kb *kb, LLVMValueRef v);
+
+/* Pointer to `elem` in address space as (the one typed/opaque difference). */
+LLVMTypeRef kb_ptr_to(dsv4_kb *kb, LLVMTypeRef elem, unsigned as);
+/* base (byte pointer) + off bytes (i64). */
+LLVMValueRef kb_byte_ptr(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef off);
+/* Load / store a value of type ty at a byte pointer with known alignment. */
+LLVMValueRef kb_load(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align);
+void kb_store(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
+
+/* Structured control flow: if (cond) { ... } [else { ... }] */
+typedef struct {
+  LLVMBasicBlockRef then_bb, else_bb, end_bb;
+  LLVMValueRef br; /* the conditional branch that opened it */
+} kb_if_t;
+kb_if_t kb_if(dsv4_kb *kb, LLVMValueRef cond, const char *name);
+void kb_else(dsv4_kb *kb, kb_if_t *f);
+void kb_endif(dsv4_kb *kb, kb_if_t *f);
+/* Return early from the kernel when cond holds. */
+void kb_return_if(dsv4_kb *kb, LLVMValueRef cond);
+
+/* Call a function declared by name (intrinsic or built-in), declaring it on
+ * first use with the given type and calling convention. */
+LLVMValueRef kb_call(dsv4_kb *kb, const char *name, LLVMTypeRef ret, LLVMTypeRef *ptys, LLVMValueRef *args, int n,
+                     unsigned cc);
+
+/* Numeric conversions, in plain integer/float IR (bit-exact by construction). */
+LLVMValueRef kb_e4m3_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);   /* OCP e4m3fn */
+LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);  /* 2^(b-127) */
+LLVMValueRef kb_bf16_to_f32(dsv4_kb *kb, LLVMValueRef bits_i16);
+LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f);         /* RNE, NaN -> 0x7FC0 */
+
+/* Check the module (no LLVM abort on bad IR): 0 if valid, else a diagnostic. */
+int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+
+#endif

@@ -1,0 +1,23 @@
+/* gen.c -- the op -> generator table and the argument signatures. */
+#include "gen.h"
+
+#include "dsv4_abi.h"
+
+typedef int (*gen_fn)(dsv4_kb *, const dsv4_kernel *, dsv4_diags *);
+
+static const gen_fn generators[DSV4_OP_COUNT] = {
+    [DSV4_OP_DEQUANT_GATHER] = dsv4_gen_dequant_gather,
+    [DSV4_OP_PAGED_GATHER] = dsv4_gen_paged_gather,
+};
+
+int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  if (k->op <= DSV4_OP_NONE || k->op >= DSV4_OP_COUNT || !generators[k->op]) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': no generator for op %d", k->name, (int)k->op);
+    return 1;
+  }
+  if (generators[k->op](kb, k, d))
+    return 1;
+  LLVMBuildRetVoid(kb->b);
+  return kb_verify(kb, k, d);
+}

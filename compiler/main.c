@@ -1,0 +1,259 @@
+/* main.c -- the dsv4c command line.  The pipeline reads as a straight line:
+ * spec -> plan -> (per kernel, per target) generate, emit, validate ->
+ * dumps, loose artifacts and one bundle.  Only this file prints or exits.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../targets/target.h"
+#include "bundle.h"
+#include "spec.h"
+
+#ifndef DSV4C_VERSION
+#define DSV4C_VERSION "0.1.0"
+#endif
+
+enum { EMIT_NONE, EMIT_PLAN, EMIT_LLVM, EMIT_ASM };
+
+typedef struct {
+  const char *spec;
+  const char *outdir;
+  unsigned targets; /* bit per dsv4_target_kind; 0 = what the spec names */
+  int emit;
+  const char *only; /* -k: one kernel */
+  int verbose;
+} options;
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm] [-k KERNEL] [-v]\n"
+          "       dsv4c --help | --version\n"
+          "\n"
+          "Compile the kernels a Lua spec declares for the targets it names.\n"
+          "  -t, --target LIST   only these targets (comma-separated): ptx, amdgcn, spirv\n"
+          "  -o, --output DIR    write <kernel>.ptx/.hsaco/.spv (+ <kernel>.spir12.bc) and\n"
+          "                      <spec>.dsv4b, the bundle holding all of them with a manifest\n"
+          "  --emit STAGE        print a stage to stdout: plan (checked spec), llvm\n"
+          "                      (optimized IR), asm (PTX, AMDGCN assembly, SPIR-V disassembly)\n"
+          "  -k, --kernel NAME   only this kernel\n"
+          "  -v, --verbose       say how each artifact was validated\n"
+          "Exit status: 0 success, 1 spec or code-generation error, 2 bad usage.\n"
+          "Compiling never needs a GPU.\n");
+}
+
+static void print_diags(const dsv4_diags *d)
+{
+  char line[2048];
+  for (int i = 0; i < d->n; i++) {
+    dsv4_diag_format(&d->items[i], line, sizeof line);
+    fprintf(stderr, "%s\n", line);
+  }
+  if (d->errors > d->n)
+    fprintf(stderr, "dsv4c: %d more error(s) not shown\n", d->errors - d->n);
+}
+
+/* Parse "ptx,spirv" into a bit set; 0 on success. */
+static int parse_targets(const char *s, unsigned *out)
+{
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  *out = 0;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    int t = dsv4_target_from_name(tok);
+    if (t < 0) {
+      fprintf(stderr, "dsv4c: unknown target '%s' (expected ptx, amdgcn or spirv)\n", tok);
+      return 1;
+    }
+    *out |= 1u << t;
+  }
+  return *out == 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+  static const struct option longs[] = {
+      {"target", required_argument, 0, 't'}, {"output", required_argument, 0, 'o'},
+      {"emit", required_argument, 0, 'e'},   {"kernel", required_argument, 0, 'k'},
+      {"verbose", no_argument, 0, 'v'},      {"help", no_argument, 0, 'h'},
+      {"version", no_argument, 0, 'V'},      {0, 0, 0, 0}};
+  memset(o, 0, sizeof *o);
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":t:o:k:vh", longs, NULL)) != -1) {
+    switch (c) {
+    case 't':
+      if (parse_targets(optarg, &o->targets))
+        return 2;
+      break;
+    case 'o':
+      o->outdir = optarg;
+      break;
+    case 'k':
+      o->only = optarg;
+      break;
+    case 'v':
+      o->verbose = 1;
+      break;
+    case 'e':
+      if (!strcmp(optarg, "plan"))
+        o->emit = EMIT_PLAN;
+      else if (!strcmp(optarg, "llvm"))
+        o->emit = EMIT_LLVM;
+      else if (!strcmp(optarg, "asm"))
+        o->emit = EMIT_ASM;
+      else {
+        fprintf(stderr, "dsv4c: --emit takes plan, llvm or asm, not '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case 'h':
+      usage(stdout);
+      exit(0);
+    case 'V':
+      printf("dsv4c %s\n", DSV4C_VERSION);
+      exit(0);
+    case ':':
+      fprintf(stderr, "dsv4c: option '%s' needs an argument\n", argv[optind - 1]);
+      return 2;
+    default:
+      fprintf(stderr, "dsv4c: unknown option '%s'\n", argv[optind - 1]);
+      return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, optind >= argc ? "dsv4c: no spec file given\n" : "dsv4c: more than one spec file given\n");
+    usage(stderr);
+    return 2;
+  }
+  o->spec = argv[optind];
+  return 0;
+}
+
+/* Write path atomically (temporary name, then rename). */
+static int write_out(const char *dir, const char *name, const void *p, size_t n)
+{
+  char path[4096], tmp[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  if (dsv4_write_file(tmp, p, n) || rename(tmp, path)) {
+    fprintf(stderr, "dsv4c: cannot write %s: %s\n", path, strerror(errno));
+    unlink(tmp);
+    return 1;
+  }
+  return 0;
+}
+
+/* "specs/decode.lua" -> "decode" */
+static void spec_stem(const char *spec, char *buf, size_t n)
+{
+  const char *b = strrchr(spec, '/');
+  b = b ? b + 1 : spec;
+  snprintf(buf, n, "%s", b);
+  char *dot = strrchr(buf, '.');
+  if (dot && dot != buf)
+    *dot = 0;
+}
+
+int main(int argc, char **argv)
+{
+  options o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc)
+    return rc;
+  static dsv4_plan plan;
+  dsv4_diags d = {0};
+  if (dsv4_spec_load(o.spec, &plan, &d)) {
+    print_diags(&d);
+    return 1;
+  }
+  if (o.only) {
+    int found = 0;
+    for (int i = 0; i < plan.nkernels; i++)
+      found |= !strcmp(plan.kernels[i].name, o.only);
+    if (!found) {
+      fprintf(stderr, "dsv4c: %s declares no kernel '%s'\n", o.spec, o.only);
+      return 2;
+    }
+  }
+  if (o.emit == EMIT_PLAN) {
+    char *s = dsv4_plan_dump(&plan);
+    fputs(s ? s : "", stdout);
+    free(s);
+    return 0;
+  }
+  if (o.outdir) {
+    struct stat st;
+    if (stat(o.outdir, &st) && mkdir(o.outdir, 0777)) {
+      fprintf(stderr, "dsv4c: cannot create %s: %s\n", o.outdir, strerror(errno));
+      return 1;
+    }
+  }
+  unsigned want = o.emit == EMIT_LLVM ? DSV4_WANT_LLVM : o.emit == EMIT_ASM ? DSV4_WANT_ASM : 0;
+  static dsv4_artifact arts[DSV4_MAX_KERNELS * DSV4_TARGET_COUNT];
+  static dsv4_bundle_item items[DSV4_MAX_KERNELS * DSV4_TARGET_COUNT];
+  int n = 0, failed = 0;
+  for (int i = 0; i < plan.nkernels; i++) {
+    const dsv4_kernel *k = &plan.kernels[i];
+    if (o.only && strcmp(k->name, o.only))
+      continue;
+    for (int t = 0; t < DSV4_TARGET_COUNT; t++) {
+      if (!k->target[t].enabled || (o.targets && !(o.targets & (1u << t))))
+        continue;
+      const dsv4_target *tg = dsv4_target_get((dsv4_target_kind)t);
+      dsv4_artifact *a = &arts[n];
+      if (tg->compile(tg, k, want, a, &d)) {
+        failed = 1;
+        continue;
+      }
+      items[n].kernel = k, items[n].target = (dsv4_target_kind)t, items[n].art = a;
+      n++;
+      const char *dump = o.emit == EMIT_LLVM ? a->llvm : o.emit == EMIT_ASM ? a->asm_text : NULL;
+      if (dump)
+        printf("; ---- kernel %s, target %s (%s)\n%s\n", k->name, dsv4_target_name((dsv4_target_kind)t),
+               k->target[t].arch, dump);
+      if (o.verbose)
+        fprintf(stderr, "dsv4c: %s [%s %s]: %zu bytes; %s\n", k->name, dsv4_target_name((dsv4_target_kind)t),
+                k->target[t].arch, a->code_len, a->note);
+    }
+  }
+  print_diags(&d);
+  if (!failed && n == 0) {
+    fprintf(stderr, "dsv4c: %s: no kernel is declared for the selected target(s)\n", o.spec);
+    failed = 1;
+  }
+  /* write only when every artifact compiled and validated */
+  if (!failed && o.outdir) {
+    char name[512], stem[256];
+    for (int i = 0; i < n && !failed; i++) {
+      snprintf(name, sizeof name, "%s.%s", items[i].kernel->name, dsv4_target_ext(items[i].target));
+      failed |= write_out(o.outdir, name, items[i].art->code, items[i].art->code_len);
+      if (items[i].art->aux_len) {
+        snprintf(name, sizeof name, "%s.spir12.bc", items[i].kernel->name);
+        failed |= write_out(o.outdir, name, items[i].art->aux, items[i].art->aux_len);
+      }
+    }
+    unsigned char *bundle = NULL;
+    size_t blen = 0;
+    if (!failed && dsv4_bundle_build(items, n, &bundle, &blen, &d) == 0) {
+      spec_stem(o.spec, stem, sizeof stem);
+      snprintf(name, sizeof name, "%s.dsv4b", stem);
+      failed |= write_out(o.outdir, name, bundle, blen);
+      if (o.verbose && !failed)
+        fprintf(stderr, "dsv4c: wrote %s/%s (%d artifacts, %zu bytes)\n", o.outdir, name, n, blen);
+    } else if (!failed) {
+      print_diags(&d);
+      failed = 1;
+    }
+    free(bundle);
+  }
+  for (int i = 0; i < n; i++)
+    dsv4_artifact_free(&arts[i]);
+  return failed ? 1 : 0;
+}

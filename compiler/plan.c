@@ -1,0 +1,98 @@
+/* plan.c -- name tables for ops and targets, defined once by X-macros. */
+#include "plan.h"
+
+#include <string.h>
+
+#include "dsv4_abi.h"
+
+static const char *const op_names[] = {
+    "none",
+#define X(e, s, d) s,
+    DSV4_OPS(X)
+#undef X
+};
+
+const char *dsv4_op_name(dsv4_op op)
+{
+  return (op > 0 && op < DSV4_OP_COUNT) ? op_names[op] : "none";
+}
+
+dsv4_op dsv4_op_from_name(const char *s)
+{
+  for (int i = 1; i < DSV4_OP_COUNT; i++)
+    if (strcmp(op_names[i], s) == 0)
+      return (dsv4_op)i;
+  return DSV4_OP_NONE;
+}
+
+static const struct {
+  const char *name, *ext, *arch;
+} targets[] = {
+#define X(e, s, x, a) {s, x, a},
+    DSV4_TARGETS(X)
+#undef X
+};
+
+const char *dsv4_target_name(dsv4_target_kind t) { return targets[t].name; }
+const char *dsv4_target_ext(dsv4_target_kind t) { return targets[t].ext; }
+const char *dsv4_target_default_arch(dsv4_target_kind t) { return targets[t].arch; }
+
+int dsv4_target_from_name(const char *s)
+{
+  for (int i = 0; i < DSV4_TARGET_COUNT; i++)
+    if (strcmp(targets[i].name, s) == 0)
+      return i;
+  return -1;
+}
+
+/* Archs each target emits and its work-group limits. */
+static const struct {
+  const char *archs;
+  int max_threads, warp;
+} limits[DSV4_TARGET_COUNT] = {
+    [DSV4_TARGET_PTX] = {"sm_80 sm_86 sm_89 sm_90 sm_90a", 1024, 32},
+    [DSV4_TARGET_AMDGCN] = {"gfx90a gfx942", 1024, 64},
+    [DSV4_TARGET_SPIRV] = {"opencl1.2", 1024, 1},
+};
+
+int dsv4_target_max_threads(dsv4_target_kind t) { return limits[t].max_threads; }
+int dsv4_target_warp(dsv4_target_kind t, const char *arch)
+{
+  (void)arch;
+  return limits[t].warp;
+}
+const char *dsv4_target_arch_list(dsv4_target_kind t) { return limits[t].archs; }
+
+int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch)
+{
+  size_t n = strlen(arch);
+  for (const char *p = limits[t].archs; *p;) {
+    const char *e = strchr(p, ' ');
+    size_t m = e ? (size_t)(e - p) : strlen(p);
+    if (m == n && strncmp(p, arch, n) == 0)
+      return 1;
+    p += m;
+    while (*p == ' ')
+      p++;
+  }
+  return 0;
+}
+
+/* The argument list of an op, from the one definition in dsv4_abi.h. */
+int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names)
+{
+  int n = 0;
+#define A(nm, kind) kinds[n] = DSV4_ARG_##kind, names[n++] = #nm;
+  switch (op) {
+  case DSV4_OP_DEQUANT_GATHER:
+    DSV4_ARGS_DEQUANT_GATHER(A)
+    break;
+  case DSV4_OP_PAGED_GATHER:
+    DSV4_ARGS_PAGED_GATHER(A)
+    break;
+  default:
+    break;
+  }
+#undef A
+  return n;
+}

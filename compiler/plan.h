@@ -1,0 +1,93 @@
+/* plan.h -- the checked form of a spec: plain C structs, no pointers, no Lua.
+ *
+ * The spec checker (spec.c) turns Lua tables into these structs once; code
+ * generators, targets, the bundle writer and the host reference read only
+ * these.  Every struct is self-contained (names are arrays, the layout is
+ * copied into each kernel by value) so a kernel plan can be written to a pipe
+ * as bytes and read back by the LLVM 15 SPIR-V helper built from the same
+ * header.  The runtime shares dsv4_layout through runtime/include/dsv4_layout.h.
+ */
+#ifndef DSV4_PLAN_H
+#define DSV4_PLAN_H
+
+#include "dsv4_layout.h"
+
+#define DSV4_NAME_MAX 48
+#define DSV4_ARCH_MAX 16
+#define DSV4_PATH_MAX 256
+#define DSV4_MAX_KERNELS 64
+#define DSV4_MAX_LAYOUTS 32
+
+/* Operations: X(enum suffix, spec name, one-line meaning). */
+#define DSV4_OPS(X)                                                          \
+  X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
+  X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")
+
+typedef enum {
+  DSV4_OP_NONE = 0,
+#define X(e, s, d) DSV4_OP_##e,
+  DSV4_OPS(X)
+#undef X
+      DSV4_OP_COUNT
+} dsv4_op;
+
+/* Targets: X(enum suffix, spec/CLI name, artifact extension, default arch). */
+#define DSV4_TARGETS(X)                     \
+  X(PTX, "ptx", "ptx", "sm_90a")            \
+  X(AMDGCN, "amdgcn", "hsaco", "gfx942")    \
+  X(SPIRV, "spirv", "spv", "opencl1.2")
+
+typedef enum {
+#define X(e, s, x, a) DSV4_TARGET_##e,
+  DSV4_TARGETS(X)
+#undef X
+      DSV4_TARGET_COUNT
+} dsv4_target_kind;
+
+/* Tile parameters of the gather family (the only family so far). */
+typedef struct {
+  int values_per_thread; /* output values one thread produces per token */
+  int tokens_per_cta;    /* tokens one CTA / work-group handles */
+  int threads;           /* derived: dim / values_per_thread * tokens_per_cta */
+} dsv4_tile;
+
+typedef struct {
+  int enabled;
+  char arch[DSV4_ARCH_MAX]; /* sm_90a, gfx942, opencl1.2 */
+  int subgroups;            /* SPIR-V: use subgroup built-ins (0 = local mem) */
+} dsv4_target_opts;
+
+typedef struct {
+  char name[DSV4_NAME_MAX];
+  dsv4_op op;
+  dsv4_layout layout;
+  dsv4_tile tile;
+  dsv4_target_opts target[DSV4_TARGET_COUNT];
+  char file[DSV4_PATH_MAX]; /* where the kernel was declared */
+  int line;
+} dsv4_kernel;
+
+typedef struct {
+  char file[DSV4_PATH_MAX];
+  int nlayouts;
+  dsv4_layout layouts[DSV4_MAX_LAYOUTS];
+  int nkernels;
+  dsv4_kernel kernels[DSV4_MAX_KERNELS];
+} dsv4_plan;
+
+const char *dsv4_op_name(dsv4_op op);
+dsv4_op dsv4_op_from_name(const char *s);
+const char *dsv4_target_name(dsv4_target_kind t);
+const char *dsv4_target_ext(dsv4_target_kind t);
+const char *dsv4_target_default_arch(dsv4_target_kind t);
+int dsv4_target_from_name(const char *s); /* -1 if unknown */
+/* Compile-time facts about a target (never a device query). */
+int dsv4_target_max_threads(dsv4_target_kind t);
+int dsv4_target_warp(dsv4_target_kind t, const char *arch);
+/* 1 if arch is one this target can emit; list is a space-separated list. */
+int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch);
+const char *dsv4_target_arch_list(dsv4_target_kind t);
+/* The op's kernel arguments (dsv4_abi.h): kinds and names; returns n. */
+int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names);
+
+#endif

@@ -1,0 +1,940 @@
+/* spec.c -- run a Lua spec in a sandbox and check its tables into a plan.
+ *
+ * Spec files call three functions this file provides:
+ *   layout { ... }   a cache layout (dsv4_layout); returns the table
+ *   kernel { ... }   a kernel to build (dsv4_kernel)
+ *   include "f.lua"  runs another spec file (path relative to the caller)
+ *                    and returns its value, so layouts live in a library
+ * layout{} and kernel{} remember where they were called (file, line); a
+ * field's own line is then found by scanning the source text (srcpos.c),
+ * since Lua keeps no positions for table fields.
+ *
+ * The check is a walk with a cursor (table, file, constructor line, key
+ * path): every error names the field by its path and points at its line.
+ */
+#include "spec.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srcpos.h"
+
+#define POS_KEY "dsv4.pos"         /* registry: table -> {file, line} */
+#define KERNELS_KEY "dsv4.kernels" /* registry: list of kernel tables */
+#define FILES_MAX 16
+
+typedef struct {
+  char path[DSV4_PATH_MAX];
+  char *text;
+  size_t len;
+} src_file;
+
+typedef struct {
+  lua_State *L;
+  dsv4_diags *d;
+  dsv4_plan *plan;
+  src_file files[FILES_MAX];
+  int nfiles;
+} checker;
+
+/* A place in the spec: the table at stack index idx, built by a call at
+ * file:line, reached from that call's table by path. */
+typedef struct {
+  checker *c;
+  int idx;
+  const char *file;
+  int line;
+  const char *what; /* "kernel 'x'" or "layout 'y'" for messages */
+  const char *path[8];
+  int npath;
+} cursor;
+
+/* ---- source text, for field lines ---------------------------------------- */
+
+/* Read (once) the text of a spec file for srcpos scans. */
+static const src_file *source(checker *c, const char *path)
+{
+  for (int i = 0; i < c->nfiles; i++)
+    if (strcmp(c->files[i].path, path) == 0)
+      return &c->files[i];
+  if (c->nfiles == FILES_MAX)
+    return NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  src_file *s = &c->files[c->nfiles];
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  s->text = malloc(n > 0 ? (size_t)n + 1 : 1);
+  s->len = s->text && n > 0 ? fread(s->text, 1, (size_t)n, f) : 0;
+  fclose(f);
+  if (!s->text)
+    return NULL;
+  s->text[s->len] = 0;
+  snprintf(s->path, sizeof s->path, "%s", path);
+  c->nfiles++;
+  return s;
+}
+
+/* Line of cursor field `key` (NULL: the cursor's table itself). */
+static int field_line(const cursor *k, const char *key)
+{
+  const char *path[9];
+  int n = 0;
+  for (int i = 0; i < k->npath; i++)
+    path[n++] = k->path[i];
+  if (key)
+    path[n++] = key;
+  const src_file *s = source(k->c, k->file);
+  if (!s || k->line <= 0)
+    return k->line;
+  return dsv4_srcpos_find(s->text, s->len, k->line, path, n);
+}
+
+/* "tile.values_per_thread" for messages. */
+static const char *field_name(const cursor *k, const char *key, char *buf, size_t n)
+{
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i <= k->npath && o < n; i++) {
+    const char *p = i < k->npath ? k->path[i] : key;
+    if (!p)
+      break;
+    if (p[0] == '#')
+      o += (size_t)snprintf(buf + o, n - o, "[%s]", p + 1);
+    else
+      o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? "." : "", p);
+  }
+  return buf;
+}
+
+#define FERR(k, key, ...)                                                             \
+  do {                                                                                \
+    char fb_[128], mb_[512];                                                          \
+    snprintf(mb_, sizeof mb_, __VA_ARGS__);                                           \
+    dsv4_error((k)->c->d, (k)->file, field_line((k), (key)), "%s: field '%s' %s", (k)->what, \
+               field_name((k), (key), fb_, sizeof fb_), mb_);                         \
+  } while (0)
+
+/* ---- field access ---------------------------------------------------------- */
+
+/* Edit distance, for "did you mean" hints on unknown fields. */
+static int edit_distance(const char *a, const char *b)
+{
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 31 || lb > 31)
+    return 99;
+  int d[32][32];
+  for (int i = 0; i <= la; i++)
+    d[i][0] = i;
+  for (int j = 0; j <= lb; j++)
+    d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < v)
+        v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v)
+        v = d[i][j - 1] + 1;
+      d[i][j] = v;
+    }
+  return d[la][lb];
+}
+
+/* Reject keys not in allowed (NULL-terminated); 0 if all are known. */
+static int check_known(cursor *k, const char *const *allowed)
+{
+  lua_State *L = k->c->L;
+  int bad = 0;
+  lua_pushnil(L);
+  while (lua_next(L, k->idx)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      FERR(k, NULL, "has a positional or non-string key; only named fields are allowed here");
+      bad = 1;
+      continue;
+    }
+    const char *key = lua_tostring(L, -1);
+    int known = 0, best = 99;
+    const char *hint = NULL;
+    for (const char *const *a = allowed; *a; a++) {
+      if (strcmp(*a, key) == 0)
+        known = 1;
+      int e = edit_distance(*a, key);
+      if (e < best)
+        best = e, hint = *a;
+    }
+    if (!known) {
+      char fb[128];
+      if (best <= 2)
+        dsv4_error(k->c->d, k->file, field_line(k, key), "%s: unknown field '%s' (did you mean '%s'?)",
+                   k->what, field_name(k, key, fb, sizeof fb), hint);
+      else
+        dsv4_error(k->c->d, k->file, field_line(k, key), "%s: unknown field '%s'", k->what,
+                   field_name(k, key, fb, sizeof fb));
+      bad = 1;
+    }
+  }
+  return bad;
+}
+
+/* Push field key of the cursor's table; returns its Lua type. */
+static int push_field(cursor *k, const char *key)
+{
+  if (key[0] == '#')
+    return lua_geti(k->c->L, k->idx, atoi(key + 1));
+  return lua_getfield(k->c->L, k->idx, key);
+}
+
+/* Integer field in [lo, hi]; def used when absent and not required. */
+static int get_int(cursor *k, const char *key, int required, long lo, long hi, long def, int32_t *out)
+{
+  lua_State *L = k->c->L;
+  int t = push_field(k, key);
+  int rc = 0;
+  if (t == LUA_TNIL) {
+    if (required) {
+      FERR(k, NULL, "is missing required field '%s'", key);
+      rc = 1;
+    }
+    *out = (int32_t)def;
+  } else if (!lua_isinteger(L, -1)) {
+    if (t == LUA_TNUMBER)
+      FERR(k, key, "must be an integer, got %g", lua_tonumber(L, -1));
+    else
+      FERR(k, key, "must be an integer, got a %s", luaL_typename(L, -1));
+    rc = 1;
+  } else {
+    lua_Integer v = lua_tointeger(L, -1);
+    if (v < lo || v > hi) {
+      FERR(k, key, "must be in [%ld, %ld], got %lld", lo, hi, (long long)v);
+      rc = 1;
+    } else
+      *out = (int32_t)v;
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+/* String field copied into buf; absent gives def (or an error if required). */
+static int get_str(cursor *k, const char *key, int required, const char *def, char *buf, size_t n)
+{
+  lua_State *L = k->c->L;
+  int t = push_field(k, key);
+  int rc = 0;
+  if (t == LUA_TNIL) {
+    if (required) {
+      FERR(k, NULL, "is missing required field '%s'", key);
+      rc = 1;
+    }
+    snprintf(buf, n, "%s", def ? def : "");
+  } else if (t != LUA_TSTRING) {
+    FERR(k, key, "must be a string, got a %s", luaL_typename(L, -1));
+    rc = 1;
+  } else {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    if (len >= n) {
+      FERR(k, key, "is longer than %zu characters", n - 1);
+      rc = 1;
+    } else
+      snprintf(buf, n, "%s", s);
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+/* Enter the table in field key: pushes it and fills *sub; 1 if absent. */
+static int enter(cursor *k, const char *key, cursor *sub, int required)
+{
+  lua_State *L = k->c->L;
+  int t = push_field(k, key);
+  if (t != LUA_TTABLE) {
+    if (t == LUA_TNIL) {
+      if (required)
+        FERR(k, NULL, "is missing required table '%s'", key);
+    } else
+      FERR(k, key, "must be a table, got a %s", luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return t == LUA_TNIL ? 1 : -1;
+  }
+  *sub = *k;
+  sub->idx = lua_gettop(L);
+  sub->path[sub->npath++] = key;
+  return 0;
+}
+
+static void leave(cursor *sub) { lua_pop(sub->c->L, 1); }
+
+/* Element type by name, restricted to the mask of allowed types. */
+static int get_dtype(cursor *k, const char *key, int required, unsigned mask, int32_t *out)
+{
+  char s[16];
+  *out = DSV4_DT_NONE;
+  if (get_str(k, key, required, "", s, sizeof s))
+    return 1;
+  if (!s[0])
+    return 0;
+  for (int t = 1; t < DSV4_DT_COUNT; t++)
+    if ((mask & (1u << t)) && strcmp(dsv4_dtype_name(t), s) == 0) {
+      *out = t;
+      return 0;
+    }
+  char list[128] = "";
+  for (int t = 1; t < DSV4_DT_COUNT; t++)
+    if (mask & (1u << t))
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", list[0] ? ", " : "",
+               dsv4_dtype_name(t));
+  FERR(k, key, "has unknown type '%s' (expected one of %s)", s, list);
+  return 1;
+}
+
+/* Where a table was built by layout{} / kernel{}: file and line. */
+static int table_pos(checker *c, int idx, char *file, size_t n, int *line)
+{
+  lua_State *L = c->L;
+  lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
+  lua_pushvalue(L, idx);
+  int found = lua_gettable(L, -2) == LUA_TTABLE;
+  if (found) {
+    lua_getfield(L, -1, "file");
+    lua_getfield(L, -2, "line");
+    snprintf(file, n, "%s", lua_tostring(L, -2));
+    *line = (int)lua_tointeger(L, -1);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 2);
+  return found;
+}
+
+/* ---- layouts ---------------------------------------------------------------- */
+
+#define DT(t) (1u << DSV4_DT_##t)
+
+/* One segment table into seg. */
+static int check_segment(cursor *k, dsv4_segment *seg)
+{
+  static const char *const known[] = {"dims", "type", "offset", "scale", NULL};
+  static const char *const scale_known[] = {"type", "group", "offset", NULL};
+  int bad = check_known(k, known);
+  seg->line = field_line(k, NULL);
+  cursor dims;
+  int r = enter(k, "dims", &dims, 1);
+  if (r == 0) {
+    int32_t a = 0, b = 0;
+    bad |= get_int(&dims, "#1", 1, 0, 65536, 0, &a);
+    bad |= get_int(&dims, "#2", 1, 0, 65536, 0, &b);
+    if (lua_rawlen(k->c->L, dims.idx) != 2) {
+      FERR(k, "dims", "must be a pair {first, last+1}");
+      bad = 1;
+    }
+    seg->d0 = a, seg->d1 = b;
+    leave(&dims);
+  } else
+    bad = 1;
+  bad |= get_dtype(k, "type", 1, DT(E4M3) | DT(BF16) | DT(F32), &seg->type);
+  bad |= get_int(k, "offset", 1, 0, 1 << 20, 0, &seg->offset);
+  cursor sc;
+  r = enter(k, "scale", &sc, 0);
+  seg->scale_type = DSV4_DT_NONE;
+  seg->scale_group = 0;
+  seg->scale_offset = 0;
+  if (r == 0) {
+    bad |= check_known(&sc, scale_known);
+    bad |= get_dtype(&sc, "type", 1, DT(UE8M0) | DT(F32), &seg->scale_type);
+    bad |= get_int(&sc, "group", 1, 1, 65536, 0, &seg->scale_group);
+    bad |= get_int(&sc, "offset", 1, 0, 1 << 20, 0, &seg->scale_offset);
+    leave(&sc);
+  } else if (r < 0)
+    bad = 1;
+  return bad;
+}
+
+/* The table at idx (made by layout{}) into l; its own position is looked up. */
+static int check_layout_table(checker *c, int idx, const char *owner, dsv4_layout *l)
+{
+  static const char *const known[] = {"name", "dim", "row_bytes", "scales", "align", "segments", NULL};
+  static const char *const scales_known[] = {"placement", "row_bytes", NULL};
+  char file[DSV4_PATH_MAX];
+  int line = 0;
+  memset(l, 0, sizeof *l);
+  if (!table_pos(c, idx, file, sizeof file, &line)) {
+    dsv4_error(c->d, c->plan->file, 0, "%s: field 'layout' must be a table made by layout { ... }", owner);
+    return 1;
+  }
+  cursor k = {.c = c, .idx = idx, .file = file, .line = line, .what = "layout"};
+  char what[96];
+  int bad = get_str(&k, "name", 1, "", l->name, sizeof l->name);
+  snprintf(what, sizeof what, "layout '%s'", l->name);
+  k.what = what;
+  bad |= check_known(&k, known);
+  l->line = line;
+  bad |= get_int(&k, "dim", 1, 1, 4096, 0, &l->dim);
+  bad |= get_int(&k, "row_bytes", 1, 1, 1 << 20, 0, &l->row_bytes);
+  bad |= get_int(&k, "align", 0, 1, 256, 16, &l->align);
+  if (!bad && (l->align & (l->align - 1))) {
+    FERR(&k, "align", "must be a power of two, got %d", l->align);
+    bad = 1;
+  }
+  cursor sc;
+  int r = enter(&k, "scales", &sc, 0);
+  l->scale_place = DSV4_SCALES_NONE;
+  if (r == 0) {
+    char place[32];
+    bad |= check_known(&sc, scales_known);
+    bad |= get_str(&sc, "placement", 1, "", place, sizeof place);
+    if (strcmp(place, "block_tail") == 0) {
+      l->scale_place = DSV4_SCALES_BLOCK_TAIL;
+      bad |= get_int(&sc, "row_bytes", 1, 1, 1 << 16, 0, &l->scale_row_bytes);
+    } else if (strcmp(place, "inline") == 0) {
+      l->scale_place = DSV4_SCALES_INLINE;
+      bad |= get_int(&sc, "row_bytes", 0, 0, 0, 0, &l->scale_row_bytes);
+    } else if (place[0]) {
+      FERR(&sc, "placement", "must be 'block_tail' or 'inline', got '%s'", place);
+      bad = 1;
+    }
+    leave(&sc);
+  } else if (r < 0)
+    bad = 1;
+  cursor segs;
+  r = enter(&k, "segments", &segs, 1);
+  if (r == 0) {
+    int n = (int)lua_rawlen(c->L, segs.idx);
+    if (n < 1 || n > DSV4_LAYOUT_MAX_SEGS) {
+      FERR(&k, "segments", "must list 1 to %d segments, got %d", DSV4_LAYOUT_MAX_SEGS, n);
+      bad = 1;
+    }
+    static char idx_names[DSV4_LAYOUT_MAX_SEGS][8];
+    for (int i = 0; i < n && i < DSV4_LAYOUT_MAX_SEGS; i++) {
+      snprintf(idx_names[i], sizeof idx_names[i], "#%d", i + 1);
+      cursor s;
+      r = enter(&segs, idx_names[i], &s, 1);
+      if (r == 0) {
+        bad |= check_segment(&s, &l->seg[i]);
+        leave(&s);
+      } else
+        bad = 1;
+    }
+    l->nseg = n < DSV4_LAYOUT_MAX_SEGS ? n : DSV4_LAYOUT_MAX_SEGS;
+    leave(&segs);
+  } else
+    bad = 1;
+  if (!bad)
+    bad = dsv4_layout_check(l, file, c->d);
+  return bad;
+}
+
+/* Consistency of a layout: dims tiled without overlap, bytes inside rows
+ * and not overlapping, scale groups dividing segments. */
+int dsv4_layout_check(const dsv4_layout *l, const char *file, dsv4_diags *d)
+{
+  int bad = 0;
+  int covered = 0;
+  for (int i = 0; i < l->nseg; i++) {
+    const dsv4_segment *s = &l->seg[i];
+    int line = s->line ? s->line : l->line;
+    int n = s->d1 - s->d0, sz = dsv4_dtype_size(s->type);
+    if (s->d0 >= s->d1 || s->d1 > l->dim) {
+      dsv4_error(d, file, line, "layout '%s': segments[%d].dims {%d, %d} must satisfy 0 <= first < last <= dim (%d)",
+                 l->name, i + 1, s->d0, s->d1, l->dim);
+      bad = 1;
+      continue;
+    }
+    covered += n;
+    if (s->offset + (int64_t)n * sz > l->row_bytes) {
+      dsv4_error(d, file, line, "layout '%s': segments[%d] bytes [%d, %lld) do not fit row_bytes %d", l->name,
+                 i + 1, s->offset, (long long)s->offset + (long long)n * sz, l->row_bytes);
+      bad = 1;
+    }
+    for (int j = 0; j < i; j++) {
+      const dsv4_segment *o = &l->seg[j];
+      int osz = dsv4_dtype_size(o->type);
+      if (s->d0 < o->d1 && o->d0 < s->d1) {
+        dsv4_error(d, file, line, "layout '%s': segments[%d].dims overlap segments[%d].dims", l->name, i + 1, j + 1);
+        bad = 1;
+      }
+      int64_t a0 = s->offset, a1 = s->offset + (int64_t)n * sz;
+      int64_t b0 = o->offset, b1 = o->offset + (int64_t)(o->d1 - o->d0) * osz;
+      if (a0 < b1 && b0 < a1) {
+        dsv4_error(d, file, line, "layout '%s': segments[%d] bytes [%lld, %lld) overlap segments[%d] bytes [%lld, %lld)",
+                   l->name, i + 1, (long long)a0, (long long)a1, j + 1, (long long)b0, (long long)b1);
+        bad = 1;
+      }
+    }
+    if (s->scale_type == DSV4_DT_NONE)
+      continue;
+    if (l->scale_place == DSV4_SCALES_NONE) {
+      dsv4_error(d, file, line, "layout '%s': segments[%d].scale needs a 'scales' placement in the layout", l->name, i + 1);
+      bad = 1;
+      continue;
+    }
+    if (n % s->scale_group) {
+      dsv4_error(d, file, line, "layout '%s': segments[%d].scale.group %d does not divide the segment's %d values",
+                 l->name, i + 1, s->scale_group, n);
+      bad = 1;
+      continue;
+    }
+    int64_t s0 = s->scale_offset, s1 = s0 + (int64_t)(n / s->scale_group) * dsv4_dtype_size(s->scale_type);
+    int64_t lim = l->scale_place == DSV4_SCALES_BLOCK_TAIL ? l->scale_row_bytes : l->row_bytes;
+    if (s1 > lim) {
+      dsv4_error(d, file, line, "layout '%s': segments[%d].scale bytes [%lld, %lld) do not fit the %s (%lld bytes)",
+                 l->name, i + 1, (long long)s0, (long long)s1,
+                 l->scale_place == DSV4_SCALES_BLOCK_TAIL ? "scale row" : "data row", (long long)lim);
+      bad = 1;
+    }
+    for (int j = 0; j < l->nseg && l->scale_place == DSV4_SCALES_INLINE; j++) {
+      const dsv4_segment *o = &l->seg[j];
+      int64_t b0 = o->offset, b1 = o->offset + (int64_t)(o->d1 - o->d0) * dsv4_dtype_size(o->type);
+      if (s0 < b1 && b0 < s1) {
+        dsv4_error(d, file, line, "layout '%s': segments[%d].scale bytes overlap segments[%d] data", l->name, i + 1,
+                   j + 1);
+        bad = 1;
+      }
+    }
+  }
+  if (!bad && covered != l->dim) {
+    dsv4_error(d, file, l->line, "layout '%s': segments cover %d of the %d dims", l->name, covered, l->dim);
+    bad = 1;
+  }
+  return bad;
+}
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+/* The targets table: { ptx = { arch = "sm_90a" }, spirv = { subgroups = false } } */
+static int check_targets(cursor *k, dsv4_kernel *kn)
+{
+  static const char *const known[] = {
+#define X(e, s, x, a) s,
+      DSV4_TARGETS(X)
+#undef X
+          NULL};
+  static const char *const opt_known[] = {"arch", "subgroups", NULL};
+  cursor t;
+  int r = enter(k, "targets", &t, 1);
+  if (r)
+    return 1;
+  int bad = check_known(&t, known), any = 0;
+  for (int i = 0; i < DSV4_TARGET_COUNT; i++) {
+    dsv4_target_opts *o = &kn->target[i];
+    const char *name = dsv4_target_name((dsv4_target_kind)i);
+    int ty = lua_getfield(k->c->L, t.idx, name);
+    lua_pop(k->c->L, 1);
+    if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(k->c->L, -1)))
+      continue;
+    o->enabled = 1;
+    any = 1;
+    snprintf(o->arch, sizeof o->arch, "%s", dsv4_target_default_arch((dsv4_target_kind)i));
+    if (ty == LUA_TBOOLEAN)
+      continue;
+    cursor ot;
+    r = enter(&t, name, &ot, 1);
+    if (r) {
+      bad = 1;
+      continue;
+    }
+    bad |= check_known(&ot, opt_known);
+    char def[DSV4_ARCH_MAX];
+    snprintf(def, sizeof def, "%s", o->arch);
+    bad |= get_str(&ot, "arch", 0, def, o->arch, sizeof o->arch);
+    if (!dsv4_target_arch_ok((dsv4_target_kind)i, o->arch)) {
+      FERR(&ot, "arch", "names '%s', which target '%s' cannot emit (one of: %s)", o->arch, name,
+           dsv4_target_arch_list((dsv4_target_kind)i));
+      bad = 1;
+    }
+    int st = lua_getfield(k->c->L, ot.idx, "subgroups");
+    if (st == LUA_TBOOLEAN)
+      o->subgroups = lua_toboolean(k->c->L, -1);
+    else if (st != LUA_TNIL) {
+      FERR(&ot, "subgroups", "must be a boolean, got a %s", luaL_typename(k->c->L, -1));
+      bad = 1;
+    }
+    lua_pop(k->c->L, 1);
+    if (o->subgroups && i != DSV4_TARGET_SPIRV) {
+      FERR(&ot, "subgroups", "applies to the spirv target only");
+      bad = 1;
+    }
+    leave(&ot);
+  }
+  if (!any && !bad) {
+    FERR(k, "targets", "names no target (one or more of ptx, amdgcn, spirv)");
+    bad = 1;
+  }
+  leave(&t);
+  return bad;
+}
+
+/* The tile must map the layout onto threads and fit every target named. */
+static int check_tile(cursor *k, dsv4_kernel *kn)
+{
+  static const char *const known[] = {"values_per_thread", "tokens_per_cta", NULL};
+  cursor t;
+  if (enter(k, "tile", &t, 1))
+    return 1;
+  int bad = check_known(&t, known);
+  dsv4_tile *tl = &kn->tile;
+  bad |= get_int(&t, "values_per_thread", 1, 1, 64, 0, &tl->values_per_thread);
+  bad |= get_int(&t, "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
+  if (!bad) {
+    const dsv4_layout *l = &kn->layout;
+    int v = tl->values_per_thread;
+    if (v & (v - 1)) {
+      FERR(&t, "values_per_thread", "must be a power of two, got %d", v);
+      bad = 1;
+    }
+    for (int i = 0; i < l->nseg && !bad; i++) {
+      const dsv4_segment *s = &l->seg[i];
+      if (s->d0 % v || s->d1 % v) {
+        FERR(&t, "values_per_thread", "= %d does not divide layout '%s' segment [%d, %d)", v, l->name, s->d0, s->d1);
+        bad = 1;
+      } else if (s->scale_type != DSV4_DT_NONE && s->scale_group % v) {
+        FERR(&t, "values_per_thread", "= %d does not divide layout '%s' scale group %d (one scale per thread)", v,
+             l->name, s->scale_group);
+        bad = 1;
+      }
+    }
+    if (!bad && l->dim % v) {
+      FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
+      bad = 1;
+    }
+    tl->threads = bad ? 0 : l->dim / v * tl->tokens_per_cta;
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
+      if (!kn->target[i].enabled)
+        continue;
+      int mx = dsv4_target_max_threads((dsv4_target_kind)i);
+      int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
+      if (tl->threads > mx) {
+        FERR(&t, "tokens_per_cta", "gives %d threads per CTA (%d values / %d per thread x %d tokens), more than target '%s' allows (%d)",
+             tl->threads, l->dim, v, tl->tokens_per_cta, dsv4_target_name((dsv4_target_kind)i), mx);
+        bad = 1;
+      } else if (tl->threads % w) {
+        FERR(&t, "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
+             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch, w);
+        bad = 1;
+      }
+    }
+  }
+  leave(&t);
+  return bad;
+}
+
+/* Identifier rule for kernel names (they become symbol and file names). */
+static int is_ident(const char *s)
+{
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+    return 0;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return 0;
+  return 1;
+}
+
+/* One kernel{} table (on the stack top) into the plan. */
+static int check_kernel(checker *c, int idx)
+{
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", NULL};
+  dsv4_plan *p = c->plan;
+  if (p->nkernels == DSV4_MAX_KERNELS) {
+    dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
+    return 1;
+  }
+  dsv4_kernel *kn = &p->kernels[p->nkernels];
+  memset(kn, 0, sizeof *kn);
+  table_pos(c, idx, kn->file, sizeof kn->file, &kn->line);
+  cursor k = {.c = c, .idx = idx, .file = kn->file, .line = kn->line, .what = "kernel"};
+  char what[96];
+  int bad = get_str(&k, "name", 1, "", kn->name, sizeof kn->name);
+  snprintf(what, sizeof what, "kernel '%s'", kn->name);
+  k.what = what;
+  if (!bad && !is_ident(kn->name)) {
+    FERR(&k, "name", "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got '%s'", kn->name);
+    bad = 1;
+  }
+  for (int i = 0; i < p->nkernels && !bad; i++)
+    if (strcmp(p->kernels[i].name, kn->name) == 0) {
+      FERR(&k, "name", "repeats the name of the kernel declared at %s:%d", p->kernels[i].file, p->kernels[i].line);
+      bad = 1;
+    }
+  bad |= check_known(&k, known);
+  char op[32];
+  if (!get_str(&k, "op", 1, "", op, sizeof op)) {
+    kn->op = dsv4_op_from_name(op);
+    if (kn->op == DSV4_OP_NONE) {
+      char list[256] = "";
+      for (int i = 1; i < DSV4_OP_COUNT; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", i > 1 ? ", " : "",
+                 dsv4_op_name((dsv4_op)i));
+      FERR(&k, "op", "names unknown op '%s' (expected one of %s)", op, list);
+      bad = 1;
+    }
+  } else
+    bad = 1;
+  int lt = lua_getfield(c->L, idx, "layout");
+  if (lt == LUA_TTABLE)
+    bad |= check_layout_table(c, lua_gettop(c->L), what, &kn->layout);
+  else if (lt == LUA_TNIL) {
+    FERR(&k, NULL, "is missing required field 'layout'");
+    bad = 1;
+  } else {
+    FERR(&k, "layout", "must be a table made by layout { ... }, got a %s", luaL_typename(c->L, -1));
+    bad = 1;
+  }
+  lua_pop(c->L, 1);
+  bad |= check_targets(&k, kn);
+  if (!bad)
+    bad |= check_tile(&k, kn);
+  if (!bad) {
+    p->nkernels++;
+    /* remember each distinct layout once, for --emit plan and the bundle */
+    int seen = 0;
+    for (int i = 0; i < p->nlayouts; i++)
+      seen |= strcmp(p->layouts[i].name, kn->layout.name) == 0;
+    if (!seen && p->nlayouts < DSV4_MAX_LAYOUTS)
+      p->layouts[p->nlayouts++] = kn->layout;
+  }
+  return bad;
+}
+
+/* ---- the Lua side ------------------------------------------------------------ */
+
+/* Record where the table argument was constructed. */
+static void remember_pos(lua_State *L)
+{
+  lua_Debug ar;
+  const char *file = "?";
+  int line = 0;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar)) {
+    file = ar.source[0] == '@' ? ar.source + 1 : ar.short_src;
+    line = ar.currentline;
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
+  lua_pushvalue(L, 1);
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, file);
+  lua_setfield(L, -2, "file");
+  lua_pushinteger(L, line);
+  lua_setfield(L, -2, "line");
+  lua_settable(L, -3);
+  lua_pop(L, 1);
+}
+
+/* layout { ... }: remembers its position, returns the table. */
+static int l_layout(lua_State *L)
+{
+  luaL_checktype(L, 1, LUA_TTABLE);
+  remember_pos(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* kernel { ... }: remembers its position and queues it for checking. */
+static int l_kernel(lua_State *L)
+{
+  luaL_checktype(L, 1, LUA_TTABLE);
+  remember_pos(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* include "file.lua": run a spec file relative to the caller's directory,
+ * in the same sandbox, once; returns its value. */
+static int l_include(lua_State *L)
+{
+  const char *rel = luaL_checkstring(L, 1);
+  lua_Debug ar;
+  char path[DSV4_PATH_MAX];
+  const char *dir = ".";
+  size_t dl = 1;
+  if (rel[0] != '/' && lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && ar.source[0] == '@') {
+    const char *src = ar.source + 1, *slash = strrchr(src, '/');
+    dir = slash ? src : ".";
+    dl = slash ? (size_t)(slash - src) : 1;
+  }
+  if (rel[0] == '/')
+    snprintf(path, sizeof path, "%s", rel);
+  else
+    snprintf(path, sizeof path, "%.*s/%s", (int)dl, dir, rel);
+  lua_getfield(L, LUA_REGISTRYINDEX, "dsv4.included");
+  if (lua_getfield(L, -1, path) != LUA_TNIL)
+    return 1;
+  lua_pop(L, 1);
+  if (luaL_loadfilex(L, path, "t") != LUA_OK)
+    return lua_error(L);
+  lua_pushglobaltable(L);
+  lua_setupvalue(L, -2, 1);
+  lua_call(L, 0, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, path);
+  return 1;
+}
+
+/* A state with only the safe libraries and the spec functions. */
+static lua_State *sandbox(void)
+{
+  lua_State *L = luaL_newstate();
+  if (!L)
+    return NULL;
+  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+  lua_settop(L, 0);
+  static const char *const unsafe[] = {"dofile", "loadfile", "load", "require", "collectgarbage", NULL};
+  for (const char *const *u = unsafe; *u; u++) {
+    lua_pushnil(L);
+    lua_setglobal(L, *u);
+  }
+  lua_register(L, "layout", l_layout);
+  lua_register(L, "kernel", l_kernel);
+  lua_register(L, "include", l_include);
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushstring(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, POS_KEY);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "dsv4.included");
+  return L;
+}
+
+/* Turn a Lua error "file:line: msg" into a diagnostic at that position. */
+static void lua_failure(checker *c, const char *path, const char *msg)
+{
+  const char *p = msg;
+  const char *colon = strchr(p, ':');
+  while (colon) {
+    char *end;
+    long line = strtol(colon + 1, &end, 10);
+    if (end != colon + 1 && *end == ':') {
+      char file[DSV4_PATH_MAX];
+      snprintf(file, sizeof file, "%.*s", (int)(colon - p), p);
+      const char *m = end + 1;
+      while (*m == ' ')
+        m++;
+      dsv4_error(c->d, file, (int)line, "%s", m);
+      return;
+    }
+    colon = strchr(colon + 1, ':');
+  }
+  dsv4_error(c->d, path, 0, "%s", msg);
+}
+
+int dsv4_spec_load(const char *path, dsv4_plan *plan, dsv4_diags *d)
+{
+  memset(plan, 0, sizeof *plan);
+  snprintf(plan->file, sizeof plan->file, "%s", path);
+  checker c = {.d = d, .plan = plan};
+  c.L = sandbox();
+  if (!c.L) {
+    dsv4_error(d, path, 0, "out of memory creating the Lua state");
+    return 1;
+  }
+  int rc = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    dsv4_error(d, path, 0, "cannot open spec file");
+    rc = 1;
+  } else {
+    fclose(f);
+    if (luaL_loadfilex(c.L, path, "t") != LUA_OK || lua_pcall(c.L, 0, 0, 0) != LUA_OK) {
+      lua_failure(&c, path, lua_tostring(c.L, -1));
+      rc = 1;
+    }
+  }
+  if (!rc) {
+    lua_getfield(c.L, LUA_REGISTRYINDEX, KERNELS_KEY);
+    int list = lua_gettop(c.L);
+    int n = (int)lua_rawlen(c.L, list);
+    if (n == 0) {
+      dsv4_error(d, path, 0, "the spec declares no kernel (call kernel { ... })");
+      rc = 1;
+    }
+    for (int i = 1; i <= n; i++) {
+      lua_rawgeti(c.L, list, i);
+      rc |= check_kernel(&c, lua_gettop(c.L));
+      lua_pop(c.L, 1);
+    }
+  }
+  lua_close(c.L);
+  for (int i = 0; i < c.nfiles; i++)
+    free(c.files[i].text);
+  return rc || d->errors;
+}
+
+/* ---- --emit plan ------------------------------------------------------------- */
+
+typedef struct {
+  char *s;
+  size_t n, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) DSV4_PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int m = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+      return;
+    if (b->s && b->n + (size_t)m < b->cap) {
+      b->n += (size_t)m;
+      return;
+    }
+    size_t cap = (b->cap + (size_t)m + 1) * 2;
+    char *s = realloc(b->s, cap);
+    if (!s)
+      return;
+    b->s = s, b->cap = cap;
+  }
+}
+
+static void dump_layout(sbuf *b, const dsv4_layout *l)
+{
+  static const char *place[] = {"none", "block_tail", "inline"};
+  sb_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes, place[l->scale_place]);
+  if (l->scale_place == DSV4_SCALES_BLOCK_TAIL)
+    sb_printf(b, " (row_bytes %d)", l->scale_row_bytes);
+  sb_printf(b, ", align %d, min block bytes for bs=64: %lld\n", l->align,
+            (long long)dsv4_layout_min_block_bytes(l, 64));
+  for (int i = 0; i < l->nseg; i++) {
+    const dsv4_segment *s = &l->seg[i];
+    sb_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type), s->offset);
+    if (s->scale_type)
+      sb_printf(b, ", scale %s per %d values at byte %d", dsv4_dtype_name(s->scale_type), s->scale_group,
+                s->scale_offset);
+    sb_printf(b, "\n");
+  }
+}
+
+char *dsv4_plan_dump(const dsv4_plan *p)
+{
+  sbuf b = {0};
+  sb_printf(&b, "spec %s: %d layout(s), %d kernel(s)\n", p->file, p->nlayouts, p->nkernels);
+  for (int i = 0; i < p->nlayouts; i++)
+    dump_layout(&b, &p->layouts[i]);
+  for (int i = 0; i < p->nkernels; i++) {
+    const dsv4_kernel *k = &p->kernels[i];
+    sb_printf(&b, "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d threads %d\n",
+              k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
+              k->tile.tokens_per_cta, k->tile.threads);
+    for (int t = 0; t < DSV4_TARGET_COUNT; t++)
+      if (k->target[t].enabled)
+        sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,
+                  k->target[t].subgroups ? " subgroups" : "");
+  }
+  return b.s;
+}

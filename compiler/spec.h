@@ -1,0 +1,27 @@
+/* spec.h -- Lua spec -> checked plan.
+ *
+ * The only boundary between Lua and C: the spec runs once in a sandboxed
+ * Lua 5.4 state (base, string, table and math libraries, plus layout{},
+ * kernel{} and include()), then C walks the resulting tables, checks every
+ * field and copies it into a dsv4_plan.  Nothing calls back into Lua later.
+ */
+#ifndef DSV4_SPEC_H
+#define DSV4_SPEC_H
+
+#include "diag.h"
+#include "plan.h"
+
+/* Run and check the spec at path into *plan.  Returns 0 on success; on
+ * failure returns nonzero with errors (file:line, naming the field) in *d.
+ * The caller owns plan and d; nothing is allocated that outlives the call. */
+int dsv4_spec_load(const char *path, dsv4_plan *plan, dsv4_diags *d);
+
+/* Check a layout and a kernel's tile against its targets; used by
+ * dsv4_spec_load and by tools that build plans in C (sweeps). */
+int dsv4_layout_check(const dsv4_layout *l, const char *file, dsv4_diags *d);
+
+/* Print the plan in a stable text form (--emit plan) into a malloc'd
+ * string the caller frees. */
+char *dsv4_plan_dump(const dsv4_plan *plan);
+
+#endif

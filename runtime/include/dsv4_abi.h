@@ -1,0 +1,89 @@
+/* dsv4_abi.h -- what the compiler and the runtime must agree on: each op's
+ * kernel argument signature and launch rule, and the bundle file format.
+ *
+ * Defined once here (X-macros) and used by the generators (parameter lists),
+ * the bundle writer (manifest) and the runtime (marshalling and checks), so a
+ * bundle whose signature differs from what this runtime expects is refused
+ * rather than launched with the wrong arguments.
+ */
+#ifndef DSV4_ABI_H
+#define DSV4_ABI_H
+
+#include <stdint.h>
+
+#include "dsv4_layout.h"
+
+typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3 } dsv4_arg_kind;
+
+/* dequant_gather(out, cache, indices, n, num_blocks, block_size, block_stride)
+ * grid.x = ceil(n / tokens_per_cta), block.x = threads */
+#define DSV4_ARGS_DEQUANT_GATHER(A) \
+  A(out, PTR)                       \
+  A(cache, PTR)                     \
+  A(indices, PTR)                   \
+  A(n, I32)                         \
+  A(num_blocks, I32)                \
+  A(block_size, I32)                \
+  A(block_stride, I64)
+
+/* paged_gather(out, cache, seq_lens, gather_lens, block_table, ...)
+ * grid = (ceil((M - offset) / tokens_per_cta), R), block.x = threads;
+ * out strides are in elements; has_gather_lens = 0 reads g = seq_len. */
+#define DSV4_ARGS_PAGED_GATHER(A) \
+  A(out, PTR)                     \
+  A(cache, PTR)                   \
+  A(seq_lens, PTR)                \
+  A(gather_lens, PTR)             \
+  A(block_table, PTR)             \
+  A(num_requests, I32)            \
+  A(max_blocks, I32)              \
+  A(num_blocks, I32)              \
+  A(block_size, I32)              \
+  A(block_stride, I64)            \
+  A(out_stride_r, I64)            \
+  A(out_stride_m, I64)            \
+  A(out_rows, I32)                \
+  A(offset, I32)                  \
+  A(has_gather_lens, I32)
+
+#define DSV4_MAX_ARGS 24
+
+/* ---- bundle file format (version 1), all integers little-endian ----------
+ *
+ *   header   magic "DSV4BNDL", u32 version, u32 nentries, u64 file_size,
+ *            u32 crc32 of bytes [32, file_size), u32 reserved     (32 bytes)
+ *   entries  nentries x dsv4_bundle_entry (fixed size, below)
+ *   blobs    code bytes, each 16-byte aligned, at the offsets entries give
+ */
+#define DSV4_BUNDLE_MAGIC "DSV4BNDL"
+#define DSV4_BUNDLE_VERSION 1u
+#define DSV4_BUNDLE_HEADER_BYTES 32
+
+typedef struct {
+  char name[48];        /* kernel (and symbol) name, NUL-terminated */
+  uint32_t op;          /* dsv4_op, numbered as in compiler/plan.h */
+  uint32_t target;      /* 0 ptx, 1 amdgcn, 2 spirv */
+  char arch[16];        /* sm_90a, gfx942, opencl1.2 */
+  uint32_t threads;     /* block.x */
+  uint32_t tokens_per_cta;
+  uint32_t values_per_thread;
+  uint32_t nargs;
+  uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
+  dsv4_layout layout;
+  uint64_t code_off, code_len; /* .ptx text, .hsaco ELF, .spv words */
+  uint64_t aux_off, aux_len;   /* spirv: SPIR 1.2 bitcode fallback; else 0 */
+} dsv4_bundle_entry;
+
+/* CRC-32 (IEEE, reflected), shared by writer and reader. */
+static inline uint32_t dsv4_crc32(const uint8_t *p, uint64_t n)
+{
+  uint32_t c = 0xFFFFFFFFu;
+  for (uint64_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++)
+      c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+#endif

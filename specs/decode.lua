@@ -1,0 +1,29 @@
+-- decode.lua: the DeepSeek-V4 decode kernels dsv4c builds (OPS.md).
+local L = include "layouts.lua"
+
+-- Every target, with its default arch unless named.
+local all = {
+  ptx = { arch = "sm_90a" },
+  amdgcn = { arch = "gfx942" },
+  spirv = { subgroups = false },
+}
+
+-- OPS.md 2a: dequantize scattered slots (index -1 gives a zero row).
+-- 16 values a thread: one 16-byte load of e4m3 (or two of bf16) and two
+-- 16-byte stores; 8 tokens a CTA gives 256 threads.
+kernel {
+  name = "dequant_gather_v4",
+  op = "dequant_gather",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, tokens_per_cta = 8 },
+  targets = all,
+}
+
+-- OPS.md 2b: per-request paged gather into a workspace.
+kernel {
+  name = "paged_gather_v4",
+  op = "paged_gather",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, tokens_per_cta = 8 },
+  targets = all,
+}

@@ -1,0 +1,121 @@
+/* amdgcn.c -- the AMDGCN target: amdgpu_kernel functions, LLVM 19's AMDGPU
+ * back end, ld.lld-19 linking the object into an HSA code object, and a
+ * static check of the ELF and its AMDHSA metadata (no AMD GPU is needed). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../compiler/kb.h"
+#include "hsaco_check.h"
+#include "llvm_emit.h"
+#include "target.h"
+
+static const char *amd_triple(const char *arch)
+{
+  (void)arch;
+  return "amdgcn-amd-amdhsa";
+}
+
+static void amd_mark_kernel(dsv4_kb *kb, LLVMValueRef fn, int threads)
+{
+  LLVMSetFunctionCallConv(fn, LLVMAMDGPUKERNELCallConv);
+  char v[32];
+  snprintf(v, sizeof v, "1,%d", threads);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(kb->ctx, "amdgpu-flat-work-group-size", 27, v, (unsigned)strlen(v)));
+}
+
+static LLVMValueRef amd_thread_id(dsv4_kb *kb)
+{
+  return kb_call(kb, "llvm.amdgcn.workitem.id.x", kb->i32, NULL, NULL, 0, LLVMCCallConv);
+}
+
+static LLVMValueRef amd_block_id(dsv4_kb *kb, int dim)
+{
+  static const char *const n[] = {"llvm.amdgcn.workgroup.id.x", "llvm.amdgcn.workgroup.id.y",
+                                  "llvm.amdgcn.workgroup.id.z"};
+  return kb_call(kb, n[dim], kb->i32, NULL, NULL, 0, LLVMCCallConv);
+}
+
+static void amd_barrier(dsv4_kb *kb) { kb_call(kb, "llvm.amdgcn.s.barrier", kb->v, NULL, NULL, 0, LLVMCCallConv); }
+
+static const dsv4_target_ir amd_ir = {
+    .kind = DSV4_TARGET_AMDGCN,
+    .global_as = 1,
+    .shared_as = 3,
+    .triple = amd_triple,
+    .opt_pipeline = "default<O3>",
+    .mark_kernel = amd_mark_kernel,
+    .thread_id = amd_thread_id,
+    .block_id = amd_block_id,
+    .barrier = amd_barrier,
+};
+
+/* ld.lld -shared obj -> hsaco, in a private temporary directory. */
+static int link_hsaco(const dsv4_kernel *k, const unsigned char *obj, size_t n, unsigned char **hsaco,
+                      size_t *hn, dsv4_diags *d)
+{
+  static const char *const cands[] = {"ld.lld-19", "/usr/lib/llvm-19/bin/ld.lld", NULL};
+  char tool[512], dir[512], in[600], out[600];
+  if (!dsv4_find_tool(cands, tool, sizeof tool)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': ld.lld-19 not found (Debian package lld-19); cannot link the HSA code object",
+               k->name);
+    return 1;
+  }
+  if (dsv4_tmpdir(dir, sizeof dir)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': cannot create a temporary directory for ld.lld", k->name);
+    return 1;
+  }
+  snprintf(in, sizeof in, "%s/k.o", dir);
+  snprintf(out, sizeof out, "%s/k.hsaco", dir);
+  int rc = dsv4_write_file(in, obj, n);
+  char *argv[] = {tool, "-shared", "--no-undefined", "-o", out, in, NULL};
+  unsigned char *o = NULL;
+  size_t on = 0;
+  char *err = NULL;
+  if (!rc)
+    rc = dsv4_run_tool(argv, NULL, 0, &o, &on, &err);
+  if (!rc)
+    rc = dsv4_read_file(out, hsaco, hn);
+  if (rc)
+    dsv4_error(d, k->file, k->line, "kernel '%s': ld.lld failed (status %d): %s", k->name, rc, err ? err : "");
+  free(o);
+  free(err);
+  dsv4_rmtree_flat(dir);
+  return rc != 0;
+}
+
+static int amd_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned want, dsv4_artifact *a, dsv4_diags *d)
+{
+  const char *arch = k->target[DSV4_TARGET_AMDGCN].arch;
+  char *asm_text = NULL;
+  unsigned char *obj = NULL, *hsaco = NULL;
+  size_t on = 0, hn = 0;
+  if (dsv4_llvm_compile(t->ir, k, arch, "", want, 1, a, &asm_text, &obj, &on, d))
+    return 1;
+  int rc = link_hsaco(k, obj, on, &hsaco, &hn, d);
+  free(obj);
+  if (!rc) {
+    char err[256];
+    const char *names[1] = {k->name};
+    if (dsv4_hsaco_check(hsaco, hn, arch, names, 1, err, sizeof err)) {
+      dsv4_error(d, k->file, k->line, "kernel '%s': the linked HSA code object fails its check: %s", k->name, err);
+      rc = 1;
+    }
+  }
+  if (rc) {
+    free(hsaco);
+    free(asm_text);
+    return 1;
+  }
+  snprintf(a->note, sizeof a->note, "linked by ld.lld-19; ELF and AMDHSA metadata checked for %s", arch);
+  a->code = hsaco;
+  a->code_len = hn;
+  if (want & DSV4_WANT_ASM)
+    a->asm_text = asm_text;
+  else
+    free(asm_text);
+  return 0;
+}
+
+const dsv4_target dsv4_target_amdgcn = {.kind = DSV4_TARGET_AMDGCN, .ir = &amd_ir, .compile = amd_compile};

@@ -1,0 +1,125 @@
+/* nvptx.c -- the PTX target: NVVM intrinsics for ids, nvvm.annotations for
+ * kernels, LLVM 19's NVPTX back end, and ptxas (when installed) as judge. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../compiler/kb.h"
+#include "llvm_emit.h"
+#include "target.h"
+
+static const char *ptx_triple(const char *arch)
+{
+  (void)arch;
+  return "nvptx64-nvidia-cuda";
+}
+
+/* Add !{fn, !"key", i32 v} to nvvm.annotations. */
+static void annotate(dsv4_kb *kb, LLVMValueRef fn, const char *key, int v)
+{
+  LLVMMetadataRef ops[3] = {LLVMValueAsMetadata(fn), LLVMMDStringInContext2(kb->ctx, key, strlen(key)),
+                            LLVMValueAsMetadata(kb_i32(kb, v))};
+  LLVMValueRef node = LLVMMetadataAsValue(kb->ctx, LLVMMDNodeInContext2(kb->ctx, ops, 3));
+  LLVMAddNamedMetadataOperand(kb->mod, "nvvm.annotations", node);
+}
+
+static void ptx_mark_kernel(dsv4_kb *kb, LLVMValueRef fn, int threads)
+{
+  annotate(kb, fn, "kernel", 1);
+  annotate(kb, fn, "maxntidx", threads);
+}
+
+static LLVMValueRef sreg(dsv4_kb *kb, const char *name)
+{
+  return kb_call(kb, name, kb->i32, NULL, NULL, 0, LLVMCCallConv);
+}
+
+static LLVMValueRef ptx_thread_id(dsv4_kb *kb) { return sreg(kb, "llvm.nvvm.read.ptx.sreg.tid.x"); }
+
+static LLVMValueRef ptx_block_id(dsv4_kb *kb, int dim)
+{
+  static const char *const n[] = {"llvm.nvvm.read.ptx.sreg.ctaid.x", "llvm.nvvm.read.ptx.sreg.ctaid.y",
+                                  "llvm.nvvm.read.ptx.sreg.ctaid.z"};
+  return sreg(kb, n[dim]);
+}
+
+static void ptx_barrier(dsv4_kb *kb) { kb_call(kb, "llvm.nvvm.barrier0", kb->v, NULL, NULL, 0, LLVMCCallConv); }
+
+static const dsv4_target_ir ptx_ir = {
+    .kind = DSV4_TARGET_PTX,
+    .global_as = 1,
+    .shared_as = 3,
+    .triple = ptx_triple,
+    .opt_pipeline = "default<O3>",
+    .mark_kernel = ptx_mark_kernel,
+    .thread_id = ptx_thread_id,
+    .block_id = ptx_block_id,
+    .barrier = ptx_barrier,
+};
+
+/* The PTX ISA version each arch needs (sm_90a: PTX 8.0). */
+static const char *ptx_features(const char *arch)
+{
+  return strcmp(arch, "sm_90a") == 0 || strcmp(arch, "sm_90") == 0 ? "+ptx80" : "+ptx70";
+}
+
+/* Assemble with ptxas when present: what LLVM accepts but the driver
+ * would reject is caught here, before the artifact is written. */
+static int ptxas_check(const dsv4_kernel *k, const char *arch, const char *ptx, dsv4_artifact *a, dsv4_diags *d)
+{
+  static const char *const cands[] = {"ptxas", "/usr/local/cuda/bin/ptxas", NULL};
+  char tool[512], dir[512], in[600];
+  if (!dsv4_find_tool(cands, tool, sizeof tool)) {
+    snprintf(a->note, sizeof a->note, "ptxas not found: PTX checked by LLVM only");
+    return 0;
+  }
+  if (dsv4_tmpdir(dir, sizeof dir)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': cannot create a temporary directory for ptxas", k->name);
+    return 1;
+  }
+  snprintf(in, sizeof in, "%s/k.ptx", dir);
+  int rc = dsv4_write_file(in, ptx, strlen(ptx));
+  char archopt[32];
+  snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+  char *argv[] = {tool, archopt, "-o", "/dev/null", in, NULL};
+  unsigned char *out = NULL;
+  size_t on = 0;
+  char *err = NULL;
+  if (!rc)
+    rc = dsv4_run_tool(argv, NULL, 0, &out, &on, &err);
+  if (rc)
+    dsv4_error(d, k->file, k->line, "kernel '%s': ptxas -arch=%s rejected the PTX (status %d): %s", k->name, arch, rc,
+               err ? err : "");
+  else
+    snprintf(a->note, sizeof a->note, "assembled by %.200s -arch=%s", tool, arch);
+  free(out);
+  free(err);
+  dsv4_rmtree_flat(dir);
+  return rc != 0;
+}
+
+static int ptx_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned want, dsv4_artifact *a, dsv4_diags *d)
+{
+  const char *arch = k->target[DSV4_TARGET_PTX].arch;
+  char *ptx = NULL;
+  if (dsv4_llvm_compile(t->ir, k, arch, ptx_features(arch), want, 0, a, &ptx, NULL, NULL, d))
+    return 1;
+  char entry[96];
+  snprintf(entry, sizeof entry, ".entry %s(", k->name);
+  if (!strstr(ptx, entry)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': emitted PTX has no '%s' entry", k->name, k->name);
+    free(ptx);
+    return 1;
+  }
+  if (ptxas_check(k, arch, ptx, a, d)) {
+    free(ptx);
+    return 1;
+  }
+  a->code = (unsigned char *)ptx;
+  a->code_len = strlen(ptx);
+  if (want & DSV4_WANT_ASM)
+    a->asm_text = strdup(ptx);
+  return 0;
+}
+
+const dsv4_target dsv4_target_ptx = {.kind = DSV4_TARGET_PTX, .ir = &ptx_ir, .compile = ptx_compile};
