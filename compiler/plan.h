@@ -10,6 +10,7 @@
 #ifndef DSV4_PLAN_H
 #define DSV4_PLAN_H
 
+#include "dsv4_abi.h"
 #include "dsv4_layout.h"
 
 #define DSV4_NAME_MAX 48
@@ -17,19 +18,6 @@
 #define DSV4_PATH_MAX 256
 #define DSV4_MAX_KERNELS 64
 #define DSV4_MAX_LAYOUTS 32
-
-/* Operations: X(enum suffix, spec name, one-line meaning). */
-#define DSV4_OPS(X)                                                          \
-  X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
-  X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")
-
-typedef enum {
-  DSV4_OP_NONE = 0,
-#define X(e, s, d) DSV4_OP_##e,
-  DSV4_OPS(X)
-#undef X
-      DSV4_OP_COUNT
-} dsv4_op;
 
 /* Targets: X(enum suffix, spec/CLI name, artifact extension, default arch). */
 #define DSV4_TARGETS(X)                     \

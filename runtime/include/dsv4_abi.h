@@ -13,6 +13,19 @@
 
 #include "dsv4_layout.h"
 
+/* Operations: X(enum suffix, spec name, one-line meaning). */
+#define DSV4_OPS(X)                                                          \
+  X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
+  X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")
+
+typedef enum {
+  DSV4_OP_NONE = 0,
+#define X(e, s, d) DSV4_OP_##e,
+  DSV4_OPS(X)
+#undef X
+      DSV4_OP_COUNT
+} dsv4_op;
+
 typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3 } dsv4_arg_kind;
 
 /* dequant_gather(out, cache, indices, n, num_blocks, block_size, block_stride)

@@ -1,0 +1,146 @@
+/* dsv4rt.h -- libdsv4rt, the dsv4c runtime: load a bundle that dsv4c wrote
+ * and launch its kernels with typed, validated arguments.
+ *
+ * Handles are opaque.  Every call returns a dsv4rt_status (0 = success);
+ * on failure dsv4rt_last_error(ctx) says why in one line.  The library
+ * never prints and never exits.  Vendor libraries (libcuda.so.1,
+ * libOpenCL.so.1) are opened with dlopen at context creation: a missing
+ * one is DSV4RT_ERR_NO_BACKEND, not a crash.  A call that fails validation
+ * launches nothing and writes nothing.  A context is not thread-safe.
+ */
+#ifndef DSV4RT_H
+#define DSV4RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSV4RT_API __attribute__((visibility("default")))
+
+typedef enum dsv4rt_status {
+  DSV4RT_OK = 0,
+  DSV4RT_ERR_INVALID_ARG = 1,    /* a null handle, bad size, stride, alignment or index */
+  DSV4RT_ERR_NO_BACKEND = 2,     /* the vendor library or a device is missing */
+  DSV4RT_ERR_BUNDLE_FORMAT = 3,  /* truncated, corrupted or inconsistent bundle */
+  DSV4RT_ERR_BUNDLE_VERSION = 4, /* a bundle version this runtime does not read */
+  DSV4RT_ERR_NO_KERNEL = 5,      /* the bundle has no kernel for this op and device */
+  DSV4RT_ERR_BACKEND = 6,        /* the driver refused (load, launch, copy) */
+  DSV4RT_ERR_OUT_OF_MEMORY = 7,
+  DSV4RT_ERR_IO = 8,             /* a file could not be read */
+  DSV4RT_STATUS_FORCE_32BIT = 0x7fffffff
+} dsv4rt_status;
+
+typedef enum dsv4rt_backend {
+  DSV4RT_BACKEND_AUTO = 0, /* CUDA if a CUDA device is present, else OpenCL */
+  DSV4RT_BACKEND_CUDA = 1,
+  DSV4RT_BACKEND_OPENCL = 2,
+  DSV4RT_BACKEND_FORCE_32BIT = 0x7fffffff
+} dsv4rt_backend;
+
+typedef struct dsv4rt_context dsv4rt_context;
+typedef struct dsv4rt_bundle dsv4rt_bundle;
+typedef struct dsv4rt_buffer dsv4rt_buffer;
+
+/* ---- context ---- */
+
+/* Open device `device` (0-based) of the backend; *out is owned by the caller
+ * and freed with dsv4rt_context_destroy.  On failure *out is NULL and the
+ * message is in dsv4rt_last_error(NULL). */
+DSV4RT_API dsv4rt_status dsv4rt_context_create(dsv4rt_backend backend, int device, dsv4rt_context **out);
+/* Free the context; bundles and buffers made from it must be destroyed first. */
+DSV4RT_API void dsv4rt_context_destroy(dsv4rt_context *ctx);
+/* The last error message of ctx (or of the last failed context creation when
+ * ctx is NULL); owned by the library, valid until the next call on ctx. */
+DSV4RT_API const char *dsv4rt_last_error(const dsv4rt_context *ctx);
+/* The backend in use and a device description, owned by ctx. */
+DSV4RT_API dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx);
+DSV4RT_API const char *dsv4rt_device_name(const dsv4rt_context *ctx);
+/* Wait until all work queued on ctx has finished. */
+DSV4RT_API dsv4rt_status dsv4rt_synchronize(dsv4rt_context *ctx);
+/* A short name for a status code; static storage. */
+DSV4RT_API const char *dsv4rt_status_name(dsv4rt_status s);
+
+/* ---- device memory ---- */
+
+/* Allocate `size` bytes on the device; the caller owns *out. */
+DSV4RT_API dsv4rt_status dsv4rt_buffer_create(dsv4rt_context *ctx, size_t size, dsv4rt_buffer **out);
+/* Wrap memory the caller allocated (CUDA: a CUdeviceptr; OpenCL: a cl_mem)
+ * of `size` bytes; dsv4rt_buffer_destroy frees the wrapper, not the memory. */
+DSV4RT_API dsv4rt_status dsv4rt_buffer_wrap(dsv4rt_context *ctx, uint64_t native, size_t size, dsv4rt_buffer **out);
+DSV4RT_API void dsv4rt_buffer_destroy(dsv4rt_buffer *buf);
+DSV4RT_API size_t dsv4rt_buffer_size(const dsv4rt_buffer *buf);
+/* Copy host -> device / device -> host / device -> device (blocking). */
+DSV4RT_API dsv4rt_status dsv4rt_buffer_write(dsv4rt_buffer *buf, size_t offset, const void *src, size_t n);
+DSV4RT_API dsv4rt_status dsv4rt_buffer_read(dsv4rt_buffer *buf, size_t offset, void *dst, size_t n);
+DSV4RT_API dsv4rt_status dsv4rt_buffer_copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n);
+/* Queue a device-to-device copy without waiting (for benchmarks). */
+DSV4RT_API dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n);
+
+/* ---- timing (device events; for benchmarks) ---- */
+
+/* Mark the start of a timed region on ctx's queue. */
+DSV4RT_API dsv4rt_status dsv4rt_timer_start(dsv4rt_context *ctx);
+/* Mark its end, wait for it, and give the device time in milliseconds. */
+DSV4RT_API dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms);
+
+/* ---- bundles ---- */
+
+/* Read and check the bundle file at path (version, size, checksum, every
+ * entry); the caller owns *out.  Kernels are loaded on first launch. */
+DSV4RT_API dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out);
+/* The same from memory; the bytes are copied. */
+DSV4RT_API dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size,
+                                                   dsv4rt_bundle **out);
+DSV4RT_API void dsv4rt_bundle_destroy(dsv4rt_bundle *b);
+/* Number of entries and the name/op/target/arch of entry i (static strings
+ * owned by the bundle); for listings. */
+DSV4RT_API int dsv4rt_bundle_count(const dsv4rt_bundle *b);
+DSV4RT_API dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **name, const char **op,
+                                             const char **target, const char **arch);
+
+/* ---- operations (OPS.md section 2) ---- */
+
+/* Launch-time options shared by the ops. */
+typedef struct dsv4rt_launch_opts {
+  const char *kernel;     /* a kernel name in the bundle; NULL = the first for this op and device */
+  int check_contents;     /* 1: also read indices / tables back and range-check them before launch */
+} dsv4rt_launch_opts;
+
+/* out[i, :] = dequant(cache slot indices[i]); a negative index gives zeros. */
+typedef struct dsv4rt_dequant_gather_args {
+  dsv4rt_buffer *out;     /* [n, dim] bf16, 16-byte aligned */
+  dsv4rt_buffer *cache;   /* num_blocks blocks of block_stride bytes */
+  dsv4rt_buffer *indices; /* [n] int32 global slots */
+  int64_t n;
+  int64_t num_blocks, block_size, block_stride; /* block_stride in bytes */
+} dsv4rt_dequant_gather_args;
+
+/* Validate and launch (queued; returns before the kernel ends). */
+DSV4RT_API dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gather_args *a,
+                                               const dsv4rt_launch_opts *opts);
+
+/* For each request r and i < g_r (g_r = gather_lens[r], or seq_lens[r]
+ * when gather_lens is NULL): out[r, offset + i, :] = dequant of position
+ * seq_lens[r] - g_r + i through block_table; other rows untouched. */
+typedef struct dsv4rt_paged_gather_args {
+  dsv4rt_buffer *out;          /* bf16 [R, out_rows, dim] with the strides below */
+  int64_t out_stride_r, out_stride_m; /* in elements, multiples of 8 */
+  int64_t out_rows, offset;
+  dsv4rt_buffer *cache;
+  int64_t num_blocks, block_size, block_stride;
+  dsv4rt_buffer *seq_lens;     /* [R] int32 */
+  dsv4rt_buffer *gather_lens;  /* [R] int32, or NULL */
+  dsv4rt_buffer *block_table;  /* [R, max_blocks] int32 */
+  int64_t num_requests, max_blocks;
+} dsv4rt_paged_gather_args;
+
+DSV4RT_API dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a,
+                                             const dsv4rt_launch_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

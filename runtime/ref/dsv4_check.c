@@ -1,0 +1,68 @@
+/* dsv4_check.c -- shared checking helpers (see dsv4_check.h). */
+#include "dsv4_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t dsv4_check_seed(void)
+{
+  const char *e = getenv("DSV4_SEED");
+  if (e && *e)
+    return strtoull(e, NULL, 0);
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
+}
+
+void dsv4_rng_bytes(dsv4_rng *r, void *p, size_t n)
+{
+  unsigned char *q = p;
+  while (n >= 8) {
+    uint64_t v = dsv4_rng_next(r);
+    memcpy(q, &v, 8);
+    q += 8, n -= 8;
+  }
+  if (n) {
+    uint64_t v = dsv4_rng_next(r);
+    memcpy(q, &v, n);
+  }
+}
+
+dsv4_layout dsv4_check_layout_v4(void)
+{
+  dsv4_layout l;
+  memset(&l, 0, sizeof l);
+  strcpy(l.name, "fp8_ds_mla_v4");
+  l.dim = 512;
+  l.row_bytes = 576;
+  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
+  l.scale_row_bytes = 8;
+  l.align = 16;
+  l.nseg = 2;
+  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 448, .type = DSV4_DT_E4M3, .offset = 0, .scale_type = DSV4_DT_UE8M0,
+                            .scale_group = 64, .scale_offset = 0};
+  l.seg[1] = (dsv4_segment){.d0 = 448, .d1 = 512, .type = DSV4_DT_BF16, .offset = 448};
+  return l;
+}
+
+static int is_nan16(uint16_t h) { return (h & 0x7F80) == 0x7F80 && (h & 0x7F); }
+
+size_t dsv4_check_bf16(const uint16_t *got, const uint16_t *want, size_t n, size_t *first)
+{
+  size_t bad = 0;
+  *first = n;
+  for (size_t i = 0; i < n; i++) {
+    if (got[i] == want[i] || (is_nan16(got[i]) && is_nan16(want[i])))
+      continue;
+    if (!bad++)
+      *first = i;
+  }
+  return bad;
+}
+
+void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v)
+{
+  for (size_t i = 0; i < n; i++)
+    p[i] = v;
+}

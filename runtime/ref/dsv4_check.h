@@ -1,0 +1,43 @@
+/* dsv4_check.h -- what tests, benchmarks and dsv4rt-check share when they
+ * hold a kernel's output against the reference: a seeded generator, the
+ * OPS.md layouts written out in C (independently of specs/layouts.lua), and
+ * a NaN-aware bit-exact comparison of bf16 arrays. */
+#ifndef DSV4_CHECK_H
+#define DSV4_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dsv4_layout.h"
+
+typedef struct {
+  uint64_t s;
+} dsv4_rng;
+
+/* Seed from DSV4_SEED when set, else from the clock (fresh inputs each run). */
+uint64_t dsv4_check_seed(void);
+static inline uint64_t dsv4_rng_next(dsv4_rng *r) /* splitmix64 */
+{
+  uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+/* Uniform in [lo, hi] (inclusive). */
+static inline int64_t dsv4_rng_range(dsv4_rng *r, int64_t lo, int64_t hi)
+{
+  return lo + (int64_t)(dsv4_rng_next(r) % (uint64_t)(hi - lo + 1));
+}
+void dsv4_rng_bytes(dsv4_rng *r, void *p, size_t n);
+
+/* OPS.md section 1: the DSv4 fp8_ds_mla layout (584 bytes per token). */
+dsv4_layout dsv4_check_layout_v4(void);
+
+/* Bit-exact comparison of n bf16 values; any two NaNs are equal.  Returns
+ * the number of mismatches and the first mismatching index in *first. */
+size_t dsv4_check_bf16(const uint16_t *got, const uint16_t *want, size_t n, size_t *first);
+
+/* Fill n bf16 values with the pattern v. */
+void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v);
+
+#endif

@@ -1,0 +1,286 @@
+/* cuda.c -- the CUDA backend through the driver API of a dlopen'd
+ * libcuda.so.1.  No CUDA header or library is needed to build; the few
+ * types and constants used are declared here from the driver API reference.
+ * Symbols are loaded once per context and checked at init (no asserts). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+
+enum {
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
+
+/* The driver entry points used, by their exported names. */
+#define CU_FUNCS(F)                                                                                     \
+  F(cuInit, CUresult, (unsigned))                                                                       \
+  F(cuDriverGetVersion, CUresult, (int *))                                                              \
+  F(cuDeviceGetCount, CUresult, (int *))                                                                \
+  F(cuDeviceGet, CUresult, (CUdevice *, int))                                                           \
+  F(cuDeviceGetName, CUresult, (char *, int, CUdevice))                                                 \
+  F(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))                                             \
+  F(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                                        \
+  F(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice))                                                 \
+  F(cuCtxSetCurrent, CUresult, (CUcontext))                                                             \
+  F(cuCtxSynchronize, CUresult, (void))                                                                 \
+  F(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                                   \
+  F(cuMemFree_v2, CUresult, (CUdeviceptr))                                                              \
+  F(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr, const void *, size_t))                                     \
+  F(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                                           \
+  F(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                       \
+  F(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))                 \
+  F(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                              \
+  F(cuModuleUnload, CUresult, (CUmodule))                                                               \
+  F(cuLaunchKernel, CUresult,                                                                           \
+    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, \
+     void **))                                                                                          \
+  F(cuEventCreate, CUresult, (CUevent *, unsigned))                                                     \
+  F(cuEventRecord, CUresult, (CUevent, CUstream))                                                       \
+  F(cuEventSynchronize, CUresult, (CUevent))                                                            \
+  F(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))                                          \
+  F(cuEventDestroy_v2, CUresult, (CUevent))                                                             \
+  F(cuGetErrorString, CUresult, (CUresult, const char **))
+
+typedef struct {
+  void *lib;
+#define F(name, ret, args) ret(*name) args;
+  CU_FUNCS(F)
+#undef F
+  CUdevice dev;
+  CUcontext cu;
+  int cc; /* compute capability, e.g. 90 */
+  CUevent ev[2];
+} cuda_state;
+
+#define S(ctx) ((cuda_state *)(ctx)->state)
+
+/* Record a driver error as the context's message. */
+static int cu_fail(dsv4rt_context *ctx, CUresult r, dsv4rt_status s, const char *what)
+{
+  const char *msg = NULL;
+  cuda_state *st = S(ctx);
+  if (st && st->cuGetErrorString)
+    st->cuGetErrorString(r, &msg);
+  return rt_fail(ctx, s, "CUDA %s failed: error %d (%s)", what, r, msg ? msg : "unknown");
+}
+
+static void cu_fini(dsv4rt_context *ctx)
+{
+  cuda_state *st = S(ctx);
+  if (!st)
+    return;
+  if (st->cu) {
+    st->cuCtxSetCurrent(st->cu);
+    for (int i = 0; i < 2; i++)
+      if (st->ev[i])
+        st->cuEventDestroy_v2(st->ev[i]);
+    st->cuDevicePrimaryCtxRelease_v2(st->dev);
+  }
+  rt_dlclose(st->lib);
+  free(st);
+  ctx->state = NULL;
+}
+
+static int cu_init(dsv4rt_context *ctx, int device)
+{
+  static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+  cuda_state *st = calloc(1, sizeof *st);
+  if (!st)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+  ctx->state = st;
+  st->lib = rt_dlopen(names);
+  if (!st->lib) {
+    cu_fini(ctx);
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libcuda.so.1 not found (no NVIDIA driver)");
+  }
+#define F(name, ret, args)                                                                    \
+  st->name = (ret(*) args)rt_dlsym(st->lib, #name);                                           \
+  if (!st->name) {                                                                            \
+    cu_fini(ctx);                                                                             \
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libcuda.so.1 lacks %s (driver too old)", #name); \
+  }
+  CU_FUNCS(F)
+#undef F
+  CUresult r;
+  int count = 0, ver = 0;
+  if ((r = st->cuInit(0)) || (r = st->cuDeviceGetCount(&count))) {
+    int rc = cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "initialisation");
+    cu_fini(ctx);
+    return rc;
+  }
+  if (device >= count) {
+    cu_fini(ctx);
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "CUDA device %d requested, %d present", device, count);
+  }
+  int maj = 0, min = 0;
+  char name[200] = "";
+  st->cuDriverGetVersion(&ver);
+  if ((r = st->cuDeviceGet(&st->dev, device)) || (r = st->cuDeviceGetName(name, sizeof name, st->dev)) ||
+      (r = st->cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev)) ||
+      (r = st->cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev)) ||
+      (r = st->cuDevicePrimaryCtxRetain(&st->cu, st->dev)) || (r = st->cuCtxSetCurrent(st->cu)) ||
+      (r = st->cuEventCreate(&st->ev[0], 0)) || (r = st->cuEventCreate(&st->ev[1], 0))) {
+    int rc = cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "device set-up");
+    cu_fini(ctx);
+    return rc;
+  }
+  st->cc = maj * 10 + min;
+  snprintf(ctx->device, sizeof ctx->device, "%s (sm_%d, CUDA driver %d.%d)", name, st->cc, ver / 1000,
+           ver % 1000 / 10);
+  return 0;
+}
+
+static int cu_alloc(dsv4rt_context *ctx, size_t n, uint64_t *native)
+{
+  CUdeviceptr p = 0;
+  CUresult r = S(ctx)->cuMemAlloc_v2(&p, n);
+  if (r)
+    return cu_fail(ctx, r, DSV4RT_ERR_OUT_OF_MEMORY, "cuMemAlloc");
+  *native = p;
+  return 0;
+}
+
+static void cu_release(dsv4rt_context *ctx, uint64_t native) { S(ctx)->cuMemFree_v2((CUdeviceptr)native); }
+
+static int cu_write(dsv4rt_context *ctx, uint64_t native, size_t off, const void *src, size_t n)
+{
+  CUresult r = S(ctx)->cuMemcpyHtoD_v2((CUdeviceptr)native + off, src, n);
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyHtoD") : 0;
+}
+
+static int cu_read(dsv4rt_context *ctx, uint64_t native, size_t off, void *dst, size_t n)
+{
+  CUresult r = S(ctx)->cuMemcpyDtoH_v2(dst, (CUdeviceptr)native + off, n);
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyDtoH") : 0;
+}
+
+static int cu_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, int wait)
+{
+  CUresult r = S(ctx)->cuMemcpyDtoDAsync_v2((CUdeviceptr)dst, (CUdeviceptr)src, n, NULL);
+  if (!r && wait)
+    r = S(ctx)->cuCtxSynchronize();
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyDtoD") : 0;
+}
+
+/* PTX for sm_XY runs on capability >= XY; sm_XYa only on exactly XY. */
+static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+{
+  int v = 0;
+  char suffix = 0;
+  if (e->target != 0 || sscanf(e->arch, "sm_%d%c", &v, &suffix) < 1)
+    return 0;
+  return suffix == 'a' ? S(ctx)->cc == v : S(ctx)->cc >= v;
+}
+
+static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
+                   void **module, void **kernel)
+{
+  (void)aux;
+  cuda_state *st = S(ctx);
+  /* PTX must be NUL-terminated for the JIT: copy it */
+  char *ptx = malloc(e->code_len + 1);
+  if (!ptx)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+  memcpy(ptx, code, e->code_len);
+  ptx[e->code_len] = 0;
+  char log[4096] = "";
+  int opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+  CUmodule m = NULL;
+  CUfunction f = NULL;
+  CUresult r = st->cuModuleLoadDataEx(&m, ptx, 2, opts, vals);
+  free(ptx);
+  if (r) {
+    cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "PTX load");
+    size_t l = strlen(ctx->err);
+    snprintf(ctx->err + l, sizeof ctx->err - l, " for kernel %s: %s", e->name, log);
+    return DSV4RT_ERR_BACKEND;
+  }
+  r = st->cuModuleGetFunction(&f, m, e->name);
+  if (r) {
+    st->cuModuleUnload(m);
+    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuModuleGetFunction");
+  }
+  *module = m, *kernel = f;
+  return 0;
+}
+
+static void cu_unload(dsv4rt_context *ctx, void *module, void *kernel)
+{
+  (void)kernel;
+  S(ctx)->cuModuleUnload(module);
+}
+
+static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
+                     const rt_arg *args, int nargs)
+{
+  void *params[DSV4_MAX_ARGS];
+  CUdeviceptr ptrs[DSV4_MAX_ARGS];
+  for (int i = 0; i < nargs; i++) {
+    if (args[i].kind == DSV4_ARG_PTR) {
+      ptrs[i] = args[i].v.buf ? (CUdeviceptr)args[i].v.buf->native : 0;
+      params[i] = &ptrs[i];
+    } else
+      params[i] = (void *)&args[i].v;
+  }
+  CUresult r = S(ctx)->cuLaunchKernel((CUfunction)kernel, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                      0, NULL, params, NULL);
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernel") : 0;
+}
+
+static int cu_sync(dsv4rt_context *ctx)
+{
+  CUresult r = S(ctx)->cuCtxSynchronize();
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuCtxSynchronize (a kernel failed)") : 0;
+}
+
+static int cu_timer_start(dsv4rt_context *ctx)
+{
+  CUresult r = S(ctx)->cuEventRecord(S(ctx)->ev[0], NULL);
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuEventRecord") : 0;
+}
+
+static int cu_timer_stop(dsv4rt_context *ctx, double *ms)
+{
+  cuda_state *st = S(ctx);
+  float f = 0;
+  CUresult r = st->cuEventRecord(st->ev[1], NULL);
+  if (!r)
+    r = st->cuEventSynchronize(st->ev[1]);
+  if (!r)
+    r = st->cuEventElapsedTime(&f, st->ev[0], st->ev[1]);
+  *ms = f;
+  return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "event timing") : 0;
+}
+
+const rt_backend rt_cuda_backend = {
+    .kind = DSV4RT_BACKEND_CUDA,
+    .name = "cuda",
+    .init = cu_init,
+    .fini = cu_fini,
+    .alloc = cu_alloc,
+    .release = cu_release,
+    .write = cu_write,
+    .read = cu_read,
+    .copy = cu_copy,
+    .accepts = cu_accepts,
+    .load = cu_load,
+    .unload = cu_unload,
+    .launch = cu_launch,
+    .sync = cu_sync,
+    .timer_start = cu_timer_start,
+    .timer_stop = cu_timer_stop,
+};

@@ -1,0 +1,345 @@
+/* opencl.c -- the OpenCL backend through a dlopen'd libOpenCL.so.1 (the ICD
+ * loader).  A SPIR-V entry is loaded as IL where the device takes SPIR-V
+ * (CL_DEVICE_IL_VERSION), else as its SPIR 1.2 bitcode fallback where the
+ * device has cl_khr_spir (PoCL 3.1, DESIGN.md).  Types and constants are
+ * declared here from the OpenCL 1.2 / 2.1 specification. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+typedef int32_t cl_int;
+typedef uint32_t cl_uint;
+typedef uint64_t cl_ulong;
+typedef uint64_t cl_bitfield;
+typedef struct _cl_platform_id *cl_platform_id;
+typedef struct _cl_device_id *cl_device_id;
+typedef struct _cl_context *cl_context;
+typedef struct _cl_command_queue *cl_command_queue;
+typedef struct _cl_mem *cl_mem;
+typedef struct _cl_program *cl_program;
+typedef struct _cl_kernel *cl_kernel;
+typedef struct _cl_event *cl_event;
+
+enum {
+  CL_DEVICE_TYPE_ALL = (int)0xFFFFFFFF,
+  CL_DEVICE_NAME = 0x102B,
+  CL_DEVICE_VERSION = 0x102F,
+  CL_DEVICE_EXTENSIONS = 0x1030,
+  CL_DEVICE_IL_VERSION = 0x105B,
+  CL_PLATFORM_NAME = 0x0902,
+  CL_MEM_READ_WRITE = 1,
+  CL_QUEUE_PROFILING_ENABLE = 2,
+  CL_PROGRAM_BUILD_LOG = 0x1183,
+  CL_PROFILING_COMMAND_END = 0x1283,
+};
+
+#define CL_FUNCS(F)                                                                                              \
+  F(clGetPlatformIDs, cl_int, (cl_uint, cl_platform_id *, cl_uint *))                                            \
+  F(clGetPlatformInfo, cl_int, (cl_platform_id, cl_uint, size_t, void *, size_t *))                              \
+  F(clGetDeviceIDs, cl_int, (cl_platform_id, cl_bitfield, cl_uint, cl_device_id *, cl_uint *))                   \
+  F(clGetDeviceInfo, cl_int, (cl_device_id, cl_uint, size_t, void *, size_t *))                                  \
+  F(clCreateContext, cl_context, (const intptr_t *, cl_uint, const cl_device_id *, void *, void *, cl_int *))    \
+  F(clReleaseContext, cl_int, (cl_context))                                                                      \
+  F(clCreateCommandQueue, cl_command_queue, (cl_context, cl_device_id, cl_bitfield, cl_int *))                   \
+  F(clReleaseCommandQueue, cl_int, (cl_command_queue))                                                           \
+  F(clCreateBuffer, cl_mem, (cl_context, cl_bitfield, size_t, void *, cl_int *))                                 \
+  F(clReleaseMemObject, cl_int, (cl_mem))                                                                        \
+  F(clEnqueueWriteBuffer, cl_int,                                                                                \
+    (cl_command_queue, cl_mem, cl_uint, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *))    \
+  F(clEnqueueReadBuffer, cl_int,                                                                                 \
+    (cl_command_queue, cl_mem, cl_uint, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *))          \
+  F(clEnqueueCopyBuffer, cl_int,                                                                                 \
+    (cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint, const cl_event *, cl_event *))           \
+  F(clCreateProgramWithBinary, cl_program,                                                                       \
+    (cl_context, cl_uint, const cl_device_id *, const size_t *, const unsigned char **, cl_int *, cl_int *))     \
+  F(clBuildProgram, cl_int, (cl_program, cl_uint, const cl_device_id *, const char *, void *, void *))           \
+  F(clGetProgramBuildInfo, cl_int, (cl_program, cl_device_id, cl_uint, size_t, void *, size_t *))                \
+  F(clReleaseProgram, cl_int, (cl_program))                                                                      \
+  F(clCreateKernel, cl_kernel, (cl_program, const char *, cl_int *))                                             \
+  F(clReleaseKernel, cl_int, (cl_kernel))                                                                        \
+  F(clSetKernelArg, cl_int, (cl_kernel, cl_uint, size_t, const void *))                                          \
+  F(clEnqueueNDRangeKernel, cl_int,                                                                              \
+    (cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint,              \
+     const cl_event *, cl_event *))                                                                              \
+  F(clEnqueueMarkerWithWaitList, cl_int, (cl_command_queue, cl_uint, const cl_event *, cl_event *))              \
+  F(clGetEventProfilingInfo, cl_int, (cl_event, cl_uint, size_t, void *, size_t *))                              \
+  F(clWaitForEvents, cl_int, (cl_uint, const cl_event *))                                                        \
+  F(clReleaseEvent, cl_int, (cl_event))                                                                          \
+  F(clFinish, cl_int, (cl_command_queue))
+
+typedef cl_program (*create_with_il_fn)(cl_context, const void *, size_t, cl_int *);
+
+typedef struct {
+  void *lib;
+#define F(name, ret, args) ret(*name) args;
+  CL_FUNCS(F)
+#undef F
+  create_with_il_fn clCreateProgramWithIL; /* OpenCL 2.1+, may be absent */
+  cl_device_id dev;
+  cl_context cx;
+  cl_command_queue q;
+  int takes_il, takes_spir;
+  cl_event t0;
+} cl_state;
+
+#define S(ctx) ((cl_state *)(ctx)->state)
+
+static int cl_fail(dsv4rt_context *ctx, cl_int r, dsv4rt_status s, const char *what)
+{
+  return rt_fail(ctx, s, "OpenCL %s failed: error %d", what, (int)r);
+}
+
+static void ocl_fini(dsv4rt_context *ctx)
+{
+  cl_state *st = S(ctx);
+  if (!st)
+    return;
+  if (st->t0)
+    st->clReleaseEvent(st->t0);
+  if (st->q)
+    st->clReleaseCommandQueue(st->q);
+  if (st->cx)
+    st->clReleaseContext(st->cx);
+  rt_dlclose(st->lib);
+  free(st);
+  ctx->state = NULL;
+}
+
+/* Device number `device` counting across all platforms. */
+static int pick_device(dsv4rt_context *ctx, int device, cl_platform_id *plat_out)
+{
+  cl_state *st = S(ctx);
+  cl_platform_id plats[16];
+  cl_uint np = 0;
+  cl_int r = st->clGetPlatformIDs(16, plats, &np);
+  if (r || np == 0)
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "no OpenCL platform (error %d; is an ICD such as pocl-opencl-icd installed?)",
+                   (int)r);
+  int seen = 0;
+  for (cl_uint p = 0; p < np && p < 16; p++) {
+    cl_device_id devs[64];
+    cl_uint nd = 0;
+    if (st->clGetDeviceIDs(plats[p], (cl_bitfield)(cl_uint)CL_DEVICE_TYPE_ALL, 64, devs, &nd) || nd == 0)
+      continue;
+    if (device < seen + (int)nd) {
+      st->dev = devs[device - seen];
+      *plat_out = plats[p];
+      return 0;
+    }
+    seen += (int)nd;
+  }
+  return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "OpenCL device %d requested, %d present", device, seen);
+}
+
+static int ocl_init(dsv4rt_context *ctx, int device)
+{
+  static const char *const names[] = {"libOpenCL.so.1", "libOpenCL.so", NULL};
+  cl_state *st = calloc(1, sizeof *st);
+  if (!st)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+  ctx->state = st;
+  st->lib = rt_dlopen(names);
+  if (!st->lib) {
+    ocl_fini(ctx);
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libOpenCL.so.1 not found (install ocl-icd-libopencl1 and an ICD)");
+  }
+#define F(name, ret, args)                                                                     \
+  st->name = (ret(*) args)rt_dlsym(st->lib, #name);                                            \
+  if (!st->name) {                                                                             \
+    ocl_fini(ctx);                                                                             \
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libOpenCL.so.1 lacks %s (OpenCL < 1.2)", #name); \
+  }
+  CL_FUNCS(F)
+#undef F
+  st->clCreateProgramWithIL = (create_with_il_fn)rt_dlsym(st->lib, "clCreateProgramWithIL");
+  cl_platform_id plat = NULL;
+  int rc = pick_device(ctx, device, &plat);
+  if (rc) {
+    char m[sizeof ctx->err];
+    snprintf(m, sizeof m, "%s", ctx->err);
+    ocl_fini(ctx);
+    return rt_fail(ctx, (dsv4rt_status)rc, "%s", m);
+  }
+  char name[128] = "", ver[128] = "", pname[128] = "", il[256] = "";
+  static char ext[16384];
+  ext[0] = 0;
+  st->clGetDeviceInfo(st->dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+  st->clGetDeviceInfo(st->dev, CL_DEVICE_VERSION, sizeof ver, ver, NULL);
+  st->clGetDeviceInfo(st->dev, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
+  st->clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+  if (st->clGetDeviceInfo(st->dev, CL_DEVICE_IL_VERSION, sizeof il, il, NULL))
+    il[0] = 0;
+  const char *force = getenv("DSV4RT_OPENCL_SPIR");
+  st->takes_il = st->clCreateProgramWithIL && strstr(il, "SPIR-V") && !(force && *force == '1');
+  st->takes_spir = strstr(ext, "cl_khr_spir") != NULL;
+  cl_int r = 0;
+  st->cx = st->clCreateContext(NULL, 1, &st->dev, NULL, NULL, &r);
+  if (!r)
+    st->q = st->clCreateCommandQueue(st->cx, st->dev, CL_QUEUE_PROFILING_ENABLE, &r);
+  if (r) {
+    cl_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "context set-up");
+    char m[sizeof ctx->err];
+    snprintf(m, sizeof m, "%s", ctx->err);
+    ocl_fini(ctx);
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "%s", m);
+  }
+  snprintf(ctx->device, sizeof ctx->device, "%s (%s, %s; takes %s)", name, pname, ver,
+           st->takes_il ? "SPIR-V" : st->takes_spir ? "SPIR 1.2" : "neither SPIR-V nor SPIR");
+  return 0;
+}
+
+static int ocl_alloc(dsv4rt_context *ctx, size_t n, uint64_t *native)
+{
+  cl_int r = 0;
+  cl_mem m = S(ctx)->clCreateBuffer(S(ctx)->cx, CL_MEM_READ_WRITE, n, NULL, &r);
+  if (r || !m)
+    return cl_fail(ctx, r, DSV4RT_ERR_OUT_OF_MEMORY, "clCreateBuffer");
+  *native = (uint64_t)(uintptr_t)m;
+  return 0;
+}
+
+static void ocl_release(dsv4rt_context *ctx, uint64_t native) { S(ctx)->clReleaseMemObject((cl_mem)(uintptr_t)native); }
+
+static int ocl_write(dsv4rt_context *ctx, uint64_t native, size_t off, const void *src, size_t n)
+{
+  cl_int r = S(ctx)->clEnqueueWriteBuffer(S(ctx)->q, (cl_mem)(uintptr_t)native, 1, off, n, src, 0, NULL, NULL);
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueWriteBuffer") : 0;
+}
+
+static int ocl_read(dsv4rt_context *ctx, uint64_t native, size_t off, void *dst, size_t n)
+{
+  cl_int r = S(ctx)->clEnqueueReadBuffer(S(ctx)->q, (cl_mem)(uintptr_t)native, 1, off, n, dst, 0, NULL, NULL);
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueReadBuffer") : 0;
+}
+
+static int ocl_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, int wait)
+{
+  cl_int r = S(ctx)->clEnqueueCopyBuffer(S(ctx)->q, (cl_mem)(uintptr_t)src, (cl_mem)(uintptr_t)dst, 0, 0, n, 0,
+                                         NULL, NULL);
+  if (!r && wait)
+    r = S(ctx)->clFinish(S(ctx)->q);
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueCopyBuffer") : 0;
+}
+
+static int ocl_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+{
+  return e->target == 2 && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
+}
+
+static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
+                    void **module, void **kernel)
+{
+  cl_state *st = S(ctx);
+  cl_int r = 0;
+  cl_program p;
+  const char *opts = "";
+  if (st->takes_il)
+    p = st->clCreateProgramWithIL(st->cx, code, e->code_len, &r);
+  else {
+    size_t n = e->aux_len;
+    cl_int bs = 0;
+    p = st->clCreateProgramWithBinary(st->cx, 1, &st->dev, &n, &aux, &bs, &r);
+    opts = "-x spir -spir-std=1.2";
+  }
+  if (r || !p)
+    return cl_fail(ctx, r, DSV4RT_ERR_BACKEND, st->takes_il ? "clCreateProgramWithIL" : "clCreateProgramWithBinary");
+  r = st->clBuildProgram(p, 1, &st->dev, opts, NULL, NULL);
+  if (r) {
+    char log[2048] = "";
+    st->clGetProgramBuildInfo(p, st->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    st->clReleaseProgram(p);
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "OpenCL build of kernel %s failed (error %d): %.900s", e->name, (int)r, log);
+  }
+  cl_kernel k = st->clCreateKernel(p, e->name, &r);
+  if (r || !k) {
+    st->clReleaseProgram(p);
+    return cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clCreateKernel");
+  }
+  *module = p, *kernel = k;
+  return 0;
+}
+
+static void ocl_unload(dsv4rt_context *ctx, void *module, void *kernel)
+{
+  S(ctx)->clReleaseKernel(kernel);
+  S(ctx)->clReleaseProgram(module);
+}
+
+static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
+                      const rt_arg *args, int nargs)
+{
+  cl_state *st = S(ctx);
+  for (int i = 0; i < nargs; i++) {
+    cl_int r;
+    if (args[i].kind == DSV4_ARG_PTR) {
+      cl_mem m = args[i].v.buf ? (cl_mem)(uintptr_t)args[i].v.buf->native : NULL;
+      r = st->clSetKernelArg(kernel, (cl_uint)i, sizeof m, &m);
+    } else if (args[i].kind == DSV4_ARG_I32)
+      r = st->clSetKernelArg(kernel, (cl_uint)i, 4, &args[i].v.i32);
+    else
+      r = st->clSetKernelArg(kernel, (cl_uint)i, 8, &args[i].v.i64);
+    if (r)
+      return cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clSetKernelArg");
+  }
+  size_t global[3], local[3];
+  for (int d = 0; d < 3; d++)
+    global[d] = (size_t)grid[d] * block[d], local[d] = block[d];
+  cl_int r = st->clEnqueueNDRangeKernel(st->q, kernel, 3, NULL, global, local, 0, NULL, NULL);
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueNDRangeKernel") : 0;
+}
+
+static int ocl_sync(dsv4rt_context *ctx)
+{
+  cl_int r = S(ctx)->clFinish(S(ctx)->q);
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clFinish") : 0;
+}
+
+static int ocl_timer_start(dsv4rt_context *ctx)
+{
+  cl_state *st = S(ctx);
+  if (st->t0)
+    st->clReleaseEvent(st->t0), st->t0 = NULL;
+  cl_int r = st->clEnqueueMarkerWithWaitList(st->q, 0, NULL, &st->t0);
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueMarkerWithWaitList") : 0;
+}
+
+static int ocl_timer_stop(dsv4rt_context *ctx, double *ms)
+{
+  cl_state *st = S(ctx);
+  cl_event t1 = NULL;
+  cl_ulong a = 0, b = 0;
+  if (!st->t0)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_timer_stop without dsv4rt_timer_start");
+  cl_int r = st->clEnqueueMarkerWithWaitList(st->q, 0, NULL, &t1);
+  if (!r)
+    r = st->clWaitForEvents(1, &t1);
+  if (!r)
+    r = st->clGetEventProfilingInfo(st->t0, CL_PROFILING_COMMAND_END, sizeof a, &a, NULL);
+  if (!r)
+    r = st->clGetEventProfilingInfo(t1, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+  if (t1)
+    st->clReleaseEvent(t1);
+  *ms = (double)(b - a) * 1e-6;
+  return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "event profiling") : 0;
+}
+
+const rt_backend rt_opencl_backend = {
+    .kind = DSV4RT_BACKEND_OPENCL,
+    .name = "opencl",
+    .init = ocl_init,
+    .fini = ocl_fini,
+    .alloc = ocl_alloc,
+    .release = ocl_release,
+    .write = ocl_write,
+    .read = ocl_read,
+    .copy = ocl_copy,
+    .accepts = ocl_accepts,
+    .load = ocl_load,
+    .unload = ocl_unload,
+    .launch = ocl_launch,
+    .sync = ocl_sync,
+    .timer_start = ocl_timer_start,
+    .timer_stop = ocl_timer_stop,
+};

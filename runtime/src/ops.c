@@ -1,0 +1,212 @@
+/* ops.c -- the typed operation calls: validate everything that can be
+ * validated on the host, then marshal the arguments in the order the
+ * bundle's signature (dsv4_abi.h) gives and launch.  A failed check returns
+ * before any launch, so nothing on the device is written. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+#define I32_MAX 2147483647LL
+
+/* A buffer argument: present, of this context, at least `need` bytes. */
+static dsv4rt_status need_buf(dsv4rt_context *ctx, const dsv4rt_buffer *b, const char *fn, const char *name,
+                              long double need)
+{
+  if (!b)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s is NULL", fn, name);
+  if (b->ctx != ctx)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s belongs to another context", fn, name);
+  if ((long double)b->size < need)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s holds %zu bytes, the arguments need %.0Lf", fn, name,
+                   b->size, need);
+  return DSV4RT_OK;
+}
+
+/* Device addresses must meet the kernel's vector alignment (CUDA pointers;
+ * OpenCL buffers are aligned by the implementation). */
+static dsv4rt_status need_align(dsv4rt_context *ctx, const dsv4rt_buffer *b, const char *fn, const char *name,
+                                int align)
+{
+  if (ctx->be->kind == DSV4RT_BACKEND_CUDA && b->native % (uint64_t)align)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s is not %d-byte aligned", fn, name, align);
+  return DSV4RT_OK;
+}
+
+static dsv4rt_status need_range(dsv4rt_context *ctx, const char *fn, const char *name, int64_t v, int64_t lo,
+                                int64_t hi)
+{
+  if (v < lo || v > hi)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s = %lld is outside [%lld, %lld]", fn, name, (long long)v,
+                   (long long)lo, (long long)hi);
+  return DSV4RT_OK;
+}
+
+/* The cache geometry every gather shares. */
+static dsv4rt_status check_cache(dsv4rt_context *ctx, const char *fn, const dsv4_layout *l, const dsv4rt_buffer *cache,
+                                 int64_t num_blocks, int64_t bs, int64_t stride)
+{
+  dsv4rt_status s;
+  if ((s = need_range(ctx, fn, "num_blocks", num_blocks, 0, I32_MAX)) ||
+      (s = need_range(ctx, fn, "block_size", bs, 1, 1 << 20)))
+    return s;
+  int64_t min = dsv4_layout_min_block_bytes(l, bs);
+  if (stride < min)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: block_stride %lld is below layout %s's %lld bytes for %lld tokens",
+                   fn, (long long)stride, l->name, (long long)min, (long long)bs);
+  if (stride % l->align)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: block_stride %lld is not a multiple of layout %s's alignment %d",
+                   fn, (long long)stride, l->name, l->align);
+  if ((s = need_buf(ctx, cache, fn, "cache", (long double)num_blocks * (long double)stride)))
+    return s;
+  return need_align(ctx, cache, fn, "cache", l->align);
+}
+
+/* Read an int32 device array back for content checks. */
+static int32_t *fetch_i32(dsv4rt_context *ctx, dsv4rt_buffer *b, int64_t n, dsv4rt_status *s)
+{
+  int32_t *p = malloc((size_t)(n ? n : 1) * 4);
+  if (!p) {
+    *s = rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a content check");
+    return NULL;
+  }
+  *s = n ? dsv4rt_buffer_read(b, 0, p, (size_t)n * 4) : DSV4RT_OK;
+  if (*s) {
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gather_args *a,
+                                    const dsv4rt_launch_opts *opts)
+{
+  static const char fn[] = "dsv4rt_dequant_gather";
+  if (!b)
+    return DSV4RT_ERR_INVALID_ARG;
+  dsv4rt_context *ctx = b->ctx;
+  if (!a)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  int e;
+  dsv4rt_status s = rt_find(b, DSV4_OP_DEQUANT_GATHER, opts ? opts->kernel : NULL, &e);
+  if (s)
+    return s;
+  const dsv4_bundle_entry *en = &b->entries[e];
+  const dsv4_layout *l = &en->layout;
+  if ((s = need_range(ctx, fn, "n", a->n, 0, I32_MAX)) ||
+      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
+      (s = need_buf(ctx, a->indices, fn, "indices", (long double)a->n * 4)) ||
+      (s = need_buf(ctx, a->out, fn, "out", (long double)a->n * l->dim * 2)) ||
+      (s = need_align(ctx, a->indices, fn, "indices", 4)) || (s = need_align(ctx, a->out, fn, "out", 16)))
+    return s;
+  if (opts && opts->check_contents) {
+    int32_t *idx = fetch_i32(ctx, a->indices, a->n, &s);
+    if (!idx)
+      return s;
+    int64_t slots = a->num_blocks * a->block_size;
+    for (int64_t i = 0; i < a->n && !s; i++)
+      if (idx[i] >= slots)
+        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: indices[%lld] = %d is past the cache's %lld slots", fn,
+                    (long long)i, idx[i], (long long)slots);
+    free(idx);
+    if (s)
+      return s;
+  }
+  rt_arg args[] = {
+      {DSV4_ARG_PTR, {.buf = a->out}},
+      {DSV4_ARG_PTR, {.buf = a->cache}},
+      {DSV4_ARG_PTR, {.buf = a->indices}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->n}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      {DSV4_ARG_I64, {.i64 = a->block_stride}},
+  };
+  uint32_t grid[3] = {(uint32_t)((a->n + en->tokens_per_cta - 1) / en->tokens_per_cta), 1, 1};
+  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+}
+
+/* Content checks of the paged gather: every row it would write fits out,
+ * every position has a block-table column, every block is in the cache. */
+static dsv4rt_status check_paged_contents(dsv4rt_context *ctx, const dsv4rt_paged_gather_args *a)
+{
+  static const char fn[] = "dsv4rt_paged_gather";
+  dsv4rt_status s = DSV4RT_OK;
+  int32_t *seq = fetch_i32(ctx, a->seq_lens, a->num_requests, &s);
+  int32_t *gl = seq && a->gather_lens ? fetch_i32(ctx, a->gather_lens, a->num_requests, &s) : NULL;
+  int32_t *bt = seq && !s ? fetch_i32(ctx, a->block_table, a->num_requests * a->max_blocks, &s) : NULL;
+  for (int64_t r = 0; r < a->num_requests && bt && !s; r++) {
+    int64_t g = gl ? gl[r] : seq[r];
+    if (seq[r] < 0 || g < 0 || g > seq[r] || a->offset + g > a->out_rows) {
+      s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG,
+                  "%s: request %lld: seq_len %d, gather_len %lld do not fit offset %lld + out_rows %lld", fn,
+                  (long long)r, seq[r], (long long)g, (long long)a->offset, (long long)a->out_rows);
+      break;
+    }
+    for (int64_t pos = seq[r] - g; g > 0 && pos < seq[r] && !s; pos += a->block_size - pos % a->block_size) {
+      int64_t col = pos / a->block_size;
+      if (col >= a->max_blocks)
+        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: request %lld position %lld needs block-table column %lld of %lld",
+                    fn, (long long)r, (long long)pos, (long long)col, (long long)a->max_blocks);
+      else if (bt[r * a->max_blocks + col] < 0 || bt[r * a->max_blocks + col] >= a->num_blocks)
+        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: block_table[%lld, %lld] = %d is not a block of the cache (%lld)",
+                    fn, (long long)r, (long long)col, bt[r * a->max_blocks + col], (long long)a->num_blocks);
+    }
+  }
+  free(seq), free(gl), free(bt);
+  return s;
+}
+
+dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a, const dsv4rt_launch_opts *opts)
+{
+  static const char fn[] = "dsv4rt_paged_gather";
+  if (!b)
+    return DSV4RT_ERR_INVALID_ARG;
+  dsv4rt_context *ctx = b->ctx;
+  if (!a)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  int e;
+  dsv4rt_status s = rt_find(b, DSV4_OP_PAGED_GATHER, opts ? opts->kernel : NULL, &e);
+  if (s)
+    return s;
+  const dsv4_bundle_entry *en = &b->entries[e];
+  const dsv4_layout *l = &en->layout;
+  int64_t R = a->num_requests, M = a->out_rows;
+  if ((s = need_range(ctx, fn, "num_requests", R, 0, 65535)) || (s = need_range(ctx, fn, "out_rows", M, 0, I32_MAX)) ||
+      (s = need_range(ctx, fn, "offset", a->offset, 0, M)) ||
+      (s = need_range(ctx, fn, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = need_range(ctx, fn, "out_stride_m", a->out_stride_m, l->dim, INT64_MAX / 4)) ||
+      (s = need_range(ctx, fn, "out_stride_r", a->out_stride_r, 0, INT64_MAX / 4)) ||
+      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)))
+    return s;
+  if (a->out_stride_m % 8 || a->out_stride_r % 8)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: out strides (%lld, %lld) must be multiples of 8 elements (16 bytes)",
+                   fn, (long long)a->out_stride_r, (long long)a->out_stride_m);
+  long double out_need = R && M ? ((long double)(R - 1) * a->out_stride_r + (long double)(M - 1) * a->out_stride_m + l->dim) * 2 : 0;
+  if ((s = need_buf(ctx, a->out, fn, "out", out_need)) || (s = need_align(ctx, a->out, fn, "out", 16)) ||
+      (s = need_buf(ctx, a->seq_lens, fn, "seq_lens", (long double)R * 4)) ||
+      (s = need_buf(ctx, a->block_table, fn, "block_table", (long double)R * a->max_blocks * 4)))
+    return s;
+  if (a->gather_lens && (s = need_buf(ctx, a->gather_lens, fn, "gather_lens", (long double)R * 4)))
+    return s;
+  if (opts && opts->check_contents && (s = check_paged_contents(ctx, a)))
+    return s;
+  rt_arg args[] = {
+      {DSV4_ARG_PTR, {.buf = a->out}},
+      {DSV4_ARG_PTR, {.buf = a->cache}},
+      {DSV4_ARG_PTR, {.buf = a->seq_lens}},
+      {DSV4_ARG_PTR, {.buf = a->gather_lens ? a->gather_lens : a->seq_lens}},
+      {DSV4_ARG_PTR, {.buf = a->block_table}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      {DSV4_ARG_I64, {.i64 = a->out_stride_r}},
+      {DSV4_ARG_I64, {.i64 = a->out_stride_m}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)M}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->offset}},
+      {DSV4_ARG_I32, {.i32 = a->gather_lens != NULL}},
+  };
+  uint32_t grid[3] = {(uint32_t)((M - a->offset + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)R, 1};
+  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+}

@@ -1,0 +1,428 @@
+/* rt.c -- contexts, buffers, timers and bundles of libdsv4rt. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+_Static_assert(sizeof(dsv4_bundle_entry) == 480, "bundle entry layout differs from the writer's");
+
+static char create_err[1024]; /* message of the last failed context creation */
+
+dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx ? ctx->err : create_err, sizeof create_err, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+const char *dsv4rt_last_error(const dsv4rt_context *ctx) { return ctx ? ctx->err : create_err; }
+
+const char *dsv4rt_status_name(dsv4rt_status s)
+{
+  static const char *const names[] = {"ok", "invalid argument", "no backend", "bad bundle format",
+                                      "unsupported bundle version", "no kernel", "backend error",
+                                      "out of memory", "i/o error"};
+  return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
+}
+
+/* ---- contexts ---- */
+
+static dsv4rt_status try_backend(const rt_backend *be, int device, dsv4rt_context **out)
+{
+  dsv4rt_context *ctx = calloc(1, sizeof *ctx);
+  if (!ctx)
+    return rt_fail(NULL, DSV4RT_ERR_OUT_OF_MEMORY, "out of memory");
+  ctx->be = be;
+  int rc = be->init(ctx, device);
+  if (rc) {
+    snprintf(create_err, sizeof create_err, "%s", ctx->err);
+    free(ctx);
+    return (dsv4rt_status)rc;
+  }
+  *out = ctx;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_context_create(dsv4rt_backend backend, int device, dsv4rt_context **out)
+{
+  if (!out)
+    return rt_fail(NULL, DSV4RT_ERR_INVALID_ARG, "dsv4rt_context_create: out is NULL");
+  *out = NULL;
+  if (device < 0)
+    return rt_fail(NULL, DSV4RT_ERR_INVALID_ARG, "dsv4rt_context_create: device %d is negative", device);
+  switch (backend) {
+  case DSV4RT_BACKEND_CUDA:
+    return try_backend(&rt_cuda_backend, device, out);
+  case DSV4RT_BACKEND_OPENCL:
+    return try_backend(&rt_opencl_backend, device, out);
+  case DSV4RT_BACKEND_AUTO: {
+    if (try_backend(&rt_cuda_backend, device, out) == DSV4RT_OK)
+      return DSV4RT_OK;
+    char cuda_err[512];
+    snprintf(cuda_err, sizeof cuda_err, "%.500s", create_err);
+    dsv4rt_status s = try_backend(&rt_opencl_backend, device, out);
+    if (s != DSV4RT_OK) {
+      char cl_err[512];
+      snprintf(cl_err, sizeof cl_err, "%.500s", create_err);
+      rt_fail(NULL, s, "no usable device: CUDA: %s; OpenCL: %s", cuda_err, cl_err);
+    }
+    return s;
+  }
+  default:
+    return rt_fail(NULL, DSV4RT_ERR_INVALID_ARG, "dsv4rt_context_create: unknown backend %d", (int)backend);
+  }
+}
+
+void dsv4rt_context_destroy(dsv4rt_context *ctx)
+{
+  if (!ctx)
+    return;
+  ctx->be->fini(ctx);
+  free(ctx);
+}
+
+dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx) { return ctx ? ctx->be->kind : DSV4RT_BACKEND_AUTO; }
+const char *dsv4rt_device_name(const dsv4rt_context *ctx) { return ctx ? ctx->device : ""; }
+
+dsv4rt_status dsv4rt_synchronize(dsv4rt_context *ctx)
+{
+  if (!ctx)
+    return DSV4RT_ERR_INVALID_ARG;
+  return (dsv4rt_status)ctx->be->sync(ctx);
+}
+
+dsv4rt_status dsv4rt_timer_start(dsv4rt_context *ctx)
+{
+  if (!ctx)
+    return DSV4RT_ERR_INVALID_ARG;
+  return (dsv4rt_status)ctx->be->timer_start(ctx);
+}
+
+dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms)
+{
+  if (!ctx || !ms)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_timer_stop: ms is NULL") : DSV4RT_ERR_INVALID_ARG;
+  return (dsv4rt_status)ctx->be->timer_stop(ctx, ms);
+}
+
+/* ---- buffers ---- */
+
+dsv4rt_status dsv4rt_buffer_create(dsv4rt_context *ctx, size_t size, dsv4rt_buffer **out)
+{
+  if (!ctx || !out)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_create: out is NULL") : DSV4RT_ERR_INVALID_ARG;
+  *out = NULL;
+  if (size == 0)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_create: size 0");
+  dsv4rt_buffer *b = calloc(1, sizeof *b);
+  if (!b)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+  int rc = ctx->be->alloc(ctx, size, &b->native);
+  if (rc) {
+    free(b);
+    return (dsv4rt_status)rc;
+  }
+  b->ctx = ctx, b->size = size, b->owned = 1;
+  *out = b;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_buffer_wrap(dsv4rt_context *ctx, uint64_t native, size_t size, dsv4rt_buffer **out)
+{
+  if (!ctx || !out)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_wrap: out is NULL") : DSV4RT_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!native || !size)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_wrap: null memory or size 0");
+  dsv4rt_buffer *b = calloc(1, sizeof *b);
+  if (!b)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+  b->ctx = ctx, b->native = native, b->size = size, b->owned = 0;
+  *out = b;
+  return DSV4RT_OK;
+}
+
+void dsv4rt_buffer_destroy(dsv4rt_buffer *b)
+{
+  if (!b)
+    return;
+  if (b->owned)
+    b->ctx->be->release(b->ctx, b->native);
+  free(b);
+}
+
+size_t dsv4rt_buffer_size(const dsv4rt_buffer *b) { return b ? b->size : 0; }
+
+/* Range check for a copy of n bytes at offset within buf. */
+static dsv4rt_status range(const dsv4rt_buffer *b, size_t off, size_t n, const void *host, const char *fn)
+{
+  if (!b)
+    return DSV4RT_ERR_INVALID_ARG;
+  if (!host && n)
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "%s: host pointer is NULL", fn);
+  if (off > b->size || n > b->size - off)
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "%s: bytes [%zu, %zu + %zu) pass the buffer's %zu bytes", fn, off,
+                   off, n, b->size);
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_buffer_write(dsv4rt_buffer *b, size_t off, const void *src, size_t n)
+{
+  dsv4rt_status s = range(b, off, n, src, "dsv4rt_buffer_write");
+  if (s || !n)
+    return s;
+  return (dsv4rt_status)b->ctx->be->write(b->ctx, b->native, off, src, n);
+}
+
+dsv4rt_status dsv4rt_buffer_read(dsv4rt_buffer *b, size_t off, void *dst, size_t n)
+{
+  dsv4rt_status s = range(b, off, n, dst, "dsv4rt_buffer_read");
+  if (s || !n)
+    return s;
+  return (dsv4rt_status)b->ctx->be->read(b->ctx, b->native, off, dst, n);
+}
+
+static dsv4rt_status copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n, int wait)
+{
+  if (!dst || !src)
+    return DSV4RT_ERR_INVALID_ARG;
+  if (dst->ctx != src->ctx)
+    return rt_fail(dst->ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_copy: buffers of different contexts");
+  if (n > dst->size || n > src->size)
+    return rt_fail(dst->ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_copy: %zu bytes pass a buffer (%zu, %zu)", n,
+                   src->size, dst->size);
+  if (!n)
+    return DSV4RT_OK;
+  return (dsv4rt_status)dst->ctx->be->copy(dst->ctx, dst->native, src->native, n, wait);
+}
+
+dsv4rt_status dsv4rt_buffer_copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n) { return copy(dst, src, n, 1); }
+dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n)
+{
+  return copy(dst, src, n, 0);
+}
+
+/* ---- bundles ---- */
+
+static uint32_t rd32(const uint8_t *p)
+{
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* The argument kinds this runtime passes for op (the compiled-in ABI). */
+static int expected_signature(uint32_t op, uint8_t *kinds)
+{
+  int n = 0;
+#define A(nm, kind) kinds[n++] = DSV4_ARG_##kind;
+  switch (op) {
+  case DSV4_OP_DEQUANT_GATHER:
+    DSV4_ARGS_DEQUANT_GATHER(A)
+    break;
+  case DSV4_OP_PAGED_GATHER:
+    DSV4_ARGS_PAGED_GATHER(A)
+    break;
+  default:
+    return -1;
+  }
+#undef A
+  return n;
+}
+
+/* Every field of entry i that the runtime relies on. */
+static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e, int i, uint64_t size)
+{
+  if (!memchr(e->name, 0, sizeof e->name) || !e->name[0] || !memchr(e->arch, 0, sizeof e->arch))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name or arch is not a terminated string", i);
+  uint8_t kinds[DSV4_MAX_ARGS];
+  int n = expected_signature(e->op, kinds);
+  if (n < 0)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): unknown op %u", i, e->name, e->op);
+  if (e->nargs != (uint32_t)n || memcmp(e->args, kinds, (size_t)n))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT,
+                   "bundle entry %d (%s): argument signature differs from the one this runtime passes", i, e->name);
+  if (e->target > 2)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): unknown target %u", i, e->name, e->target);
+  const dsv4_layout *l = &e->layout;
+  if (l->dim <= 0 || l->dim > 4096 || l->nseg <= 0 || l->nseg > DSV4_LAYOUT_MAX_SEGS || l->row_bytes <= 0 ||
+      l->align <= 0 || (l->align & (l->align - 1)))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent layout", i, e->name);
+  if (!e->values_per_thread || !e->tokens_per_cta || e->threads == 0 || e->threads > 1024 ||
+      e->threads != (uint32_t)l->dim / e->values_per_thread * e->tokens_per_cta)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
+  if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
+      (e->aux_len && (e->aux_off > size || e->aux_len > size - e->aux_off)))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): code outside the file", i, e->name);
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size, dsv4rt_bundle **out)
+{
+  if (!ctx || !out)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: out is NULL") : DSV4RT_ERR_INVALID_ARG;
+  *out = NULL;
+  const uint8_t *p = data;
+  if (!p || size < DSV4_BUNDLE_HEADER_BYTES || memcmp(p, DSV4_BUNDLE_MAGIC, 8))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (bad magic or shorter than its header)");
+  uint32_t version = rd32(p + 8), n = rd32(p + 12);
+  uint64_t fsize = rd64(p + 16);
+  if (version != DSV4_BUNDLE_VERSION)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_VERSION, "bundle version %u; this runtime reads version %u", version,
+                   DSV4_BUNDLE_VERSION);
+  if (fsize != size)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %zu bytes but its header says %llu (truncated?)", size,
+                   (unsigned long long)fsize);
+  if (rd32(p + 28) != 0)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle header's reserved field is not zero (corrupted)");
+  if (dsv4_crc32(p + DSV4_BUNDLE_HEADER_BYTES, size - DSV4_BUNDLE_HEADER_BYTES) != rd32(p + 24))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle checksum mismatch (corrupted)");
+  if (n == 0 || n > RT_MAX_ENTRIES || (uint64_t)n * sizeof(dsv4_bundle_entry) > size - DSV4_BUNDLE_HEADER_BYTES)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u entries, which its size cannot hold", n);
+  dsv4rt_bundle *b = calloc(1, sizeof *b);
+  if (!b || !(b->data = malloc(size))) {
+    free(b);
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for the bundle");
+  }
+  memcpy(b->data, p, size);
+  b->ctx = ctx, b->size = size, b->n = (int)n;
+  for (uint32_t i = 0; i < n; i++) {
+    memcpy(&b->entries[i], b->data + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry),
+           sizeof(dsv4_bundle_entry));
+    dsv4rt_status s = check_entry(ctx, &b->entries[i], (int)i, size);
+    if (s) {
+      free(b->data);
+      free(b);
+      return s;
+    }
+  }
+  *out = b;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
+{
+  if (!ctx || !path || !out)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: null argument") : DSV4RT_ERR_INVALID_ARG;
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle %s", path);
+  uint8_t *buf = NULL;
+  size_t len = 0, cap = 0, r;
+  uint8_t tmp[65536];
+  while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) {
+    if (len + r > cap) {
+      cap = (len + r) * 2;
+      uint8_t *q = realloc(buf, cap);
+      if (!q) {
+        free(buf);
+        fclose(f);
+        return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+      }
+      buf = q;
+    }
+    memcpy(buf + len, tmp, r);
+    len += r;
+  }
+  fclose(f);
+  dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, buf, len, out);
+  free(buf);
+  if (s) {
+    char m[sizeof ctx->err];
+    snprintf(m, sizeof m, "%s", ctx->err);
+    rt_fail(ctx, s, "%s: %s", path, m);
+  }
+  return s;
+}
+
+void dsv4rt_bundle_destroy(dsv4rt_bundle *b)
+{
+  if (!b)
+    return;
+  for (int i = 0; i < b->n; i++)
+    if (b->loaded[i].loaded == 1)
+      b->ctx->be->unload(b->ctx, b->loaded[i].module, b->loaded[i].kernel);
+  free(b->data);
+  free(b);
+}
+
+int dsv4rt_bundle_count(const dsv4rt_bundle *b) { return b ? b->n : 0; }
+
+dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **name, const char **op,
+                                  const char **target, const char **arch)
+{
+  static const char *const ops[] = {"none",
+#define X(e, s, d) s,
+                                    DSV4_OPS(X)
+#undef X
+  };
+  static const char *const targets[] = {"ptx", "amdgcn", "spirv"};
+  if (!b || i < 0 || i >= b->n)
+    return DSV4RT_ERR_INVALID_ARG;
+  const dsv4_bundle_entry *e = &b->entries[i];
+  if (name)
+    *name = e->name;
+  if (op)
+    *op = e->op < DSV4_OP_COUNT ? ops[e->op] : "?";
+  if (target)
+    *target = targets[e->target];
+  if (arch)
+    *arch = e->arch;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry)
+{
+  int named = 0;
+  for (int i = 0; i < b->n; i++) {
+    const dsv4_bundle_entry *e = &b->entries[i];
+    if (name && strcmp(e->name, name))
+      continue;
+    named = 1;
+    if (e->op == (uint32_t)op && b->ctx->be->accepts(b->ctx, e)) {
+      *entry = i;
+      return DSV4RT_OK;
+    }
+  }
+  static const char *const ops[] = {"none",
+#define X(e, s, d) s,
+                                    DSV4_OPS(X)
+#undef X
+  };
+  if (name && !named)
+    return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no kernel named '%s'", name);
+  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)", ops[op],
+                 name ? " named " : "", name ? name : "", b->ctx->device, b->ctx->be->name);
+}
+
+dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
+{
+  dsv4rt_context *ctx = b->ctx;
+  rt_loaded *ld = &b->loaded[i];
+  const dsv4_bundle_entry *e = &b->entries[i];
+  if (ld->loaded == -1)
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s failed to load earlier", e->name);
+  if (ld->loaded == 0) {
+    int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
+                           &ld->kernel);
+    ld->loaded = rc ? -1 : 1;
+    if (rc)
+      return (dsv4rt_status)rc;
+  }
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+    return DSV4RT_OK; /* nothing to do */
+  uint32_t block[3] = {e->threads, 1, 1};
+  return (dsv4rt_status)ctx->be->launch(ctx, ld->kernel, grid, block, args, nargs);
+}

@@ -1,0 +1,87 @@
+/* rt.h -- libdsv4rt internals: the context, buffers, bundles, and the
+ * backend table each vendor file (cuda.c, opencl.c) fills. */
+#ifndef DSV4RT_INTERNAL_H
+#define DSV4RT_INTERNAL_H
+
+#include "dsv4_abi.h"
+#include "dsv4rt.h"
+
+#define RT_MAX_ENTRIES 256
+
+typedef struct rt_arg {
+  int kind; /* dsv4_arg_kind */
+  union {
+    const dsv4rt_buffer *buf;
+    int32_t i32;
+    int64_t i64;
+  } v;
+} rt_arg;
+
+typedef struct rt_backend {
+  dsv4rt_backend kind;
+  const char *name;
+  int (*init)(dsv4rt_context *ctx, int device);
+  void (*fini)(dsv4rt_context *ctx);
+  int (*alloc)(dsv4rt_context *ctx, size_t n, uint64_t *native);
+  void (*release)(dsv4rt_context *ctx, uint64_t native);
+  int (*write)(dsv4rt_context *ctx, uint64_t native, size_t off, const void *src, size_t n);
+  int (*read)(dsv4rt_context *ctx, uint64_t native, size_t off, void *dst, size_t n);
+  int (*copy)(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, int wait);
+  /* 1 if entry e's code runs on this device (target and arch) */
+  int (*accepts)(dsv4rt_context *ctx, const dsv4_bundle_entry *e);
+  /* load entry e's code; *kernel is the backend's handle */
+  int (*load)(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
+              void **module, void **kernel);
+  void (*unload)(dsv4rt_context *ctx, void *module, void *kernel);
+  int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
+                const rt_arg *args, int nargs);
+  int (*sync)(dsv4rt_context *ctx);
+  int (*timer_start)(dsv4rt_context *ctx);
+  int (*timer_stop)(dsv4rt_context *ctx, double *ms);
+} rt_backend;
+
+struct dsv4rt_context {
+  const rt_backend *be;
+  void *state; /* the backend's */
+  char device[256];
+  char err[1024];
+};
+
+struct dsv4rt_buffer {
+  dsv4rt_context *ctx;
+  uint64_t native; /* CUdeviceptr or cl_mem */
+  size_t size;
+  int owned;
+};
+
+typedef struct {
+  void *module, *kernel;
+  int loaded; /* 0 not yet, 1 loaded, -1 failed */
+} rt_loaded;
+
+struct dsv4rt_bundle {
+  dsv4rt_context *ctx;
+  uint8_t *data;
+  size_t size;
+  int n;
+  dsv4_bundle_entry entries[RT_MAX_ENTRIES];
+  rt_loaded loaded[RT_MAX_ENTRIES];
+  char names[RT_MAX_ENTRIES][16]; /* target names for listings */
+};
+
+/* Record an error message on ctx and return status s. */
+dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Launch entry e of bundle b (loading it first if needed). */
+dsv4rt_status rt_launch(dsv4rt_bundle *b, int entry, const uint32_t grid[3], const rt_arg *args, int nargs);
+/* Find the entry for op (and name, if given) that runs on b's device. */
+dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry);
+
+/* dlopen-style loading behind three functions (dl.c). */
+void *rt_dlopen(const char *const *names);
+void *rt_dlsym(void *lib, const char *sym);
+void rt_dlclose(void *lib);
+
+extern const rt_backend rt_cuda_backend, rt_opencl_backend;
+
+#endif
