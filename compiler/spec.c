@@ -114,6 +114,18 @@ static const char *field_name(const cursor *k, const char *key, char *buf, size_
   return buf;
 }
 
+/* "kernel 'x': missing required field 'f'" or, nested, "kernel 'x': field
+ * 'tile' is missing required field 'f'" */
+static void missing(cursor *k, const char *what, const char *key)
+{
+  char fb[128];
+  if (k->npath == 0)
+    dsv4_error(k->c->d, k->file, field_line(k, NULL), "%s: missing required %s '%s'", k->what, what, key);
+  else
+    dsv4_error(k->c->d, k->file, field_line(k, NULL), "%s: field '%s' is missing required %s '%s'", k->what,
+               field_name(k, NULL, fb, sizeof fb), what, key);
+}
+
 #define FERR(k, key, ...)                                                             \
   do {                                                                                \
     char fb_[128], mb_[512];                                                          \
@@ -200,7 +212,7 @@ static int get_int(cursor *k, const char *key, int required, long lo, long hi, l
   int rc = 0;
   if (t == LUA_TNIL) {
     if (required) {
-      FERR(k, NULL, "is missing required field '%s'", key);
+      missing(k, "field", key);
       rc = 1;
     }
     *out = (int32_t)def;
@@ -230,7 +242,7 @@ static int get_str(cursor *k, const char *key, int required, const char *def, ch
   int rc = 0;
   if (t == LUA_TNIL) {
     if (required) {
-      FERR(k, NULL, "is missing required field '%s'", key);
+      missing(k, "field", key);
       rc = 1;
     }
     snprintf(buf, n, "%s", def ? def : "");
@@ -258,7 +270,7 @@ static int enter(cursor *k, const char *key, cursor *sub, int required)
   if (t != LUA_TTABLE) {
     if (t == LUA_TNIL) {
       if (required)
-        FERR(k, NULL, "is missing required table '%s'", key);
+        missing(k, "table", key);
     } else
       FERR(k, key, "must be a table, got a %s", luaL_typename(L, -1));
     lua_pop(L, 1);
@@ -679,7 +691,7 @@ static int check_kernel(checker *c, int idx)
   if (lt == LUA_TTABLE)
     bad |= check_layout_table(c, lua_gettop(c->L), what, &kn->layout);
   else if (lt == LUA_TNIL) {
-    FERR(&k, NULL, "is missing required field 'layout'");
+    missing(&k, "field", "layout");
     bad = 1;
   } else {
     FERR(&k, "layout", "must be a table made by layout { ... }, got a %s", luaL_typename(c->L, -1));
@@ -768,7 +780,7 @@ static int l_include(lua_State *L)
     return 1;
   lua_pop(L, 1);
   if (luaL_loadfilex(L, path, "t") != LUA_OK)
-    return lua_error(L);
+    return luaL_error(L, "include: %s", lua_tostring(L, -1)); /* at the caller's line */
   lua_pushglobaltable(L);
   lua_setupvalue(L, -2, 1);
   lua_call(L, 0, 1);

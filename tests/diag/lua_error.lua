@@ -1,0 +1,2 @@
+local t = nil
+kernel { name = t.x }

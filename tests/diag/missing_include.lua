@@ -1,0 +1,1 @@
+local L = include "no_such_layouts.lua"

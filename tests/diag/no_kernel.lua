@@ -1,0 +1,1 @@
+local L = include "../../specs/layouts.lua"

@@ -1,0 +1,5 @@
+kernel {
+  name = "g",
+  op = "dequant_gather"
+  layout = 3,
+}

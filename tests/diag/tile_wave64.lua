@@ -1,0 +1,9 @@
+local L = include "../../specs/layouts.lua"
+-- 32 threads fill an NVIDIA warp but not an AMD wave of 64
+kernel {
+  name = "g",
+  op = "paged_gather",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, tokens_per_cta = 1 },
+  targets = { ptx = true, amdgcn = { arch = "gfx942" } },
+}
