@@ -46,6 +46,7 @@ int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out,
     e.threads = (uint32_t)k->tile.threads;
     e.tokens_per_cta = (uint32_t)k->tile.tokens_per_cta;
     e.values_per_thread = (uint32_t)k->tile.values_per_thread;
+    e.tokens_per_thread = (uint32_t)k->tile.tokens_per_thread;
     const char *names[DSV4_MAX_ARGS];
     e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
     e.layout = k->layout;

@@ -104,6 +104,30 @@ void kb_store(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align)
   LLVMSetAlignment(s, align);
 }
 
+/* 16 bytes at 16-byte alignment: what the streaming hooks take. */
+static int is_vec16(dsv4_kb *kb, LLVMTypeRef ty, unsigned align)
+{
+  (void)kb;
+  return align >= 16 && LLVMGetTypeKind(ty) == LLVMVectorTypeKind &&
+         LLVMGetVectorSize(ty) * LLVMGetIntTypeWidth(LLVMGetElementType(ty)) == 128;
+}
+
+LLVMValueRef kb_load_stream(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align)
+{
+  if (!kb->t->load_stream16 || !is_vec16(kb, ty, align))
+    return kb_load(kb, ty, bptr, align);
+  return LLVMBuildBitCast(kb->b, kb->t->load_stream16(kb, bptr), ty, "");
+}
+
+void kb_store_stream(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align)
+{
+  if (!kb->t->store_stream16 || !is_vec16(kb, LLVMTypeOf(val), align)) {
+    kb_store(kb, val, bptr, align);
+    return;
+  }
+  kb->t->store_stream16(kb, LLVMBuildBitCast(kb->b, val, LLVMVectorType(kb->i32, 4), ""), bptr);
+}
+
 kb_if_t kb_if(dsv4_kb *kb, LLVMValueRef cond, const char *name)
 {
   kb_if_t f;
@@ -140,6 +164,15 @@ void kb_return_if(dsv4_kb *kb, LLVMValueRef cond)
   LLVMPositionBuilderAtEnd(kb->b, ret);
   LLVMBuildRetVoid(kb->b);
   LLVMPositionBuilderAtEnd(kb->b, cont);
+}
+
+LLVMValueRef kb_phi(dsv4_kb *kb, LLVMValueRef a, LLVMBasicBlockRef from_a, LLVMValueRef b, LLVMBasicBlockRef from_b)
+{
+  LLVMValueRef p = LLVMBuildPhi(kb->b, LLVMTypeOf(a), "");
+  LLVMValueRef v[2] = {a, b};
+  LLVMBasicBlockRef f[2] = {from_a, from_b};
+  LLVMAddIncoming(p, v, f, 2);
+  return p;
 }
 
 LLVMValueRef kb_call(dsv4_kb *kb, const char *name, LLVMTypeRef ret, LLVMTypeRef *ptys, LLVMValueRef *args, int n,
@@ -206,6 +239,31 @@ LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f)
   LLVMValueRef isnan = LLVMBuildICmp(b, LLVMIntUGT, mag, kb_i32(kb, 0x7F800000), "");
   r = LLVMBuildSelect(b, isnan, kb_i32(kb, 0x7FC0), r, "");
   return LLVMBuildTrunc(b, r, kb->i16, "");
+}
+
+void kb_e4m3x2_to_f32(dsv4_kb *kb, LLVMValueRef b0, LLVMValueRef b1, LLVMValueRef out[2])
+{
+  if (kb->t->cvt_e4m3x2) {
+    LLVMBuilderRef b = kb->b;
+    LLVMValueRef lo = LLVMBuildZExt(b, b0, kb->i16, ""), hi = LLVMBuildZExt(b, b1, kb->i16, "");
+    LLVMValueRef pair = LLVMBuildOr(b, lo, LLVMBuildShl(b, hi, LLVMConstInt(kb->i16, 8, 0), ""), "");
+    if (kb->t->cvt_e4m3x2(kb, pair, out))
+      return;
+  }
+  out[0] = kb_e4m3_to_f32(kb, b0);
+  out[1] = kb_e4m3_to_f32(kb, b1);
+}
+
+void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef out[2])
+{
+  LLVMValueRef packed = kb->t->cvt_bf16x2 ? kb->t->cvt_bf16x2(kb, a, c) : NULL;
+  if (packed) {
+    out[0] = LLVMBuildTrunc(kb->b, packed, kb->i16, "");
+    out[1] = LLVMBuildTrunc(kb->b, LLVMBuildLShr(kb->b, packed, kb_i32(kb, 16), ""), kb->i16, "");
+    return;
+  }
+  out[0] = kb_f32_to_bf16(kb, a);
+  out[1] = kb_f32_to_bf16(kb, c);
 }
 
 int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)

@@ -30,6 +30,14 @@ typedef struct dsv4_target_ir {
   LLVMValueRef (*thread_id)(dsv4_kb *kb);         /* i32 thread index in CTA (x) */
   LLVMValueRef (*block_id)(dsv4_kb *kb, int dim); /* i32 CTA index */
   void (*barrier)(dsv4_kb *kb);                   /* CTA barrier + shared fence */
+  /* Optional fast conversions; NULL (or a hook that declines by returning
+   * 0) falls back to the generic integer code of kb.c. */
+  int (*cvt_e4m3x2)(dsv4_kb *kb, LLVMValueRef pair_i16, LLVMValueRef out_f32[2]);
+  LLVMValueRef (*cvt_bf16x2)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi); /* -> i32 (lo in bits 0..15) */
+  /* Optional streaming (read-once / write-once) 16-byte accesses that keep
+   * data out of the caches; NULL: plain accesses. */
+  LLVMValueRef (*load_stream16)(dsv4_kb *kb, LLVMValueRef bptr);           /* -> <4 x i32> */
+  void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
 
 struct dsv4_kb {
@@ -66,6 +74,10 @@ LLVMValueRef kb_byte_ptr(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef off);
 /* Load / store a value of type ty at a byte pointer with known alignment. */
 LLVMValueRef kb_load(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align);
 void kb_store(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
+/* The same for data touched once: 16-byte aligned 16-byte values go through
+ * the target's streaming accesses when it has them. */
+LLVMValueRef kb_load_stream(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align);
+void kb_store_stream(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
 
 /* Structured control flow: if (cond) { ... } [else { ... }] */
 typedef struct {
@@ -75,6 +87,8 @@ typedef struct {
 kb_if_t kb_if(dsv4_kb *kb, LLVMValueRef cond, const char *name);
 void kb_else(dsv4_kb *kb, kb_if_t *f);
 void kb_endif(dsv4_kb *kb, kb_if_t *f);
+/* phi of a (reaching from block from_a) and b (from from_b). */
+LLVMValueRef kb_phi(dsv4_kb *kb, LLVMValueRef a, LLVMBasicBlockRef from_a, LLVMValueRef b, LLVMBasicBlockRef from_b);
 /* Return early from the kernel when cond holds. */
 void kb_return_if(dsv4_kb *kb, LLVMValueRef cond);
 
@@ -88,6 +102,10 @@ LLVMValueRef kb_e4m3_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);   /* OCP e4m3fn 
 LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);  /* 2^(b-127) */
 LLVMValueRef kb_bf16_to_f32(dsv4_kb *kb, LLVMValueRef bits_i16);
 LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f);         /* RNE, NaN -> 0x7FC0 */
+/* Two at a time, through the target's instructions where it has them
+ * (a NaN then keeps the target's canonical NaN pattern). */
+void kb_e4m3x2_to_f32(dsv4_kb *kb, LLVMValueRef b0_i8, LLVMValueRef b1_i8, LLVMValueRef out[2]);
+void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef out_i16[2]);
 
 /* Check the module (no LLVM abort on bad IR): 0 if valid, else a diagnostic. */
 int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);

@@ -262,6 +262,22 @@ static int get_str(cursor *k, const char *key, int required, const char *def, ch
   return rc;
 }
 
+/* Boolean field; def when absent. */
+static int get_bool(cursor *k, const char *key, int def, int32_t *out)
+{
+  lua_State *L = k->c->L;
+  int t = push_field(k, key), rc = 0;
+  if (t == LUA_TNIL)
+    *out = def;
+  else if (t != LUA_TBOOLEAN) {
+    FERR(k, key, "must be true or false, got a %s", luaL_typename(L, -1));
+    rc = 1;
+  } else
+    *out = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return rc;
+}
+
 /* Enter the table in field key: pushes it and fills *sub; 1 if absent. */
 static int enter(cursor *k, const char *key, cursor *sub, int required)
 {
@@ -585,7 +601,7 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 /* The tile must map the layout onto threads and fit every target named. */
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
-  static const char *const known[] = {"values_per_thread", "tokens_per_cta", NULL};
+  static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "streaming", NULL};
   cursor t;
   if (enter(k, "tile", &t, 1))
     return 1;
@@ -593,6 +609,12 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   dsv4_tile *tl = &kn->tile;
   bad |= get_int(&t, "values_per_thread", 1, 1, 64, 0, &tl->values_per_thread);
   bad |= get_int(&t, "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
+  bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
+  bad |= get_bool(&t, "streaming", 1, &tl->streaming);
+  if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
+    FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
+    bad = 1;
+  }
   if (!bad) {
     const dsv4_layout *l = &kn->layout;
     int v = tl->values_per_thread;
@@ -615,15 +637,15 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
       bad = 1;
     }
-    tl->threads = bad ? 0 : l->dim / v * tl->tokens_per_cta;
+    tl->threads = bad ? 0 : l->dim / v * (tl->tokens_per_cta / tl->tokens_per_thread);
     for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
       if (!kn->target[i].enabled)
         continue;
       int mx = dsv4_target_max_threads((dsv4_target_kind)i);
       int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
       if (tl->threads > mx) {
-        FERR(&t, "tokens_per_cta", "gives %d threads per CTA (%d values / %d per thread x %d tokens), more than target '%s' allows (%d)",
-             tl->threads, l->dim, v, tl->tokens_per_cta, dsv4_target_name((dsv4_target_kind)i), mx);
+        FERR(&t, "tokens_per_cta", "gives %d threads per CTA (%d lanes of %d values x %d token slots), more than target '%s' allows (%d)",
+             tl->threads, l->dim / v, v, tl->tokens_per_cta / tl->tokens_per_thread, dsv4_target_name((dsv4_target_kind)i), mx);
         bad = 1;
       } else if (tl->threads % w) {
         FERR(&t, "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
@@ -940,9 +962,11 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     dump_layout(&b, &p->layouts[i]);
   for (int i = 0; i < p->nkernels; i++) {
     const dsv4_kernel *k = &p->kernels[i];
-    sb_printf(&b, "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d threads %d\n",
+    sb_printf(&b,
+              "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d tokens_per_thread %d "
+              "streaming %d threads %d\n",
               k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
-              k->tile.tokens_per_cta, k->tile.threads);
+              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.streaming, k->tile.threads);
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,

@@ -45,6 +45,72 @@ static LLVMValueRef ptx_block_id(dsv4_kb *kb, int dim)
 
 static void ptx_barrier(dsv4_kb *kb) { kb_call(kb, "llvm.nvvm.barrier0", kb->v, NULL, NULL, 0, LLVMCCallConv); }
 
+static int arch_number(const char *arch)
+{
+  int v = 0;
+  sscanf(arch, "sm_%d", &v);
+  return v;
+}
+
+/* sm_89+: cvt.rn.f16x2.e4m3x2 (exact; e4m3 fits f16), then f16 -> f32. */
+static int ptx_cvt_e4m3x2(dsv4_kb *kb, LLVMValueRef pair, LLVMValueRef out[2])
+{
+  if (arch_number(kb->arch) < 89)
+    return 0;
+  static const char text[] = "cvt.rn.f16x2.e4m3x2 $0, $1;", cons[] = "=r,h";
+  LLVMTypeRef fty = LLVMFunctionType(kb->i32, &kb->i16, 1, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef h2 = LLVMBuildCall2(kb->b, fty, fn, &pair, 1, "");
+  LLVMValueRef v = LLVMBuildBitCast(kb->b, h2, LLVMVectorType(LLVMHalfTypeInContext(kb->ctx), 2), "");
+  for (int i = 0; i < 2; i++)
+    out[i] = LLVMBuildFPExt(kb->b, LLVMBuildExtractElement(kb->b, v, kb_i32(kb, i), ""), kb->f32, "");
+  return 1;
+}
+
+/* sm_80+: cvt.rn.bf16x2.f32 (its first operand lands in the upper half). */
+static LLVMValueRef ptx_cvt_bf16x2(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi)
+{
+  LLVMTypeRef v2 = LLVMVectorType(LLVMBFloatTypeInContext(kb->ctx), 2);
+  LLVMTypeRef ps[2] = {kb->f32, kb->f32};
+  LLVMValueRef args[2] = {hi, lo};
+  LLVMValueRef r = kb_call(kb, "llvm.nvvm.ff2bf16x2.rn", v2, ps, args, 2, LLVMCCallConv);
+  return LLVMBuildBitCast(kb->b, r, kb->i32, "");
+}
+
+/* Read-once data: non-coherent, no L1 allocation. */
+static LLVMValueRef ptx_load_stream16(dsv4_kb *kb, LLVMValueRef bptr)
+{
+  static const char text[] = "ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4];";
+  static const char cons[] = "=r,=r,=r,=r,l";
+  LLVMTypeRef f4[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, 4, 0);
+  LLVMTypeRef pt = LLVMTypeOf(bptr);
+  LLVMTypeRef fty = LLVMFunctionType(st, &pt, 1, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, &bptr, 1, "");
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i32, 4));
+  for (unsigned i = 0; i < 4; i++)
+    v = LLVMBuildInsertElement(kb->b, v, LLVMBuildExtractValue(kb->b, r, i, ""), kb_i32(kb, i), "");
+  return v;
+}
+
+/* Write-once output: the streaming (evict-first) store. */
+static void ptx_store_stream16(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef bptr)
+{
+  static const char text[] = "st.global.cs.v4.u32 [$0], {$1, $2, $3, $4};";
+  static const char cons[] = "l,r,r,r,r,~{memory}";
+  LLVMTypeRef ps[5] = {LLVMTypeOf(bptr), kb->i32, kb->i32, kb->i32, kb->i32};
+  LLVMTypeRef fty = LLVMFunctionType(kb->v, ps, 5, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 1, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef args[5] = {bptr};
+  for (unsigned i = 0; i < 4; i++)
+    args[i + 1] = LLVMBuildExtractElement(kb->b, v, kb_i32(kb, i), "");
+  LLVMBuildCall2(kb->b, fty, fn, args, 5, "");
+}
+
 static const dsv4_target_ir ptx_ir = {
     .kind = DSV4_TARGET_PTX,
     .global_as = 1,
@@ -55,6 +121,10 @@ static const dsv4_target_ir ptx_ir = {
     .thread_id = ptx_thread_id,
     .block_id = ptx_block_id,
     .barrier = ptx_barrier,
+    .cvt_e4m3x2 = ptx_cvt_e4m3x2,
+    .cvt_bf16x2 = ptx_cvt_bf16x2,
+    .load_stream16 = ptx_load_stream16,
+    .store_stream16 = ptx_store_stream16,
 };
 
 /* The PTX ISA version each arch needs (sm_90a: PTX 8.0). */

@@ -1,9 +1,10 @@
 /* dequant_gather.c -- OPS.md 2a: out[i, :] = dequant(cache slot indices[i]),
  * a zero row for a negative index.
  *
- * One token per dim/vpt threads; each thread converts vpt values.  A slot
- * past the cache (>= num_blocks * block_size) also gives a zero row, so a
- * bad index never reads out of bounds.  The block address is a 64-bit
+ * dim / vpt threads share a token; each thread converts vpt values of
+ * tokens_per_thread tokens, issuing every load before the first use.  A
+ * slot past the cache (>= num_blocks * block_size) also gives a zero row,
+ * so a bad index never reads out of bounds.  The block address is a 64-bit
  * product (block * block_stride can pass 2^31).
  */
 #include "gen.h"
@@ -20,23 +21,30 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
 
   dsv4_token_lane tl = dsv4_emit_token_lane(kb, k);
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, tl.tok, kb_arg(kb, N), ""));
-  LLVMValueRef tok64 = kb_zext64(kb, tl.tok);
-  LLVMValueRef slot = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, INDICES), LLVMBuildMul(b, tok64, kb_i64(kb, 4), "")), 4);
-  LLVMValueRef out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, tok64, kb_i64(kb, (long long)k->layout.dim * 2), ""));
-
-  LLVMValueRef slot64 = kb_sext64(kb, slot);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), kb_arg(kb, N), ""));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
   LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), bs, "");
-  LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, slot64, kb_i64(kb, 0), ""),
-                                    LLVMBuildICmp(b, LLVMIntSLT, slot64, nslots, ""), "valid");
-  kb_if_t f = kb_if(kb, valid, "slot");
-  LLVMValueRef blkno = LLVMBuildUDiv(b, slot64, bs, "block");
-  LLVMValueRef row = LLVMBuildURem(b, slot64, bs, "row");
-  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blkno, kb_arg(kb, BLOCK_STRIDE), ""));
-  dsv4_emit_dequant_lane(kb, k, tl.lane, blk, row, bs, out_row);
-  kb_else(kb, &f);
-  dsv4_emit_zero_lane(kb, k, tl.lane, out_row);
-  kb_endif(kb, &f);
+  dsv4_lane_token t[8];
+  int U = k->tile.tokens_per_thread;
+  for (int u = 0; u < U; u++) {
+    LLVMValueRef tok = dsv4_emit_token(kb, k, &tl, u);
+    t[u].write = LLVMBuildICmp(b, LLVMIntSLT, tok, kb_arg(kb, N), "write");
+    LLVMValueRef tok64 = kb_zext64(kb, tok);
+    /* the index, read only for tokens that exist */
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    kb_if_t f = kb_if(kb, t[u].write, "index");
+    LLVMValueRef ld = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, INDICES), LLVMBuildMul(b, tok64, kb_i64(kb, 4), "")), 4);
+    LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
+    kb_endif(kb, &f);
+    LLVMValueRef slot = kb_sext64(kb, kb_phi(kb, ld, got, kb_i32(kb, -1), pre));
+    t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, slot, kb_i64(kb, 0), ""),
+                              LLVMBuildICmp(b, LLVMIntSLT, slot, nslots, ""), "valid");
+    LLVMValueRef s0 = LLVMBuildSelect(b, t[u].valid, slot, kb_i64(kb, 0), "");
+    LLVMValueRef blkno = LLVMBuildUDiv(b, s0, bs, "block");
+    t[u].row = LLVMBuildURem(b, s0, bs, "row");
+    t[u].blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blkno, kb_arg(kb, BLOCK_STRIDE), ""));
+    t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, tok64, kb_i64(kb, (long long)k->layout.dim * 2), ""));
+  }
+  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, t, U);
   return 0;
 }

@@ -15,22 +15,32 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
 
-/* ---- shared pieces (dequant.c) ---- */
+/* ---- shared pieces of the gather family (dequant.c) ---- */
 
-/* Thread mapping of the gather family: which token of the CTA this thread
- * works on and which lane (group of values_per_thread values) of it. */
+/* Thread mapping: a CTA covers tokens_per_cta tokens; each thread owns lane
+ * `lane` (values_per_thread values) of tokens_per_thread of them, token u
+ * being base + u * (tokens_per_cta / tokens_per_thread) + local. */
 typedef struct {
-  LLVMValueRef tok;  /* i32 token index in the grid's x range */
-  LLVMValueRef lane; /* i32 lane within the token, [0, dim / vpt) */
+  LLVMValueRef lane;  /* i32 lane within a token, [0, dim / vpt) */
+  LLVMValueRef local; /* i32 token slot of this thread within the CTA */
+  LLVMValueRef base;  /* i32 first token of the CTA */
 } dsv4_token_lane;
 dsv4_token_lane dsv4_emit_token_lane(dsv4_kb *kb, const dsv4_kernel *k);
+/* i32 index of this thread's u-th token. */
+LLVMValueRef dsv4_emit_token(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_token_lane *tl, int u);
 
-/* Dequantize this thread's lane of token `row` (i64) of the block at byte
- * pointer blk, with block size bs (i64), into bf16 at out_row (byte pointer
- * to the token's first output value, 16-byte aligned). */
-void dsv4_emit_dequant_lane(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef blk,
-                            LLVMValueRef row, LLVMValueRef bs, LLVMValueRef out_row);
-/* Store zeros over this thread's lane of the output row. */
-void dsv4_emit_zero_lane(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef out_row);
+/* One token a thread dequantizes: where it is and whether to read/write. */
+typedef struct {
+  LLVMValueRef blk;     /* byte pointer to its cache block (any value when !valid) */
+  LLVMValueRef row;     /* i64 row in the block */
+  LLVMValueRef out_row; /* byte pointer to its first output value, 16-byte aligned */
+  LLVMValueRef valid;   /* i1: read the cache (else the row is +0.0) */
+  LLVMValueRef write;   /* i1: store the row at all */
+} dsv4_lane_token;
+
+/* Dequantize this thread's lane of n tokens (block size bs, i64): all loads
+ * first, then conversions and stores. */
+void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
+                              const dsv4_lane_token *t, int n);
 
 #endif

@@ -4,9 +4,9 @@
  *
  * grid.y is the request, grid.x covers the out_rows - offset rows a request
  * can write.  Rows outside [offset, offset + g) are never touched.  Guards
- * keep every access in bounds: positions past out_rows, block-table columns
- * past max_blocks are skipped, and a block number outside [0, num_blocks)
- * gives a zero row instead of a read.
+ * keep every access in bounds: rows past out_rows and positions whose
+ * block-table column is past max_blocks are skipped, and a block number
+ * outside [0, num_blocks) gives a zero row instead of a read.
  */
 #include "gen.h"
 
@@ -15,7 +15,7 @@ enum {
   BLOCK_STRIDE, OUT_STRIDE_R, OUT_STRIDE_M, OUT_ROWS, OFFSET, HAS_GATHER_LENS
 };
 
-/* Load an i32 element idx (i64) of an int32 array argument. */
+/* Load i32 element idx (i64) of an int32 array argument. */
 static LLVMValueRef load_i32_at(dsv4_kb *kb, int arg, LLVMValueRef idx)
 {
   LLVMValueRef off = LLVMBuildMul(kb->b, idx, kb_i64(kb, 4), "");
@@ -33,8 +33,8 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 
   dsv4_token_lane tl = dsv4_emit_token_lane(kb, k);
   LLVMValueRef r = kb->t->block_id(kb, 1);
-  LLVMValueRef room = LLVMBuildSub(b, kb_arg(kb, OUT_ROWS), kb_arg(kb, OFFSET), "");
-  kb_return_if(kb, LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, tl.tok, room, ""),
+  LLVMValueRef room = LLVMBuildSub(b, kb_arg(kb, OUT_ROWS), kb_arg(kb, OFFSET), "room");
+  kb_return_if(kb, LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), room, ""),
                                LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, NUM_REQUESTS), ""), ""));
   LLVMValueRef r64 = kb_zext64(kb, r);
   LLVMValueRef seq = load_i32_at(kb, SEQ_LENS, r64);
@@ -45,34 +45,39 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef gl = load_i32_at(kb, GATHER_LENS, r64);
   LLVMBasicBlockRef then_end = LLVMGetInsertBlock(b);
   kb_endif(kb, &f);
-  LLVMValueRef g = LLVMBuildPhi(b, kb->i32, "g");
-  LLVMValueRef inc[2] = {gl, seq};
-  LLVMBasicBlockRef from[2] = {then_end, pre};
-  LLVMAddIncoming(g, inc, from, 2);
+  LLVMValueRef g = kb_phi(kb, gl, then_end, seq, pre);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), g, ""));
 
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, tl.tok, g, ""));
-  LLVMValueRef pos = kb_sext64(kb, LLVMBuildAdd(b, LLVMBuildSub(b, seq, g, ""), tl.tok, "pos"));
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_i64(kb, 0), ""));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
-  LLVMValueRef col = LLVMBuildUDiv(b, pos, bs, "col");
-  LLVMValueRef row = LLVMBuildURem(b, pos, bs, "row");
   LLVMValueRef maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, col, maxb, ""));
-  LLVMValueRef blkno = kb_sext64(kb, load_i32_at(kb, BLOCK_TABLE, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, "")));
-
-  /* out + (r * stride_r + (offset + i) * stride_m) * 2 bytes */
-  LLVMValueRef m = kb_sext64(kb, LLVMBuildAdd(b, kb_arg(kb, OFFSET), tl.tok, ""));
-  LLVMValueRef eo = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, OUT_STRIDE_R), ""),
-                                 LLVMBuildMul(b, m, kb_arg(kb, OUT_STRIDE_M), ""), "");
-  LLVMValueRef out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, eo, kb_i64(kb, 2), ""));
-
-  LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blkno, kb_i64(kb, 0), ""),
-                                    LLVMBuildICmp(b, LLVMIntSLT, blkno, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "");
-  kb_if_t v = kb_if(kb, valid, "block");
-  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blkno, kb_arg(kb, BLOCK_STRIDE), ""));
-  dsv4_emit_dequant_lane(kb, k, tl.lane, blk, row, bs, out_row);
-  kb_else(kb, &v);
-  dsv4_emit_zero_lane(kb, k, tl.lane, out_row);
-  kb_endif(kb, &v);
+  LLVMValueRef nblocks = kb_sext64(kb, kb_arg(kb, NUM_BLOCKS));
+  dsv4_lane_token t[8];
+  int U = k->tile.tokens_per_thread;
+  for (int u = 0; u < U; u++) {
+    LLVMValueRef i = dsv4_emit_token(kb, k, &tl, u);
+    LLVMValueRef pos = kb_sext64(kb, LLVMBuildAdd(b, LLVMBuildSub(b, seq, g, ""), i, "pos"));
+    LLVMValueRef col = LLVMBuildUDiv(b, pos, bs, "col");
+    t[u].row = LLVMBuildURem(b, pos, bs, "row");
+    t[u].write = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, i, g, ""), LLVMBuildICmp(b, LLVMIntSLT, i, room, ""), "");
+    t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""), "");
+    t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "write");
+    /* the block number, read only for rows that will be written */
+    LLVMBasicBlockRef pre2 = LLVMGetInsertBlock(b);
+    kb_if_t h = kb_if(kb, t[u].write, "table");
+    LLVMValueRef ld = load_i32_at(kb, BLOCK_TABLE, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, ""));
+    LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
+    kb_endif(kb, &h);
+    LLVMValueRef blkno = kb_sext64(kb, kb_phi(kb, ld, got, kb_i32(kb, -1), pre2));
+    t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blkno, kb_i64(kb, 0), ""),
+                              LLVMBuildICmp(b, LLVMIntSLT, blkno, nblocks, ""), "valid");
+    blkno = LLVMBuildSelect(b, t[u].valid, blkno, kb_i64(kb, 0), "");
+    t[u].blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blkno, kb_arg(kb, BLOCK_STRIDE), ""));
+    /* out + (r * stride_r + (offset + i) * stride_m) * 2 bytes */
+    LLVMValueRef m = kb_sext64(kb, LLVMBuildAdd(b, kb_arg(kb, OFFSET), i, ""));
+    LLVMValueRef eo = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, OUT_STRIDE_R), ""),
+                                   LLVMBuildMul(b, m, kb_arg(kb, OUT_STRIDE_M), ""), "");
+    t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, eo, kb_i64(kb, 2), ""));
+  }
+  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, t, U);
   return 0;
 }

@@ -29,7 +29,8 @@ typedef enum {
 typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3 } dsv4_arg_kind;
 
 /* dequant_gather(out, cache, indices, n, num_blocks, block_size, block_stride)
- * grid.x = ceil(n / tokens_per_cta), block.x = threads */
+ * grid.x = ceil(n / tokens_per_cta), block.x = threads
+ * (= dim / values_per_thread * tokens_per_cta / tokens_per_thread) */
 #define DSV4_ARGS_DEQUANT_GATHER(A) \
   A(out, PTR)                       \
   A(cache, PTR)                     \
@@ -80,6 +81,7 @@ typedef struct {
   uint32_t threads;     /* block.x */
   uint32_t tokens_per_cta;
   uint32_t values_per_thread;
+  uint32_t tokens_per_thread;
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;

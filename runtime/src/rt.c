@@ -259,8 +259,9 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
   if (l->dim <= 0 || l->dim > 4096 || l->nseg <= 0 || l->nseg > DSV4_LAYOUT_MAX_SEGS || l->row_bytes <= 0 ||
       l->align <= 0 || (l->align & (l->align - 1)))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent layout", i, e->name);
-  if (!e->values_per_thread || !e->tokens_per_cta || e->threads == 0 || e->threads > 1024 ||
-      e->threads != (uint32_t)l->dim / e->values_per_thread * e->tokens_per_cta)
+  if (!e->values_per_thread || !e->tokens_per_cta || !e->tokens_per_thread || e->threads == 0 ||
+      e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
+      e->threads != (uint32_t)l->dim / e->values_per_thread * (e->tokens_per_cta / e->tokens_per_thread))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
       (e->aux_len && (e->aux_off > size || e->aux_len > size - e->aux_off)))

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Pack what a GPU run needs into .gpu/ (ignored by git, carried to the
+# device machine, which has no LLVM, Lua or SPIRV-Tools): the test and
+# benchmark programs built here, the bundle, and the golden fixtures.
+set -eu
+build=${1:-build}
+shared=${2:-../shared}
+rm -rf .gpu && mkdir -p .gpu/golden
+cp "$build"/tests/test_gather "$build"/bench/bench_gather "$build"/kernels/decode.dsv4b .gpu/
+"$build"/bin/dsv4c bench/gather_variants.lua -t ptx -o .gpu/variants
+for g in "$shared"/golden/v4_dequant_gather "$shared"/golden/v4_paged_gather; do cp -r "$g" .gpu/golden/; done
+cp bench/gpu_run.sh .gpu/
+d=$(git rev-parse --git-dir); mkdir -p "$d/info"; grep -qx "/.gpu/" "$d/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$d/info/exclude"
+du -sh .gpu
