@@ -18,7 +18,7 @@ for t in ptx amdgcn spirv; do
         f=$d/$k.ptx
         grep -q "^.target sm_90a" "$f" && grep -q "^.visible .entry $k(" "$f" && ok || bad "$f: no sm_90a target or entry"
         # 16-byte loads and stores: the memory-bound gather must be vectorized
-        grep -q "ld.global.nc.v4" "$f" && grep -q "st.global.v4" "$f" && ok || bad "$f: loads/stores not 16 bytes wide"
+        grep -qE "ld.global.nc(.L1::no_allocate)?.v4" "$f" && grep -qE "st.global(.cs)?.v4" "$f" && ok || bad "$f: loads/stores not 16 bytes wide"
         if command -v ptxas >/dev/null || [ -x /usr/local/cuda/bin/ptxas ]; then
           PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90a -o /dev/null "$f" && ok || bad "$f: ptxas rejects it"
         fi ;;
@@ -49,7 +49,7 @@ done
 "$dsv4c" "$specs/decode.lua" -t ptx --emit asm | grep -q ".entry paged_gather_v4" && ok || bad "--emit asm -t ptx"
 "$dsv4c" "$specs/decode.lua" -t amdgcn --emit asm | grep -q "global_load_dwordx4" && ok || bad "--emit asm -t amdgcn"
 "$dsv4c" "$specs/decode.lua" -t spirv --emit asm | grep -q "OpEntryPoint Kernel" && ok || bad "--emit asm -t spirv"
-"$dsv4c" "$specs/decode.lua" --emit plan | grep -q "kernel dequant_gather_v4 .*threads 256" && ok || bad "--emit plan"
+"$dsv4c" "$specs/decode.lua" --emit plan | grep -q "kernel dequant_gather_v4 .*threads 128" && ok || bad "--emit plan"
 
 # a validator that fails: an error, exit 1, and no file written
 d=$out/broken
