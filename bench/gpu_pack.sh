@@ -6,7 +6,7 @@ set -eu
 build=${1:-build}
 shared=${2:-../shared}
 rm -rf .gpu && mkdir -p .gpu/golden
-cp "$build"/tests/test_gather "$build"/bench/bench_gather "$build"/kernels/decode.dsv4b .gpu/
+cp "$build"/tests/test_gather "$build"/bench/bench_gather "$build"/bin/dsv4rt-check "$build"/kernels/decode.dsv4b .gpu/
 "$build"/bin/dsv4c bench/gather_variants.lua -t ptx -o .gpu/variants
 for g in "$shared"/golden/v4_dequant_gather "$shared"/golden/v4_paged_gather; do cp -r "$g" .gpu/golden/; done
 cp bench/gpu_run.sh .gpu/

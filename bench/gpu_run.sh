@@ -5,6 +5,8 @@
 set -u
 cd .gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+echo "== dsv4rt-check (the main job's device run)"
+./dsv4rt-check decode.dsv4b
 echo "== exec.gather.cuda"
 ./test_gather decode.dsv4b golden cuda | tail -5
 if command -v compute-sanitizer >/dev/null; then
@@ -14,4 +16,4 @@ fi
 echo "== bench_gather (specs/decode.lua)"
 ./bench_gather decode.dsv4b cuda
 echo "== bench_gather (bench/gather_variants.lua)"
-./bench_gather variants/gather_variants.dsv4b cuda | tail -16
+./bench_gather variants/gather_variants.dsv4b cuda | tail -22

@@ -56,14 +56,18 @@ LLVMValueRef kb_kernel(dsv4_kb *kb, const char *name, const unsigned char *kinds
 {
   LLVMTypeRef ps[DSV4_MAX_ARGS];
   for (int i = 0; i < n; i++)
-    ps[i] = kinds[i] == DSV4_ARG_PTR ? kb->gptr : kinds[i] == DSV4_ARG_I64 ? kb->i64 : kb->i32;
+    ps[i] = kinds[i] == DSV4_ARG_PTR || kinds[i] == DSV4_ARG_IN ? kb->gptr : kinds[i] == DSV4_ARG_I64 ? kb->i64 : kb->i32;
   LLVMTypeRef fty = LLVMFunctionType(kb->v, ps, (unsigned)n, 0);
   kb->fn = LLVMAddFunction(kb->mod, name, fty);
   for (int i = 0; i < n; i++) {
     LLVMValueRef p = LLVMGetParam(kb->fn, (unsigned)i);
     LLVMSetValueName2(p, names[i], strlen(names[i]));
-    if (kinds[i] == DSV4_ARG_PTR) {
+    if (kinds[i] == DSV4_ARG_PTR || kinds[i] == DSV4_ARG_IN) {
       unsigned k = LLVMGetEnumAttributeKindForName("noalias", 7);
+      LLVMAddAttributeAtIndex(kb->fn, (unsigned)i + 1, LLVMCreateEnumAttribute(kb->ctx, k, 0));
+    }
+    if (kinds[i] == DSV4_ARG_IN) { /* read-only: lets loads use the non-coherent path */
+      unsigned k = LLVMGetEnumAttributeKindForName("readonly", 8);
       LLVMAddAttributeAtIndex(kb->fn, (unsigned)i + 1, LLVMCreateEnumAttribute(kb->ctx, k, 0));
     }
   }
@@ -114,9 +118,12 @@ static int is_vec16(dsv4_kb *kb, LLVMTypeRef ty, unsigned align)
 
 LLVMValueRef kb_load_stream(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align)
 {
-  if (!kb->t->load_stream16 || !is_vec16(kb, ty, align))
+  int bits = LLVMGetTypeKind(ty) == LLVMVectorTypeKind
+                 ? (int)(LLVMGetVectorSize(ty) * LLVMGetIntTypeWidth(LLVMGetElementType(ty)))
+                 : 0;
+  if (!kb->t->load_stream || (bits != 64 && bits != 128) || align * 8 < (unsigned)bits)
     return kb_load(kb, ty, bptr, align);
-  return LLVMBuildBitCast(kb->b, kb->t->load_stream16(kb, bptr), ty, "");
+  return LLVMBuildBitCast(kb->b, kb->t->load_stream(kb, bptr, bits / 32), ty, "");
 }
 
 void kb_store_stream(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align)

@@ -34,9 +34,9 @@ typedef struct dsv4_target_ir {
    * 0) falls back to the generic integer code of kb.c. */
   int (*cvt_e4m3x2)(dsv4_kb *kb, LLVMValueRef pair_i16, LLVMValueRef out_f32[2]);
   LLVMValueRef (*cvt_bf16x2)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi); /* -> i32 (lo in bits 0..15) */
-  /* Optional streaming (read-once / write-once) 16-byte accesses that keep
-   * data out of the caches; NULL: plain accesses. */
-  LLVMValueRef (*load_stream16)(dsv4_kb *kb, LLVMValueRef bptr);           /* -> <4 x i32> */
+  /* Optional streaming (read-once / write-once) accesses that keep data out
+   * of the caches; NULL: plain accesses.  Loads take 2 or 4 words. */
+  LLVMValueRef (*load_stream)(dsv4_kb *kb, LLVMValueRef bptr, int words); /* -> <words x i32> */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
 
@@ -74,8 +74,8 @@ LLVMValueRef kb_byte_ptr(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef off);
 /* Load / store a value of type ty at a byte pointer with known alignment. */
 LLVMValueRef kb_load(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align);
 void kb_store(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
-/* The same for data touched once: 16-byte aligned 16-byte values go through
- * the target's streaming accesses when it has them. */
+/* The same for data touched once: naturally aligned 8- or 16-byte loads and
+ * 16-byte stores go through the target's streaming accesses when it has them. */
 LLVMValueRef kb_load_stream(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align);
 void kb_store_stream(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
 

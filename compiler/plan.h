@@ -37,6 +37,7 @@ typedef struct {
   int values_per_thread; /* output values one thread produces per token */
   int tokens_per_cta;    /* tokens one CTA / work-group handles */
   int tokens_per_thread; /* tokens each thread handles (loads of all issued first) */
+  int interleave;        /* a lane's values come in this many pieces, dim / interleave apart */
   int streaming;         /* 1: cache reads and output writes bypass caches where the target can */
   int threads;           /* derived: dim / values_per_thread * tokens_per_cta / tokens_per_thread */
 } dsv4_tile;

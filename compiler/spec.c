@@ -601,7 +601,7 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 /* The tile must map the layout onto threads and fit every target named. */
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
-  static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "streaming", NULL};
+  static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
   cursor t;
   if (enter(k, "tile", &t, 1))
     return 1;
@@ -611,6 +611,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   bad |= get_int(&t, "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
   bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
   bad |= get_bool(&t, "streaming", 1, &tl->streaming);
+  bad |= get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
   if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
     FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
     bad = 1;
@@ -622,13 +623,21 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "values_per_thread", "must be a power of two, got %d", v);
       bad = 1;
     }
+    int w = v / tl->interleave; /* values in one piece */
+    if (!bad && (v % tl->interleave || (tl->interleave & (tl->interleave - 1)) || l->dim % tl->interleave ||
+                 (l->dim / tl->interleave) % w)) {
+      FERR(&t, "interleave", "= %d does not split %d values a thread and the layout's %d values into equal pieces",
+           tl->interleave, v, l->dim);
+      bad = 1;
+    }
     for (int i = 0; i < l->nseg && !bad; i++) {
       const dsv4_segment *s = &l->seg[i];
-      if (s->d0 % v || s->d1 % v) {
-        FERR(&t, "values_per_thread", "= %d does not divide layout '%s' segment [%d, %d)", v, l->name, s->d0, s->d1);
+      if (s->d0 % w || s->d1 % w) {
+        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' segment [%d, %d)", v, w,
+             l->name, s->d0, s->d1);
         bad = 1;
-      } else if (s->scale_type != DSV4_DT_NONE && s->scale_group % v) {
-        FERR(&t, "values_per_thread", "= %d does not divide layout '%s' scale group %d (one scale per thread)", v,
+      } else if (s->scale_type != DSV4_DT_NONE && s->scale_group % w) {
+        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' scale group %d (one scale per piece)", v, w,
              l->name, s->scale_group);
         bad = 1;
       }
@@ -964,9 +973,9 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     const dsv4_kernel *k = &p->kernels[i];
     sb_printf(&b,
               "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d tokens_per_thread %d "
-              "streaming %d threads %d\n",
+              "interleave %d streaming %d threads %d\n",
               k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
-              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.streaming, k->tile.threads);
+              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming, k->tile.threads);
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,

@@ -78,20 +78,21 @@ static LLVMValueRef ptx_cvt_bf16x2(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi
   return LLVMBuildBitCast(kb->b, r, kb->i32, "");
 }
 
-/* Read-once data: non-coherent, no L1 allocation. */
-static LLVMValueRef ptx_load_stream16(dsv4_kb *kb, LLVMValueRef bptr)
+/* Read-once data: non-coherent, no L1 allocation; 2 or 4 words. */
+static LLVMValueRef ptx_load_stream(dsv4_kb *kb, LLVMValueRef bptr, int words)
 {
-  static const char text[] = "ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4];";
-  static const char cons[] = "=r,=r,=r,=r,l";
+  const char *text = words == 4 ? "ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4];"
+                                : "ld.global.nc.L1::no_allocate.v2.u32 {$0, $1}, [$2];";
+  const char *cons = words == 4 ? "=r,=r,=r,=r,l" : "=r,=r,l";
   LLVMTypeRef f4[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
-  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, 4, 0);
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, (unsigned)words, 0);
   LLVMTypeRef pt = LLVMTypeOf(bptr);
   LLVMTypeRef fty = LLVMFunctionType(st, &pt, 1, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), 0, 0,
                                      LLVMInlineAsmDialectATT, 0);
   LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, &bptr, 1, "");
-  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i32, 4));
-  for (unsigned i = 0; i < 4; i++)
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i32, (unsigned)words));
+  for (unsigned i = 0; i < (unsigned)words; i++)
     v = LLVMBuildInsertElement(kb->b, v, LLVMBuildExtractValue(kb->b, r, i, ""), kb_i32(kb, i), "");
   return v;
 }
@@ -123,7 +124,7 @@ static const dsv4_target_ir ptx_ir = {
     .barrier = ptx_barrier,
     .cvt_e4m3x2 = ptx_cvt_e4m3x2,
     .cvt_bf16x2 = ptx_cvt_bf16x2,
-    .load_stream16 = ptx_load_stream16,
+    .load_stream = ptx_load_stream,
     .store_stream16 = ptx_store_stream16,
 };
 

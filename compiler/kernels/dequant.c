@@ -43,14 +43,6 @@ LLVMValueRef dsv4_emit_token(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_token
   return LLVMBuildAdd(kb->b, t, tl->local, "tok");
 }
 
-/* Alignment (bytes) guaranteed for the output of value index d0 + i*vpt. */
-static int out_align(const dsv4_kernel *k, int d0)
-{
-  int a = gcd(16, k->layout.dim * 2);
-  a = gcd(a, k->tile.values_per_thread * 2);
-  return d0 ? gcd(a, d0 * 2) : a;
-}
-
 /* Store n bf16 values (i16) at p in chunks as wide as align allows. */
 static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, int n, LLVMValueRef p, int align)
 {
@@ -66,47 +58,75 @@ static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, in
     LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i16, (unsigned)per));
     for (int j = 0; j < per; j++)
       v = LLVMBuildInsertElement(kb->b, v, vals[c + j], kb_i32(kb, j), "");
+    unsigned a = (unsigned)(align < 16 ? align : 16);
     if (k->tile.streaming)
-      kb_store_stream(kb, v, dst, (unsigned)(align < 16 ? align : 16));
+      kb_store_stream(kb, v, dst, a);
     else
-      kb_store(kb, v, dst, (unsigned)(align < 16 ? align : 16));
+      kb_store(kb, v, dst, a);
   }
 }
 
-/* How one segment's lane is loaded: chunk type and count. */
+/* One piece of work of a lane: W = vpt / interleave consecutive values of
+ * one segment, starting at value p * span + lane * W (span = dim /
+ * interleave), for the lanes in [lo, hi).  Interleaving makes each of a
+ * warp's store instructions cover whole contiguous sectors. */
 typedef struct {
-  int sz, per, nchunks, align;
-  LLVMTypeRef et, ct; /* element and chunk types */
-} chunking;
+  const dsv4_segment *s;
+  int p, lo, hi;
+  int w;            /* values in the piece */
+  long long first;  /* value index in the segment of lane 0's piece: p*span - d0 */
+  int sz, per, nchunks, align, out_align;
+  LLVMTypeRef et, ct; /* element and chunk (load) types */
+} piece;
 
-static chunking chunks_for(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_segment *s)
+/* The pieces of the layout under this tile, with their load shapes. */
+static int make_pieces(dsv4_kb *kb, const dsv4_kernel *k, piece *out)
 {
   const dsv4_layout *l = &k->layout;
-  int vpt = k->tile.values_per_thread;
-  chunking c;
-  c.sz = dsv4_dtype_size(s->type);
-  c.align = gcd(gcd(l->align, l->row_bytes), gcd(s->offset ? s->offset : l->align, vpt * c.sz));
-  int bytes = c.align < 16 ? c.align : 16;
-  if (bytes < c.sz)
-    bytes = c.sz;
-  c.per = bytes / c.sz;
-  if (c.per > vpt)
-    c.per = vpt;
-  c.nchunks = vpt / c.per;
-  c.et = c.sz == 1 ? kb->i8 : c.sz == 2 ? kb->i16 : kb->i32;
-  c.ct = c.per == 1 ? c.et : LLVMVectorType(c.et, (unsigned)c.per);
-  return c;
+  int parts = k->tile.interleave, w = k->tile.values_per_thread / parts, span = l->dim / parts, lanes = span / w;
+  int n = 0;
+  for (int p = 0; p < parts; p++)
+    for (int i = 0; i < l->nseg; i++) {
+      const dsv4_segment *s = &l->seg[i];
+      int lo = (s->d0 - p * span) / w, hi = (s->d1 - p * span) / w;
+      lo = lo < 0 ? 0 : lo;
+      hi = hi > lanes ? lanes : hi;
+      if (lo >= hi)
+        continue;
+      piece *c = &out[n++];
+      c->s = s, c->p = p, c->lo = lo, c->hi = hi, c->w = w;
+      c->first = (long long)p * span - s->d0;
+      c->sz = dsv4_dtype_size(s->type);
+      int off0 = (int)(s->offset + c->first * c->sz); /* byte offset of lane 0's piece (may be negative) */
+      c->align = gcd(gcd(l->align, l->row_bytes), gcd(off0 < 0 ? -off0 : off0 ? off0 : l->align, w * c->sz));
+      int bytes = c->align < 16 ? c->align : 16;
+      if (bytes < c->sz)
+        bytes = c->sz;
+      c->per = bytes / c->sz > w ? w : bytes / c->sz;
+      c->nchunks = w / c->per;
+      c->et = c->sz == 1 ? kb->i8 : c->sz == 2 ? kb->i16 : kb->i32;
+      c->ct = c->per == 1 ? c->et : LLVMVectorType(c->et, (unsigned)c->per);
+      c->out_align = gcd(gcd(16, l->dim * 2), w * 2);
+      if (p * span != 0)
+        c->out_align = gcd(c->out_align, p * span * 2);
+    }
+  return n;
 }
 
-/* Issue the loads of one token's lane: chunks into raw[], scale into *sraw. */
-static void issue_loads(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_segment *s, const chunking *c,
-                        LLVMValueRef li, const dsv4_lane_token *t, LLVMValueRef bs, LLVMValueRef *raw,
-                        LLVMValueRef *sraw)
+/* i64 index, within its segment, of this lane's first value of piece c. */
+static LLVMValueRef piece_vi(dsv4_kb *kb, const piece *c, LLVMValueRef lane)
+{
+  LLVMValueRef v = LLVMBuildMul(kb->b, kb_zext64(kb, lane), kb_i64(kb, c->w), "");
+  return LLVMBuildAdd(kb->b, v, kb_i64(kb, c->first), "vi");
+}
+
+/* Issue the loads of one token's piece: chunks into raw[], scale into *sraw. */
+static void issue_loads(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLVMValueRef vi,
+                        const dsv4_lane_token *t, LLVMValueRef bs, LLVMValueRef *raw, LLVMValueRef *sraw)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *l = &k->layout;
-  int vpt = k->tile.values_per_thread;
-  LLVMValueRef vi = LLVMBuildMul(b, kb_zext64(kb, li), kb_i64(kb, vpt), "vi");
+  const dsv4_segment *s = c->s;
   /* data: blk + row*row_bytes + offset + vi*size */
   LLVMValueRef off = LLVMBuildMul(b, t->row, kb_i64(kb, l->row_bytes), "");
   off = LLVMBuildAdd(b, off, kb_i64(kb, s->offset), "");
@@ -115,8 +135,14 @@ static void issue_loads(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_segment *s
   for (int j = 0; j < c->nchunks; j++) {
     LLVMValueRef src = kb_byte_ptr(kb, p, kb_i64(kb, (long long)j * c->per * c->sz));
     int a = c->align < c->per * c->sz ? c->align : c->per * c->sz;
-    raw[j] = k->tile.streaming ? kb_load_stream(kb, c->ct, src, (unsigned)(a > 16 ? 16 : a))
-                               : kb_load(kb, c->ct, src, (unsigned)(a > 16 ? 16 : a));
+    a = a > 16 ? 16 : a;
+    int bytes = c->per * c->sz;
+    if (bytes >= 4 && bytes % 4 == 0) { /* as 32-bit words: one vector load */
+      LLVMTypeRef wt = bytes == 4 ? kb->i32 : LLVMVectorType(kb->i32, (unsigned)(bytes / 4));
+      LLVMValueRef v = k->tile.streaming ? kb_load_stream(kb, wt, src, (unsigned)a) : kb_load(kb, wt, src, (unsigned)a);
+      raw[j] = LLVMBuildBitCast(b, v, c->ct, "");
+    } else
+      raw[j] = k->tile.streaming ? kb_load_stream(kb, c->ct, src, (unsigned)a) : kb_load(kb, c->ct, src, (unsigned)a);
   }
   *sraw = NULL;
   if (s->scale_type == DSV4_DT_NONE)
@@ -124,42 +150,43 @@ static void issue_loads(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_segment *s
   int ssz = dsv4_dtype_size(s->scale_type);
   int tail = l->scale_place == DSV4_SCALES_BLOCK_TAIL;
   int sstride = tail ? l->scale_row_bytes : l->row_bytes;
-  LLVMValueRef g = LLVMBuildUDiv(b, li, kb_i32(kb, s->scale_group / vpt), "group");
+  LLVMValueRef g = LLVMBuildUDiv(b, vi, kb_i64(kb, s->scale_group), "group");
   LLVMValueRef so = LLVMBuildMul(b, t->row, kb_i64(kb, sstride), "");
   if (tail)
     so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, l->row_bytes), ""), "");
   so = LLVMBuildAdd(b, so, kb_i64(kb, s->scale_offset), "");
-  so = LLVMBuildAdd(b, so, LLVMBuildMul(b, kb_zext64(kb, g), kb_i64(kb, ssz), ""), "");
+  so = LLVMBuildAdd(b, so, LLVMBuildMul(b, g, kb_i64(kb, ssz), ""), "");
   int salign = gcd(gcd(l->align, l->row_bytes), gcd(sstride, ssz));
   if (s->scale_offset)
     salign = gcd(salign, s->scale_offset);
   *sraw = kb_load(kb, ssz == 1 ? kb->i8 : kb->i32, kb_byte_ptr(kb, t->blk, so), (unsigned)salign);
 }
 
-/* Element j of the lane from its loaded chunks. */
-static LLVMValueRef element(dsv4_kb *kb, const chunking *c, LLVMValueRef *raw, int j)
+/* Element j of the piece from its loaded chunks. */
+static LLVMValueRef element(dsv4_kb *kb, const piece *c, LLVMValueRef *raw, int j)
 {
   if (c->per == 1)
     return raw[j];
   return LLVMBuildExtractElement(kb->b, raw[j / c->per], kb_i32(kb, j % c->per), "");
 }
 
-/* Convert one token's lane and store it. */
-static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_segment *s, const chunking *c,
-                          LLVMValueRef li, LLVMValueRef *raw, LLVMValueRef sraw, LLVMValueRef out_row)
+/* Convert one token's piece (fp32 product, one rounding) and store it. */
+static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLVMValueRef vi, LLVMValueRef *raw,
+                          LLVMValueRef sraw, LLVMValueRef out_row)
 {
   LLVMBuilderRef b = kb->b;
-  int vpt = k->tile.values_per_thread;
+  const dsv4_segment *s = c->s;
+  int w = c->w;
   LLVMValueRef out[64], f[64];
   LLVMValueRef scale = NULL;
   if (sraw)
     scale = s->scale_type == DSV4_DT_UE8M0 ? kb_ue8m0_to_f32(kb, sraw) : LLVMBuildBitCast(b, sraw, kb->f32, "");
   if (s->type == DSV4_DT_BF16 && !scale) {
-    for (int j = 0; j < vpt; j++)
+    for (int j = 0; j < w; j++)
       out[j] = element(kb, c, raw, j); /* stored as bf16: copied bit for bit */
   } else {
-    for (int j = 0; j < vpt; j++) {
-      if (s->type == DSV4_DT_E4M3 && j % 2 == 0 && j + 1 < vpt) {
+    for (int j = 0; j < w; j++) {
+      if (s->type == DSV4_DT_E4M3 && j % 2 == 0 && j + 1 < w) {
         kb_e4m3x2_to_f32(kb, element(kb, c, raw, j), element(kb, c, raw, j + 1), &f[j]);
         j++;
         continue;
@@ -169,51 +196,61 @@ static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_segment 
              : s->type == DSV4_DT_BF16 ? kb_bf16_to_f32(kb, e)
                                        : LLVMBuildBitCast(b, e, kb->f32, "");
     }
-    for (int j = 0; j < vpt; j++)
+    for (int j = 0; j < w; j++)
       if (scale)
         f[j] = LLVMBuildFMul(b, f[j], scale, "");
-    for (int j = 0; j + 1 < vpt; j += 2)
+    for (int j = 0; j + 1 < w; j += 2)
       kb_f32x2_to_bf16(kb, f[j], f[j + 1], &out[j]);
-    if (vpt % 2)
-      out[vpt - 1] = kb_f32_to_bf16(kb, f[vpt - 1]);
+    if (w % 2)
+      out[w - 1] = kb_f32_to_bf16(kb, f[w - 1]);
   }
-  LLVMValueRef vi = LLVMBuildMul(b, kb_zext64(kb, li), kb_i64(kb, vpt), "");
-  LLVMValueRef o = LLVMBuildAdd(b, kb_i64(kb, (long long)s->d0 * 2), LLVMBuildMul(b, vi, kb_i64(kb, 2), ""), "");
-  store_bf16(kb, k, out, vpt, kb_byte_ptr(kb, out_row, o), out_align(k, s->d0));
+  LLVMValueRef o = LLVMBuildMul(b, LLVMBuildAdd(b, vi, kb_i64(kb, s->d0), ""), kb_i64(kb, 2), "");
+  store_bf16(kb, k, out, w, kb_byte_ptr(kb, out_row, o), c->out_align);
+}
+
+/* i1: lane in [lo, hi). */
+static LLVMValueRef lane_in(dsv4_kb *kb, const piece *c, LLVMValueRef lane, int lanes)
+{
+  LLVMValueRef in = c->hi < lanes ? LLVMBuildICmp(kb->b, LLVMIntULT, lane, kb_i32(kb, c->hi), "") : NULL;
+  if (c->lo) {
+    LLVMValueRef ge = LLVMBuildICmp(kb->b, LLVMIntUGE, lane, kb_i32(kb, c->lo), "");
+    in = in ? LLVMBuildAnd(kb->b, in, ge, "") : ge;
+  }
+  return in ? in : LLVMConstInt(kb->i1, 1, 0);
 }
 
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                               const dsv4_lane_token *t, int n)
 {
   LLVMBuilderRef b = kb->b;
-  int vpt = k->tile.values_per_thread;
-  for (int i = 0; i < k->layout.nseg; i++) {
-    const dsv4_segment *s = &k->layout.seg[i];
-    chunking c = chunks_for(kb, k, s);
-    int lo = s->d0 / vpt, hi = s->d1 / vpt;
-    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, hi), "");
-    if (lo)
-      in = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntUGE, lane, kb_i32(kb, lo), ""), "");
-    kb_if_t f = kb_if(kb, in, "segment");
-    LLVMValueRef li = lo ? LLVMBuildSub(b, lane, kb_i32(kb, lo), "") : lane;
-    LLVMValueRef raw[MAX_TOK][MAX_CHUNKS], sraw[MAX_TOK];
-    /* all loads first, each token's under its own guard (zero when skipped) */
+  piece pc[2 * DSV4_LAYOUT_MAX_SEGS * 4];
+  int np = make_pieces(kb, k, pc);
+  int lanes = k->layout.dim / k->tile.values_per_thread;
+  LLVMValueRef raw[2 * DSV4_LAYOUT_MAX_SEGS * 4][MAX_TOK][MAX_CHUNKS], sraw[2 * DSV4_LAYOUT_MAX_SEGS * 4][MAX_TOK];
+  LLVMValueRef in[2 * DSV4_LAYOUT_MAX_SEGS * 4], vi[2 * DSV4_LAYOUT_MAX_SEGS * 4];
+  for (int i = 0; i < np; i++) {
+    in[i] = lane_in(kb, &pc[i], lane, lanes);
+    vi[i] = piece_vi(kb, &pc[i], lane);
+  }
+  /* every load of every piece and token first, each under its guard; a
+   * skipped load reads as zero bytes, which dequantize to +0.0 */
+  for (int i = 0; i < np; i++)
     for (int u = 0; u < n; u++) {
       LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-      kb_if_t g = kb_if(kb, t[u].valid, "load");
+      kb_if_t g = kb_if(kb, LLVMBuildAnd(b, in[i], t[u].valid, ""), "load");
       LLVMValueRef r[MAX_CHUNKS], sr;
-      issue_loads(kb, k, s, &c, li, &t[u], bs, r, &sr);
+      issue_loads(kb, k, &pc[i], vi[i], &t[u], bs, r, &sr);
       LLVMBasicBlockRef loaded = LLVMGetInsertBlock(b);
       kb_endif(kb, &g);
-      for (int j = 0; j < c.nchunks; j++)
-        raw[u][j] = kb_phi(kb, r[j], loaded, LLVMConstNull(c.ct), pre);
-      sraw[u] = sr ? kb_phi(kb, sr, loaded, LLVMConstNull(LLVMTypeOf(sr)), pre) : NULL;
+      for (int j = 0; j < pc[i].nchunks; j++)
+        raw[i][u][j] = kb_phi(kb, r[j], loaded, LLVMConstNull(pc[i].ct), pre);
+      sraw[i][u] = sr ? kb_phi(kb, sr, loaded, LLVMConstNull(LLVMTypeOf(sr)), pre) : NULL;
     }
+  /* then conversions and stores */
+  for (int i = 0; i < np; i++)
     for (int u = 0; u < n; u++) {
-      kb_if_t w = kb_if(kb, t[u].write, "store");
-      convert_store(kb, k, s, &c, li, raw[u], sraw[u], t[u].out_row);
+      kb_if_t w = kb_if(kb, LLVMBuildAnd(b, in[i], t[u].write, ""), "store");
+      convert_store(kb, k, &pc[i], vi[i], raw[i][u], sraw[i][u], t[u].out_row);
       kb_endif(kb, &w);
     }
-    kb_endif(kb, &f);
-  }
 }

@@ -26,15 +26,16 @@ typedef enum {
       DSV4_OP_COUNT
 } dsv4_op;
 
-typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3 } dsv4_arg_kind;
+/* PTR: device memory the kernel writes; IN: device memory it only reads. */
+typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN = 4 } dsv4_arg_kind;
 
 /* dequant_gather(out, cache, indices, n, num_blocks, block_size, block_stride)
  * grid.x = ceil(n / tokens_per_cta), block.x = threads
  * (= dim / values_per_thread * tokens_per_cta / tokens_per_thread) */
 #define DSV4_ARGS_DEQUANT_GATHER(A) \
   A(out, PTR)                       \
-  A(cache, PTR)                     \
-  A(indices, PTR)                   \
+  A(cache, IN)                      \
+  A(indices, IN)                    \
   A(n, I32)                         \
   A(num_blocks, I32)                \
   A(block_size, I32)                \
@@ -45,10 +46,10 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3 } dsv4_arg_k
  * out strides are in elements; has_gather_lens = 0 reads g = seq_len. */
 #define DSV4_ARGS_PAGED_GATHER(A) \
   A(out, PTR)                     \
-  A(cache, PTR)                   \
-  A(seq_lens, PTR)                \
-  A(gather_lens, PTR)             \
-  A(block_table, PTR)             \
+  A(cache, IN)                    \
+  A(seq_lens, IN)                 \
+  A(gather_lens, IN)              \
+  A(block_table, IN)              \
   A(num_requests, I32)            \
   A(max_blocks, I32)              \
   A(num_blocks, I32)              \

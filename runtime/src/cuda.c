@@ -230,7 +230,7 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
   void *params[DSV4_MAX_ARGS];
   CUdeviceptr ptrs[DSV4_MAX_ARGS];
   for (int i = 0; i < nargs; i++) {
-    if (args[i].kind == DSV4_ARG_PTR) {
+    if (args[i].kind == DSV4_ARG_PTR || args[i].kind == DSV4_ARG_IN) {
       ptrs[i] = args[i].v.buf ? (CUdeviceptr)args[i].v.buf->native : 0;
       params[i] = &ptrs[i];
     } else

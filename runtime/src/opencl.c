@@ -273,7 +273,7 @@ static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3],
   cl_state *st = S(ctx);
   for (int i = 0; i < nargs; i++) {
     cl_int r;
-    if (args[i].kind == DSV4_ARG_PTR) {
+    if (args[i].kind == DSV4_ARG_PTR || args[i].kind == DSV4_ARG_IN) {
       cl_mem m = args[i].v.buf ? (cl_mem)(uintptr_t)args[i].v.buf->native : NULL;
       r = st->clSetKernelArg(kernel, (cl_uint)i, sizeof m, &m);
     } else if (args[i].kind == DSV4_ARG_I32)

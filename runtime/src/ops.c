@@ -114,8 +114,8 @@ dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gathe
   }
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_PTR, {.buf = a->cache}},
-      {DSV4_ARG_PTR, {.buf = a->indices}},
+      {DSV4_ARG_IN, {.buf = a->cache}},
+      {DSV4_ARG_IN, {.buf = a->indices}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->n}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
@@ -192,10 +192,10 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
     return s;
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_PTR, {.buf = a->cache}},
-      {DSV4_ARG_PTR, {.buf = a->seq_lens}},
-      {DSV4_ARG_PTR, {.buf = a->gather_lens ? a->gather_lens : a->seq_lens}},
-      {DSV4_ARG_PTR, {.buf = a->block_table}},
+      {DSV4_ARG_IN, {.buf = a->cache}},
+      {DSV4_ARG_IN, {.buf = a->seq_lens}},
+      {DSV4_ARG_IN, {.buf = a->gather_lens ? a->gather_lens : a->seq_lens}},
+      {DSV4_ARG_IN, {.buf = a->block_table}},
       {DSV4_ARG_I32, {.i32 = (int32_t)R}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},

@@ -71,7 +71,9 @@ static int check_dequant(dsv4rt_bundle *b, const char *name)
                                   .block_stride = stride};
   dsv4rt_launch_opts o = {.kernel = name, .check_contents = 1};
   double ms = 0;
-  dsv4rt_status s = dsv4rt_timer_start(ctx);
+  dsv4rt_status s = dsv4rt_dequant_gather(b, &a, &o); /* first launch: loads the module */
+  if (!s)
+    s = dsv4rt_timer_start(ctx);
   if (!s)
     s = dsv4rt_dequant_gather(b, &a, &o);
   if (!s)
@@ -110,7 +112,9 @@ static int check_paged(dsv4rt_bundle *b, const char *name)
                                 .num_requests = R, .max_blocks = maxb};
   dsv4rt_launch_opts o = {.kernel = name, .check_contents = 1};
   double ms = 0;
-  dsv4rt_status s = dsv4rt_timer_start(ctx);
+  dsv4rt_status s = dsv4rt_paged_gather(b, &a, &o); /* first launch: loads the module */
+  if (!s)
+    s = dsv4rt_timer_start(ctx);
   if (!s)
     s = dsv4rt_paged_gather(b, &a, &o);
   if (!s)
