@@ -587,6 +587,10 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
     if (o->subgroups && i != DSV4_TARGET_SPIRV) {
       FERR(&ot, "subgroups", "applies to the spirv target only");
       bad = 1;
+    } else if (o->subgroups) {
+      /* reported as missing rather than silently ignored */
+      FERR(&ot, "subgroups", "= true is not implemented yet: no generator emits subgroup code (the gathers need none)");
+      bad = 1;
     }
     leave(&ot);
   }

@@ -9,14 +9,15 @@ local all = {
 }
 
 -- OPS.md 2a: dequantize scattered slots (index -1 gives a zero row).
--- 16 values a thread: one 16-byte load of e4m3 (or two of bf16) and two
--- 16-byte stores; 4 tokens a CTA gives 128 threads (the fastest of the
--- points in bench/gather_variants.lua on the H200, see bench/RESULTS.md).
+-- 16 values a thread in two pieces of 8, 256 values apart (interleave 2),
+-- so each store instruction of a warp covers whole sectors; 4 tokens a CTA
+-- gives 128 threads; loads and stores stream past the caches.  The fastest
+-- of the points in bench/gather_variants.lua on the H200 (bench/RESULTS.md).
 kernel {
   name = "dequant_gather_v4",
   op = "dequant_gather",
   layout = L.fp8_ds_mla_v4,
-  tile = { values_per_thread = 16, tokens_per_cta = 4 },
+  tile = { values_per_thread = 16, tokens_per_cta = 4, interleave = 2 },
   targets = all,
 }
 
@@ -25,6 +26,6 @@ kernel {
   name = "paged_gather_v4",
   op = "paged_gather",
   layout = L.fp8_ds_mla_v4,
-  tile = { values_per_thread = 16, tokens_per_cta = 4 },
+  tile = { values_per_thread = 16, tokens_per_cta = 4, interleave = 2 },
   targets = all,
 }
