@@ -128,10 +128,12 @@ static const dsv4_target_ir ptx_ir = {
     .store_stream16 = ptx_store_stream16,
 };
 
-/* The PTX ISA version each arch needs (sm_90a: PTX 8.0). */
+/* The PTX ISA version each arch needs: sm_90a needs 8.0, sm_89 7.8, and
+ * 7.4 gives sm_80/86 the L1::no_allocate loads. */
 static const char *ptx_features(const char *arch)
 {
-  return strcmp(arch, "sm_90a") == 0 || strcmp(arch, "sm_90") == 0 ? "+ptx80" : "+ptx70";
+  int v = arch_number(arch);
+  return v >= 90 ? "+ptx80" : v >= 89 ? "+ptx78" : "+ptx74";
 }
 
 /* Assemble with ptxas when present: what LLVM accepts but the driver

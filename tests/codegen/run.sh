@@ -3,7 +3,7 @@
 # independently of its own validators, and a failing validator must leave
 # nothing behind.
 set -u
-dsv4c=$1 specs=$2 out=$3
+dsv4c=$1 specs=$2 out=$3 golden=$4 here=$(cd "$(dirname "$0")" && pwd)
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
@@ -50,6 +50,18 @@ done
 "$dsv4c" "$specs/decode.lua" -t amdgcn --emit asm | grep -q "global_load_dwordx4" && ok || bad "--emit asm -t amdgcn"
 "$dsv4c" "$specs/decode.lua" -t spirv --emit asm | grep -q "OpEntryPoint Kernel" && ok || bad "--emit asm -t spirv"
 "$dsv4c" "$specs/decode.lua" --emit plan | grep -q "kernel dequant_gather_v4 .*threads 128" && ok || bad "--emit plan"
+
+# golden: the checked plan of specs/decode.lua
+(cd "$specs" && "$dsv4c" decode.lua --emit plan) | diff -u "$golden/plan/decode.plan" - && ok || bad "--emit plan differs from golden/plan/decode.plan"
+
+# the other archs: sm_80 (generic conversions, no fp8 cvt instruction) and gfx90a
+d=$out/archs
+if (cd "$here" && "$dsv4c" archs.lua -o "$d") 2>"$d.log"; then ok; else bad "archs.lua: $(cat "$d.log")"; fi
+grep -q "^.target sm_80" "$d/dequant_gather_sm80.ptx" && ! grep -q "e4m3x2" "$d/dequant_gather_sm80.ptx" && ok \
+  || bad "sm_80 PTX: wrong target or uses sm_89+ conversions"
+if command -v llvm-readelf-19 >/dev/null; then
+  llvm-readelf-19 --notes "$d/dequant_gather_sm80.hsaco" | grep -q "amdhsa.target:.*gfx90a" && ok || bad "gfx90a note"
+fi
 
 # a validator that fails: an error, exit 1, and no file written
 d=$out/broken
