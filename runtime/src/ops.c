@@ -78,19 +78,28 @@ static int32_t *fetch_i32(dsv4rt_context *ctx, dsv4rt_buffer *b, int64_t n, dsv4
   return p;
 }
 
+/* What every op call starts with: a bundle, an argument struct, and the
+ * entry of the bundle that runs op on this device (named by opts->kernel,
+ * or the first). */
+static dsv4rt_status begin(dsv4rt_bundle *b, const void *args, dsv4_op op, const dsv4rt_launch_opts *opts,
+                           const char *fn, int *entry)
+{
+  if (!b)
+    return DSV4RT_ERR_INVALID_ARG;
+  if (!args)
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  return rt_find(b, op, opts ? opts->kernel : NULL, entry);
+}
+
 dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gather_args *a,
                                     const dsv4rt_launch_opts *opts)
 {
   static const char fn[] = "dsv4rt_dequant_gather";
-  if (!b)
-    return DSV4RT_ERR_INVALID_ARG;
-  dsv4rt_context *ctx = b->ctx;
-  if (!a)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: args is NULL", fn);
   int e;
-  dsv4rt_status s = rt_find(b, DSV4_OP_DEQUANT_GATHER, opts ? opts->kernel : NULL, &e);
+  dsv4rt_status s = begin(b, a, DSV4_OP_DEQUANT_GATHER, opts, fn, &e);
   if (s)
     return s;
+  dsv4rt_context *ctx = b->ctx;
   const dsv4_bundle_entry *en = &b->entries[e];
   const dsv4_layout *l = &en->layout;
   if ((s = need_range(ctx, fn, "n", a->n, 0, I32_MAX)) ||
@@ -159,15 +168,11 @@ static dsv4rt_status check_paged_contents(dsv4rt_context *ctx, const dsv4rt_page
 dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a, const dsv4rt_launch_opts *opts)
 {
   static const char fn[] = "dsv4rt_paged_gather";
-  if (!b)
-    return DSV4RT_ERR_INVALID_ARG;
-  dsv4rt_context *ctx = b->ctx;
-  if (!a)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: args is NULL", fn);
   int e;
-  dsv4rt_status s = rt_find(b, DSV4_OP_PAGED_GATHER, opts ? opts->kernel : NULL, &e);
+  dsv4rt_status s = begin(b, a, DSV4_OP_PAGED_GATHER, opts, fn, &e);
   if (s)
     return s;
+  dsv4rt_context *ctx = b->ctx;
   const dsv4_bundle_entry *en = &b->entries[e];
   const dsv4_layout *l = &en->layout;
   int64_t R = a->num_requests, M = a->out_rows;
