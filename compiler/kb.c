@@ -56,7 +56,10 @@ LLVMValueRef kb_kernel(dsv4_kb *kb, const char *name, const unsigned char *kinds
 {
   LLVMTypeRef ps[DSV4_MAX_ARGS];
   for (int i = 0; i < n; i++)
-    ps[i] = kinds[i] == DSV4_ARG_PTR || kinds[i] == DSV4_ARG_IN ? kb->gptr : kinds[i] == DSV4_ARG_I64 ? kb->i64 : kb->i32;
+    ps[i] = kinds[i] == DSV4_ARG_PTR || kinds[i] == DSV4_ARG_IN ? kb->gptr
+            : kinds[i] == DSV4_ARG_I64                          ? kb->i64
+            : kinds[i] == DSV4_ARG_F32                          ? kb->f32
+                                                                : kb->i32;
   LLVMTypeRef fty = LLVMFunctionType(kb->v, ps, (unsigned)n, 0);
   kb->fn = LLVMAddFunction(kb->mod, name, fty);
   for (int i = 0; i < n; i++) {

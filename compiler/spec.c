@@ -349,7 +349,7 @@ static int table_pos(checker *c, int idx, char *file, size_t n, int *line)
 static int check_segment(cursor *k, dsv4_segment *seg)
 {
   static const char *const known[] = {"dims", "type", "offset", "scale", NULL};
-  static const char *const scale_known[] = {"type", "group", "offset", NULL};
+  static const char *const scale_known[] = {"type", "group", "offset", "per", NULL};
   int bad = check_known(k, known);
   seg->line = field_line(k, NULL);
   cursor dims;
@@ -374,10 +374,25 @@ static int check_segment(cursor *k, dsv4_segment *seg)
   seg->scale_group = 0;
   seg->scale_offset = 0;
   if (r == 0) {
+    char per[16];
     bad |= check_known(&sc, scale_known);
-    bad |= get_dtype(&sc, "type", 1, DT(UE8M0) | DT(F32), &seg->scale_type);
-    bad |= get_int(&sc, "group", 1, 1, 65536, 0, &seg->scale_group);
-    bad |= get_int(&sc, "offset", 1, 0, 1 << 20, 0, &seg->scale_offset);
+    bad |= get_str(&sc, "per", 0, "group", per, sizeof per);
+    if (!strcmp(per, "tensor")) { /* one f32 for the cache, given at launch */
+      seg->scale_tensor = 1;
+      bad |= get_dtype(&sc, "type", 1, DT(F32), &seg->scale_type);
+      if (lua_getfield(k->c->L, sc.idx, "group") != LUA_TNIL || lua_getfield(k->c->L, sc.idx, "offset") != LUA_TNIL) {
+        FERR(&sc, "per", "= 'tensor' takes no group or offset (the scale is a launch argument)");
+        bad = 1;
+      }
+      lua_pop(k->c->L, 2);
+    } else if (!strcmp(per, "group")) {
+      bad |= get_dtype(&sc, "type", 1, DT(UE8M0) | DT(F32), &seg->scale_type);
+      bad |= get_int(&sc, "group", 1, 1, 65536, 0, &seg->scale_group);
+      bad |= get_int(&sc, "offset", 1, 0, 1 << 20, 0, &seg->scale_offset);
+    } else {
+      FERR(&sc, "per", "must be 'group' or 'tensor', got '%s'", per);
+      bad = 1;
+    }
     leave(&sc);
   } else if (r < 0)
     bad = 1;
@@ -387,8 +402,9 @@ static int check_segment(cursor *k, dsv4_segment *seg)
 /* The table at idx (made by layout{}) into l; its own position is looked up. */
 static int check_layout_table(checker *c, int idx, const char *owner, dsv4_layout *l)
 {
-  static const char *const known[] = {"name", "dim", "row_bytes", "scales", "align", "segments", NULL};
+  static const char *const known[] = {"name", "dim", "row_bytes", "scales", "align", "segments", "block", NULL};
   static const char *const scales_known[] = {"placement", "row_bytes", NULL};
+  static const char *const block_known[] = {"tokens", "stride", NULL};
   char file[DSV4_PATH_MAX];
   int line = 0;
   memset(l, 0, sizeof *l);
@@ -402,7 +418,6 @@ static int check_layout_table(checker *c, int idx, const char *owner, dsv4_layou
   snprintf(what, sizeof what, "layout '%s'", l->name);
   k.what = what;
   bad |= check_known(&k, known);
-  l->line = line;
   bad |= get_int(&k, "dim", 1, 1, 4096, 0, &l->dim);
   bad |= get_int(&k, "row_bytes", 1, 1, 1 << 20, 0, &l->row_bytes);
   bad |= get_int(&k, "align", 0, 1, 256, 16, &l->align);
@@ -430,6 +445,16 @@ static int check_layout_table(checker *c, int idx, const char *owner, dsv4_layou
     leave(&sc);
   } else if (r < 0)
     bad = 1;
+  cursor blk;
+  r = enter(&k, "block", &blk, 0);
+  if (r == 0) {
+    bad |= check_known(&blk, block_known);
+    bad |= get_int(&blk, "tokens", 1, 1, 1 << 20, 0, &l->block_tokens);
+    bad |= get_int(&blk, "stride", 1, 1, 1 << 30, 0, &l->block_stride);
+    l->block_line = field_line(&blk, "stride"); /* where a misfit is reported */
+    leave(&blk);
+  } else if (r < 0)
+    bad = 1;
   cursor segs;
   r = enter(&k, "segments", &segs, 1);
   if (r == 0) {
@@ -453,6 +478,7 @@ static int check_layout_table(checker *c, int idx, const char *owner, dsv4_layou
     leave(&segs);
   } else
     bad = 1;
+  l->line = line;
   if (!bad)
     bad = dsv4_layout_check(l, file, c->d);
   return bad;
@@ -495,7 +521,7 @@ int dsv4_layout_check(const dsv4_layout *l, const char *file, dsv4_diags *d)
         bad = 1;
       }
     }
-    if (s->scale_type == DSV4_DT_NONE)
+    if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
       continue;
     if (l->scale_place == DSV4_SCALES_NONE) {
       dsv4_error(d, file, line, "layout '%s': segments[%d].scale needs a 'scales' placement in the layout", l->name, i + 1);
@@ -528,6 +554,17 @@ int dsv4_layout_check(const dsv4_layout *l, const char *file, dsv4_diags *d)
   }
   if (!bad && covered != l->dim) {
     dsv4_error(d, file, l->line, "layout '%s': segments cover %d of the %d dims", l->name, covered, l->dim);
+    bad = 1;
+  }
+  int64_t need = dsv4_layout_min_block_bytes(l, l->block_tokens);
+  if (!bad && l->block_tokens && need > l->block_stride) {
+    dsv4_error(d, file, l->block_line, "layout '%s': a block of %d tokens needs %lld bytes, more than block.stride %d", l->name,
+               l->block_tokens, (long long)need, l->block_stride);
+    bad = 1;
+  }
+  if (!bad && l->block_tokens && l->block_stride % l->align) {
+    dsv4_error(d, file, l->block_line, "layout '%s': block.stride %d is not a multiple of align %d", l->name, l->block_stride,
+               l->align);
     bad = 1;
   }
   return bad;
@@ -640,7 +677,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
         FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' segment [%d, %d)", v, w,
              l->name, s->d0, s->d1);
         bad = 1;
-      } else if (s->scale_type != DSV4_DT_NONE && s->scale_group % w) {
+      } else if (s->scale_type != DSV4_DT_NONE && !s->scale_tensor && s->scale_group % w) {
         FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' scale group %d (one scale per piece)", v, w,
              l->name, s->scale_group);
         bad = 1;
@@ -955,12 +992,17 @@ static void dump_layout(sbuf *b, const dsv4_layout *l)
   sb_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes, place[l->scale_place]);
   if (l->scale_place == DSV4_SCALES_BLOCK_TAIL)
     sb_printf(b, " (row_bytes %d)", l->scale_row_bytes);
-  sb_printf(b, ", align %d, min block bytes for bs=64: %lld\n", l->align,
-            (long long)dsv4_layout_min_block_bytes(l, 64));
+  sb_printf(b, ", align %d", l->align);
+  if (l->block_tokens)
+    sb_printf(b, ", block %d tokens in %d bytes (%lld used)", l->block_tokens, l->block_stride,
+              (long long)dsv4_layout_min_block_bytes(l, l->block_tokens));
+  sb_printf(b, "\n");
   for (int i = 0; i < l->nseg; i++) {
     const dsv4_segment *s = &l->seg[i];
     sb_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type), s->offset);
-    if (s->scale_type)
+    if (s->scale_tensor)
+      sb_printf(b, ", scale %s per tensor (launch argument)", dsv4_dtype_name(s->scale_type));
+    else if (s->scale_type)
       sb_printf(b, ", scale %s per %d values at byte %d", dsv4_dtype_name(s->scale_type), s->scale_group,
                 s->scale_offset);
     sb_printf(b, "\n");

@@ -145,7 +145,7 @@ static void issue_loads(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLVMV
       raw[j] = k->tile.streaming ? kb_load_stream(kb, c->ct, src, (unsigned)a) : kb_load(kb, c->ct, src, (unsigned)a);
   }
   *sraw = NULL;
-  if (s->scale_type == DSV4_DT_NONE)
+  if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
     return;
   int ssz = dsv4_dtype_size(s->scale_type);
   int tail = l->scale_place == DSV4_SCALES_BLOCK_TAIL;
@@ -172,14 +172,16 @@ static LLVMValueRef element(dsv4_kb *kb, const piece *c, LLVMValueRef *raw, int 
 
 /* Convert one token's piece (fp32 product, one rounding) and store it. */
 static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLVMValueRef vi, LLVMValueRef *raw,
-                          LLVMValueRef sraw, LLVMValueRef out_row)
+                          LLVMValueRef sraw, LLVMValueRef tensor_scale, LLVMValueRef out_row)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_segment *s = c->s;
   int w = c->w;
   LLVMValueRef out[64], f[64];
   LLVMValueRef scale = NULL;
-  if (sraw)
+  if (s->scale_tensor)
+    scale = tensor_scale;
+  else if (sraw)
     scale = s->scale_type == DSV4_DT_UE8M0 ? kb_ue8m0_to_f32(kb, sraw) : LLVMBuildBitCast(b, sraw, kb->f32, "");
   if (s->type == DSV4_DT_BF16 && !scale) {
     for (int j = 0; j < w; j++)
@@ -220,7 +222,7 @@ static LLVMValueRef lane_in(dsv4_kb *kb, const piece *c, LLVMValueRef lane, int 
 }
 
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
-                              const dsv4_lane_token *t, int n)
+                              LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n)
 {
   LLVMBuilderRef b = kb->b;
   piece pc[2 * DSV4_LAYOUT_MAX_SEGS * 4];
@@ -250,7 +252,7 @@ void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef la
   for (int i = 0; i < np; i++)
     for (int u = 0; u < n; u++) {
       kb_if_t w = kb_if(kb, LLVMBuildAnd(b, in[i], t[u].write, ""), "store");
-      convert_store(kb, k, &pc[i], vi[i], raw[i][u], sraw[i][u], t[u].out_row);
+      convert_store(kb, k, &pc[i], vi[i], raw[i][u], sraw[i][u], tensor_scale, t[u].out_row);
       kb_endif(kb, &w);
     }
 }

@@ -9,7 +9,7 @@
  */
 #include "gen.h"
 
-enum { OUT, CACHE, INDICES, N, NUM_BLOCKS, BLOCK_SIZE, BLOCK_STRIDE };
+enum { OUT, CACHE, INDICES, N, NUM_BLOCKS, BLOCK_SIZE, BLOCK_STRIDE, TENSOR_SCALE };
 
 int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
@@ -45,6 +45,6 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     t[u].blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blkno, kb_arg(kb, BLOCK_STRIDE), ""));
     t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, tok64, kb_i64(kb, (long long)k->layout.dim * 2), ""));
   }
-  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, t, U);
+  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, kb_arg(kb, TENSOR_SCALE), t, U);
   return 0;
 }

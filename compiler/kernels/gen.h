@@ -39,8 +39,9 @@ typedef struct {
 } dsv4_lane_token;
 
 /* Dequantize this thread's lane of n tokens (block size bs, i64): all loads
- * first, then conversions and stores. */
+ * first, then conversions and stores.  tensor_scale (f32) scales segments
+ * whose layout scale is per tensor. */
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
-                              const dsv4_lane_token *t, int n);
+                              LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n);
 
 #endif

@@ -12,7 +12,7 @@
 
 enum {
   OUT, CACHE, SEQ_LENS, GATHER_LENS, BLOCK_TABLE, NUM_REQUESTS, MAX_BLOCKS, NUM_BLOCKS, BLOCK_SIZE,
-  BLOCK_STRIDE, OUT_STRIDE_R, OUT_STRIDE_M, OUT_ROWS, OFFSET, HAS_GATHER_LENS
+  BLOCK_STRIDE, OUT_STRIDE_R, OUT_STRIDE_M, OUT_ROWS, OFFSET, HAS_GATHER_LENS, TENSOR_SCALE
 };
 
 /* Load i32 element idx (i64) of an int32 array argument. */
@@ -78,6 +78,6 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
                                    LLVMBuildMul(b, m, kb_arg(kb, OUT_STRIDE_M), ""), "");
     t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, eo, kb_i64(kb, 2), ""));
   }
-  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, t, U);
+  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, kb_arg(kb, TENSOR_SCALE), t, U);
   return 0;
 }

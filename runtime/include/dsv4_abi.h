@@ -27,9 +27,10 @@ typedef enum {
 } dsv4_op;
 
 /* PTR: device memory the kernel writes; IN: device memory it only reads. */
-typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN = 4 } dsv4_arg_kind;
+typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN = 4, DSV4_ARG_F32 = 5 } dsv4_arg_kind;
 
 /* dequant_gather(out, cache, indices, n, num_blocks, block_size, block_stride)
+ * tensor_scale: the per-tensor kv_scale of layouts that have one (else unused)
  * grid.x = ceil(n / tokens_per_cta), block.x = threads
  * (= dim / values_per_thread * tokens_per_cta / tokens_per_thread) */
 #define DSV4_ARGS_DEQUANT_GATHER(A) \
@@ -39,7 +40,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(n, I32)                         \
   A(num_blocks, I32)                \
   A(block_size, I32)                \
-  A(block_stride, I64)
+  A(block_stride, I64)              \
+  A(tensor_scale, F32)
 
 /* paged_gather(out, cache, seq_lens, gather_lens, block_table, ...)
  * grid = (ceil((M - offset) / tokens_per_cta), R), block.x = threads;
@@ -59,7 +61,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(out_stride_m, I64)            \
   A(out_rows, I32)                \
   A(offset, I32)                  \
-  A(has_gather_lens, I32)
+  A(has_gather_lens, I32)         \
+  A(tensor_scale, F32)
 
 #define DSV4_MAX_ARGS 24
 

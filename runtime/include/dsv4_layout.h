@@ -12,7 +12,9 @@
  *                     + (i / scale_group) * sizeof(scale_type)
  * where scale_base = bs * row_bytes and scale_stride = scale_row_bytes for
  * scales at the block tail (DSv4), and scale_base = 0, scale_stride =
- * row_bytes for scales stored inline in the token (DSv3.2).
+ * row_bytes for scales stored inline in the token (DSv3.2).  A segment with
+ * scale_tensor set has no stored scale: one f32 for the whole cache is a
+ * launch argument (the per-tensor FP8 kv_scale).
  */
 #ifndef DSV4_LAYOUT_H
 #define DSV4_LAYOUT_H
@@ -50,6 +52,7 @@ typedef struct {
   int32_t scale_type;      /* DSV4_DT_NONE, DSV4_DT_UE8M0 or DSV4_DT_F32 */
   int32_t scale_group;     /* values per scale */
   int32_t scale_offset;    /* byte offset of the first scale in the scale row */
+  int32_t scale_tensor;    /* 1: one f32 scale for the whole cache, given at launch (kv_scale) */
   int32_t line;            /* spec line, for diagnostics (0 if unknown) */
 } dsv4_segment;
 
@@ -60,9 +63,12 @@ typedef struct {
   int32_t scale_place;     /* dsv4_scale_place */
   int32_t scale_row_bytes; /* bytes per token's scale row (block tail) */
   int32_t align;           /* alignment the block stride and base must have */
+  int32_t block_tokens;    /* the page a spec declares (0: none): tokens ... */
+  int32_t block_stride;    /* ... and bytes; checked to fit, used as defaults */
   int32_t nseg;
   dsv4_segment seg[DSV4_LAYOUT_MAX_SEGS];
-  int32_t line;
+  int32_t line;            /* spec lines, for diagnostics: the layout, its block */
+  int32_t block_line;
 } dsv4_layout;
 
 /* Bytes a block of bs tokens needs: the smallest legal block stride. */

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dsv4_layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -101,6 +103,9 @@ DSV4RT_API int dsv4rt_bundle_count(const dsv4rt_bundle *b);
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **name, const char **op,
                                              const char **target, const char **arch);
 
+/* The cache layout entry i was compiled for (copied into *out). */
+DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out);
+
 /* ---- operations (OPS.md section 2) ---- */
 
 /* Launch-time options shared by the ops. */
@@ -116,6 +121,7 @@ typedef struct dsv4rt_dequant_gather_args {
   dsv4rt_buffer *indices; /* [n] int32 global slots */
   int64_t n;
   int64_t num_blocks, block_size, block_stride; /* block_stride in bytes */
+  float tensor_scale;     /* kv_scale of a per-tensor layout (must be finite there); else unused */
 } dsv4rt_dequant_gather_args;
 
 /* Validate and launch (queued; returns before the kernel ends). */
@@ -135,6 +141,7 @@ typedef struct dsv4rt_paged_gather_args {
   dsv4rt_buffer *gather_lens;  /* [R] int32, or NULL */
   dsv4rt_buffer *block_table;  /* [R, max_blocks] int32 */
   int64_t num_requests, max_blocks;
+  float tensor_scale;          /* kv_scale of a per-tensor layout; else unused */
 } dsv4rt_paged_gather_args;
 
 DSV4RT_API dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a,

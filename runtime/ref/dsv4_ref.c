@@ -113,6 +113,13 @@ static void scale_geometry(const dsv4_layout *l, int64_t bs, int64_t *base, int6
 void dsv4_ref_dequant_token(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64_t row,
                             uint16_t *out_bf16)
 {
+  dsv4_ref_dequant_token_ts(l, block, bs, row, 1.0f, out_bf16);
+}
+
+/* The same with the per-tensor scale of layouts that have one. */
+void dsv4_ref_dequant_token_ts(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64_t row,
+                               float tensor_scale, uint16_t *out_bf16)
+{
   int64_t sbase, sstride;
   int32_t nseg = l->nseg < 0 ? 0 : (l->nseg > DSV4_LAYOUT_MAX_SEGS ? DSV4_LAYOUT_MAX_SEGS : l->nseg);
   const uint8_t *data = block + row * (int64_t)l->row_bytes;
@@ -131,7 +138,7 @@ void dsv4_ref_dequant_token(const dsv4_layout *l, const uint8_t *block, int64_t 
       continue;
     if (scaled && (sg->scale_type != DSV4_DT_UE8M0 && sg->scale_type != DSV4_DT_F32))
       continue;
-    if (scaled && (sg->scale_group <= 0 || l->scale_place == DSV4_SCALES_NONE))
+    if (scaled && !sg->scale_tensor && (sg->scale_group <= 0 || l->scale_place == DSV4_SCALES_NONE))
       continue;
     for (int64_t d = sg->d0; d < sg->d1; d++) {
       int64_t i = d - sg->d0;
@@ -139,7 +146,9 @@ void dsv4_ref_dequant_token(const dsv4_layout *l, const uint8_t *block, int64_t 
       uint16_t x;
       if (d < 0 || d >= l->dim)
         continue;
-      if (scaled) {
+      if (scaled && sg->scale_tensor) {
+        x = dsv4_ref_f32_to_bf16(load_value(sg->type, p) * tensor_scale);
+      } else if (scaled) {
         const uint8_t *sp = srow + (int64_t)sg->scale_offset + (i / sg->scale_group) * ss;
         x = dsv4_ref_f32_to_bf16(load_value(sg->type, p) * load_scale(sg->scale_type, sp));
       } else if (sg->type == DSV4_DT_BF16) {
@@ -173,7 +182,10 @@ static int check_layout(const dsv4_layout *l, int64_t num_blocks, int64_t bs, in
       return 1;
     if ((int64_t)sg->offset + n * dsv4_dtype_size(sg->type) > l->row_bytes)
       return 1;
-    if (sg->scale_type != DSV4_DT_NONE) {
+    if (sg->scale_type != DSV4_DT_NONE && sg->scale_tensor) {
+      if (sg->scale_type != DSV4_DT_F32)
+        return 1;
+    } else if (sg->scale_type != DSV4_DT_NONE) {
       if (sg->scale_type != DSV4_DT_UE8M0 && sg->scale_type != DSV4_DT_F32)
         return 1;
       if (l->scale_place == DSV4_SCALES_NONE || sg->scale_group <= 0 || sg->scale_offset < 0)
@@ -200,6 +212,13 @@ static int check_layout(const dsv4_layout *l, int64_t num_blocks, int64_t bs, in
 int dsv4_ref_dequant_gather(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
                             int64_t block_stride, const int32_t *indices, int64_t n, uint16_t *out)
 {
+  return dsv4_ref_dequant_gather_ts(l, cache, num_blocks, bs, block_stride, 1.0f, indices, n, out);
+}
+
+int dsv4_ref_dequant_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
+                               int64_t block_stride, float tensor_scale, const int32_t *indices, int64_t n,
+                               uint16_t *out)
+{
   int64_t nslots;
   if (check_layout(l, num_blocks, bs, block_stride) || n < 0)
     return 1;
@@ -217,7 +236,7 @@ int dsv4_ref_dequant_gather(const dsv4_layout *l, const uint8_t *cache, int64_t 
         o[d] = 0;
       continue;
     }
-    dsv4_ref_dequant_token(l, cache + (s / bs) * block_stride, bs, s % bs, o);
+    dsv4_ref_dequant_token_ts(l, cache + (s / bs) * block_stride, bs, s % bs, tensor_scale, o);
   }
   return 0;
 }
@@ -227,6 +246,15 @@ int dsv4_ref_paged_gather(const dsv4_layout *l, const uint8_t *cache, int64_t nu
                           int64_t block_stride, const int32_t *seq_lens, const int32_t *gather_lens,
                           const int32_t *block_table, int64_t R, int64_t maxb, int64_t offset, uint16_t *out,
                           int64_t out_stride_r, int64_t out_stride_m, int64_t M)
+{
+  return dsv4_ref_paged_gather_ts(l, cache, num_blocks, bs, block_stride, 1.0f, seq_lens, gather_lens, block_table,
+                                  R, maxb, offset, out, out_stride_r, out_stride_m, M);
+}
+
+int dsv4_ref_paged_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
+                             int64_t block_stride, float tensor_scale, const int32_t *seq_lens,
+                             const int32_t *gather_lens, const int32_t *block_table, int64_t R, int64_t maxb,
+                             int64_t offset, uint16_t *out, int64_t out_stride_r, int64_t out_stride_m, int64_t M)
 {
   if (check_layout(l, num_blocks, bs, block_stride) || R < 0 || maxb < 0 || offset < 0 || M < 0)
     return 1;
@@ -257,7 +285,7 @@ int dsv4_ref_paged_gather(const dsv4_layout *l, const uint8_t *cache, int64_t nu
       int64_t pos = s - g + i;
       int64_t blk = block_table[r * maxb + pos / bs];
       uint16_t *o = out + r * out_stride_r + (offset + i) * out_stride_m;
-      dsv4_ref_dequant_token(l, cache + blk * block_stride, bs, pos % bs, o);
+      dsv4_ref_dequant_token_ts(l, cache + blk * block_stride, bs, pos % bs, tensor_scale, o);
     }
   }
   return 0;

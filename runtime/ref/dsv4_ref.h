@@ -53,6 +53,19 @@ int dsv4_ref_paged_gather(const dsv4_layout *l, const uint8_t *cache, int64_t nu
                           int64_t R, int64_t maxb, int64_t offset, uint16_t *out, int64_t out_stride_r,
                           int64_t out_stride_m /* in elements */, int64_t M);
 
+/* The three above with tensor_scale, the launch-time scale of layouts whose
+ * scale is per tensor (dsv4_segment.scale_tensor; the per-tensor FP8
+ * kv_scale).  The names without _ts pass 1.0. */
+void dsv4_ref_dequant_token_ts(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64_t row,
+                               float tensor_scale, uint16_t *out_bf16);
+int dsv4_ref_dequant_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
+                               int64_t block_stride, float tensor_scale, const int32_t *indices, int64_t n,
+                               uint16_t *out);
+int dsv4_ref_paged_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
+                             int64_t block_stride, float tensor_scale, const int32_t *seq_lens,
+                             const int32_t *gather_lens, const int32_t *block_table, int64_t R, int64_t maxb,
+                             int64_t offset, uint16_t *out, int64_t out_stride_r, int64_t out_stride_m, int64_t M);
+
 #ifdef __cplusplus
 }
 #endif

@@ -234,7 +234,7 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
       ptrs[i] = args[i].v.buf ? (CUdeviceptr)args[i].v.buf->native : 0;
       params[i] = &ptrs[i];
     } else
-      params[i] = (void *)&args[i].v;
+      params[i] = (void *)&args[i].v; /* i32, i64 and f32 all sit at the union's start */
   }
   CUresult r = S(ctx)->cuLaunchKernel((CUfunction)kernel, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                       0, NULL, params, NULL);

@@ -278,6 +278,8 @@ static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3],
       r = st->clSetKernelArg(kernel, (cl_uint)i, sizeof m, &m);
     } else if (args[i].kind == DSV4_ARG_I32)
       r = st->clSetKernelArg(kernel, (cl_uint)i, 4, &args[i].v.i32);
+    else if (args[i].kind == DSV4_ARG_F32)
+      r = st->clSetKernelArg(kernel, (cl_uint)i, 4, &args[i].v.f32);
     else
       r = st->clSetKernelArg(kernel, (cl_uint)i, 8, &args[i].v.i64);
     if (r)

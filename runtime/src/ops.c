@@ -62,6 +62,16 @@ static dsv4rt_status check_cache(dsv4rt_context *ctx, const char *fn, const dsv4
   return need_align(ctx, cache, fn, "cache", l->align);
 }
 
+/* A per-tensor layout needs a finite kv_scale at launch. */
+static dsv4rt_status check_tensor_scale(dsv4rt_context *ctx, const char *fn, const dsv4_layout *l, float v)
+{
+  for (int i = 0; i < l->nseg; i++)
+    if (l->seg[i].scale_tensor && !(v == v && v - v == 0))
+      return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: layout %s scales per tensor; tensor_scale %g is not finite", fn,
+                     l->name, (double)v);
+  return DSV4RT_OK;
+}
+
 /* Read an int32 device array back for content checks. */
 static int32_t *fetch_i32(dsv4rt_context *ctx, dsv4rt_buffer *b, int64_t n, dsv4rt_status *s)
 {
@@ -106,7 +116,8 @@ dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gathe
       (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
       (s = need_buf(ctx, a->indices, fn, "indices", (long double)a->n * 4)) ||
       (s = need_buf(ctx, a->out, fn, "out", (long double)a->n * l->dim * 2)) ||
-      (s = need_align(ctx, a->indices, fn, "indices", 4)) || (s = need_align(ctx, a->out, fn, "out", 16)))
+      (s = need_align(ctx, a->indices, fn, "indices", 4)) || (s = need_align(ctx, a->out, fn, "out", 16)) ||
+      (s = check_tensor_scale(ctx, fn, l, a->tensor_scale)))
     return s;
   if (opts && opts->check_contents) {
     int32_t *idx = fetch_i32(ctx, a->indices, a->n, &s);
@@ -129,6 +140,7 @@ dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gathe
       {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
       {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t grid[3] = {(uint32_t)((a->n + en->tokens_per_cta - 1) / en->tokens_per_cta), 1, 1};
   return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
@@ -191,7 +203,8 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
       (s = need_buf(ctx, a->seq_lens, fn, "seq_lens", (long double)R * 4)) ||
       (s = need_buf(ctx, a->block_table, fn, "block_table", (long double)R * a->max_blocks * 4)))
     return s;
-  if (a->gather_lens && (s = need_buf(ctx, a->gather_lens, fn, "gather_lens", (long double)R * 4)))
+  if ((a->gather_lens && (s = need_buf(ctx, a->gather_lens, fn, "gather_lens", (long double)R * 4))) ||
+      (s = check_tensor_scale(ctx, fn, l, a->tensor_scale)))
     return s;
   if (opts && opts->check_contents && (s = check_paged_contents(ctx, a)))
     return s;
@@ -211,6 +224,7 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
       {DSV4_ARG_I32, {.i32 = (int32_t)M}},
       {DSV4_ARG_I32, {.i32 = (int32_t)a->offset}},
       {DSV4_ARG_I32, {.i32 = a->gather_lens != NULL}},
+      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t grid[3] = {(uint32_t)((M - a->offset + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)R, 1};
   return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));

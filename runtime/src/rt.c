@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 480, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 528, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -381,6 +381,14 @@ dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **na
     *target = targets[e->target];
   if (arch)
     *arch = e->arch;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out)
+{
+  if (!b || !out || i < 0 || i >= b->n)
+    return DSV4RT_ERR_INVALID_ARG;
+  *out = b->entries[i].layout;
   return DSV4RT_OK;
 }
 

@@ -14,6 +14,7 @@ typedef struct rt_arg {
     const dsv4rt_buffer *buf;
     int32_t i32;
     int64_t i64;
+    float f32;
   } v;
 } rt_arg;
 

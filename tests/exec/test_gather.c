@@ -22,7 +22,9 @@
 static int passed, failed;
 static dsv4rt_context *ctx;
 static dsv4rt_bundle *bundle;
-static dsv4_layout L;
+static dsv4_layout L;       /* the layout of the kernel under test (from the bundle) */
+static const char *kname; /* the kernel under test */
+static float tscale = 1.0f; /* tensor_scale passed to it */
 static dsv4_rng rng;
 
 #define CHECK(cond, ...)                 \
@@ -68,12 +70,28 @@ static cache_t make_cache(int64_t nb, int64_t bs, int64_t extra)
   size_t n = (size_t)(nb * c.stride);
   c.host = malloc(n);
   dsv4_rng_bytes(&rng, c.host, n);
-  /* realistic scales in most blocks so values are finite too */
+  /* realistic scales in 3 of 4 tokens so values are finite too */
+  int tail = L.scale_place == DSV4_SCALES_BLOCK_TAIL;
+  int64_t sbase = tail ? bs * L.row_bytes : 0, sstride = tail ? L.scale_row_bytes : L.row_bytes;
   for (int64_t b = 0; b < nb; b++)
-    for (int64_t t = 0; t < bs; t++)
-      if (dsv4_rng_range(&rng, 0, 3))
-        for (int j = 0; j < 7; j++)
-          c.host[b * c.stride + bs * 576 + t * 8 + j] = (uint8_t)dsv4_rng_range(&rng, 105, 140);
+    for (int64_t t = 0; t < bs; t++) {
+      if (!dsv4_rng_range(&rng, 0, 3))
+        continue;
+      for (int i = 0; i < L.nseg; i++) {
+        const dsv4_segment *sg = &L.seg[i];
+        if (sg->scale_type == DSV4_DT_NONE || sg->scale_tensor)
+          continue;
+        uint8_t *p = c.host + b * c.stride + sbase + t * sstride + sg->scale_offset;
+        for (int g = 0; g < (sg->d1 - sg->d0) / sg->scale_group; g++) {
+          if (sg->scale_type == DSV4_DT_UE8M0)
+            p[g] = (uint8_t)dsv4_rng_range(&rng, 105, 140);
+          else {
+            uint32_t bits = (uint32_t)dsv4_rng_range(&rng, 127 - 20, 127 + 5) << 23; /* 2^-20 .. 2^5 */
+            memcpy(p + 4 * g, &bits, 4);
+          }
+        }
+      }
+    }
   c.buf = dev(c.host, n);
   return c;
 }
@@ -89,9 +107,9 @@ static void free_cache(cache_t *c)
 /* Run the scattered gather on indices twice (two poisons) and compare. */
 static void run_dequant(const char *name, const cache_t *c, const int32_t *idx, int64_t n)
 {
-  size_t ne = (size_t)n * 512;
+  size_t D = (size_t)L.dim, ne = (size_t)n * D;
   uint16_t *want = calloc(ne + 1, 2), *got = calloc(ne + 1, 2);
-  int rr = dsv4_ref_dequant_gather(&L, c->host, c->nb, c->bs, c->stride, idx, n, want);
+  int rr = dsv4_ref_dequant_gather_ts(&L, c->host, c->nb, c->bs, c->stride, tscale, idx, n, want);
   CHECK(rr == 0, "%s: reference refused the inputs", name);
   dsv4rt_buffer *ib = dev(idx, (size_t)n * 4), *ob = dev(NULL, ne * 2);
   static const uint16_t poisons[2] = {0x7F81, 0x1234};
@@ -99,8 +117,9 @@ static void run_dequant(const char *name, const cache_t *c, const int32_t *idx, 
     dsv4_check_fill16(got, ne, poisons[p]);
     dsv4rt_buffer_write(ob, 0, got, ne * 2);
     dsv4rt_dequant_gather_args a = {.out = ob, .cache = c->buf, .indices = ib, .n = n, .num_blocks = c->nb,
-                                    .block_size = c->bs, .block_stride = c->stride};
-    dsv4rt_status s = dsv4rt_dequant_gather(bundle, &a, NULL);
+                                    .block_size = c->bs, .block_stride = c->stride, .tensor_scale = tscale};
+    dsv4rt_launch_opts o = {.kernel = kname};
+    dsv4rt_status s = dsv4rt_dequant_gather(bundle, &a, &o);
     if (!s)
       s = dsv4rt_synchronize(ctx);
     CHECK(s == DSV4RT_OK, "%s: launch: %s", name, dsv4rt_last_error(ctx));
@@ -108,7 +127,7 @@ static void run_dequant(const char *name, const cache_t *c, const int32_t *idx, 
     size_t first;
     size_t bad = dsv4_check_bf16(got, want, ne, &first);
     CHECK(bad == 0, "%s (poison %04x): %zu of %zu values differ; first at row %zu dim %zu: got %04x want %04x", name,
-          poisons[p], bad, ne, first / 512, first % 512, got[first], want[first]);
+          poisons[p], bad, ne, first / D, first % D, got[first], want[first]);
   }
   dsv4rt_buffer_destroy(ib);
   dsv4rt_buffer_destroy(ob);
@@ -138,7 +157,7 @@ static void test_dequant_random(void)
                         : (int32_t)dsv4_rng_range(&rng, 0, slots - 1);
     }
     char name[128];
-    snprintf(name, sizeof name, "dequant_gather nb=%lld bs=%lld stride=%lld n=%lld", (long long)c.nb,
+    snprintf(name, sizeof name, "%s nb=%lld bs=%lld stride=%lld n=%lld", kname, (long long)c.nb,
              (long long)c.bs, (long long)c.stride, (long long)n);
     run_dequant(name, &c, idx, n);
     free(idx);
@@ -152,19 +171,20 @@ static void test_dequant_edges(void)
   int32_t idx[130];
   for (int i = 0; i < 130; i++)
     idx[i] = -1;
-  run_dequant("dequant_gather all -1", &c, idx, 130);
+  run_dequant("dequant_gather all -1", &c, idx, 130); /* kname is in the CHECK lines */
   for (int i = 0; i < 130; i++)
     idx[i] = 4 * 64 - 1 - i % 64; /* slots of the last block, last row first */
   run_dequant("dequant_gather last block", &c, idx, 130);
   /* n = 0: nothing to do, the output is untouched */
-  uint16_t o[512];
-  dsv4_check_fill16(o, 512, 0x5555);
+  uint16_t o[1024];
+  dsv4_check_fill16(o, 1024, 0x5555);
   dsv4rt_buffer *ob = dev(o, sizeof o), *ib = dev(idx, 4);
   dsv4rt_dequant_gather_args a = {.out = ob, .cache = c.buf, .indices = ib, .n = 0, .num_blocks = 4, .block_size = 64,
-                                  .block_stride = c.stride};
-  CHECK(dsv4rt_dequant_gather(bundle, &a, NULL) == DSV4RT_OK && dsv4rt_synchronize(ctx) == DSV4RT_OK,
-        "dequant_gather n=0: %s", dsv4rt_last_error(ctx));
-  uint16_t back[512];
+                                  .block_stride = c.stride, .tensor_scale = tscale};
+  dsv4rt_launch_opts ko = {.kernel = kname};
+  CHECK(dsv4rt_dequant_gather(bundle, &a, &ko) == DSV4RT_OK && dsv4rt_synchronize(ctx) == DSV4RT_OK,
+        "%s n=0: %s", kname, dsv4rt_last_error(ctx));
+  uint16_t back[1024];
   dsv4rt_buffer_read(ob, 0, back, sizeof back);
   CHECK(!memcmp(back, o, sizeof o), "dequant_gather n=0 wrote to out");
   dsv4rt_buffer_destroy(ob);
@@ -182,7 +202,7 @@ typedef struct {
 
 static void run_paged(const char *name, const cache_t *c, const paged_t *p)
 {
-  size_t ne = (size_t)((p->R - 1) * p->stride_r + (p->M - 1) * p->stride_m + 512);
+  size_t ne = (size_t)((p->R - 1) * p->stride_r + (p->M - 1) * p->stride_m + L.dim);
   uint16_t *want = malloc(ne * 2), *got = malloc(ne * 2);
   dsv4rt_buffer *sb = dev(p->seq, (size_t)p->R * 4), *gb = dev(p->gl, (size_t)p->R * 4);
   dsv4rt_buffer *bb = dev(p->bt, (size_t)(p->R * p->maxb) * 4), *ob = dev(NULL, ne * 2);
@@ -190,16 +210,16 @@ static void run_paged(const char *name, const cache_t *c, const paged_t *p)
   for (int k = 0; k < 2; k++) {
     dsv4_check_fill16(want, ne, poisons[k]);
     dsv4_check_fill16(got, ne, poisons[k]);
-    int rr = dsv4_ref_paged_gather(&L, c->host, c->nb, c->bs, c->stride, p->seq, p->use_gl ? p->gl : NULL, p->bt,
-                                   p->R, p->maxb, p->offset, want, p->stride_r, p->stride_m, p->M);
+    int rr = dsv4_ref_paged_gather_ts(&L, c->host, c->nb, c->bs, c->stride, tscale, p->seq, p->use_gl ? p->gl : NULL,
+                                      p->bt, p->R, p->maxb, p->offset, want, p->stride_r, p->stride_m, p->M);
     CHECK(rr == 0, "%s: reference refused the inputs", name);
     dsv4rt_buffer_write(ob, 0, got, ne * 2);
     dsv4rt_paged_gather_args a = {.out = ob, .out_stride_r = p->stride_r, .out_stride_m = p->stride_m,
                                   .out_rows = p->M, .offset = p->offset, .cache = c->buf, .num_blocks = c->nb,
                                   .block_size = c->bs, .block_stride = c->stride, .seq_lens = sb,
                                   .gather_lens = p->use_gl ? gb : NULL, .block_table = bb, .num_requests = p->R,
-                                  .max_blocks = p->maxb};
-    dsv4rt_launch_opts o = {.check_contents = 1};
+                                  .max_blocks = p->maxb, .tensor_scale = tscale};
+    dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
     dsv4rt_status s = dsv4rt_paged_gather(bundle, &a, &o);
     if (!s)
       s = dsv4rt_synchronize(ctx);
@@ -223,7 +243,7 @@ static void test_paged_random(void)
     p.offset = round == 0 ? 0 : dsv4_rng_range(&rng, 1, 40);
     int64_t maxlen = 300;
     p.M = p.offset + maxlen + (round == 1 ? 7 : 0);
-    p.stride_m = round == 1 ? 520 : 512;
+    p.stride_m = L.dim + (round == 1 ? 8 : 0);
     p.stride_r = p.M * p.stride_m + (round == 1 ? 64 : 0);
     p.maxb = (maxlen + bs - 1) / bs + 1;
     p.seq = malloc((size_t)p.R * 4), p.gl = malloc((size_t)p.R * 4), p.bt = malloc((size_t)(p.R * p.maxb) * 4);
@@ -237,8 +257,8 @@ static void test_paged_random(void)
         p.bt[r * p.maxb + j] = (int32_t)dsv4_rng_range(&rng, 0, c.nb - 1);
     }
     char name[160];
-    snprintf(name, sizeof name, "paged_gather R=%lld bs=%lld stride=%lld offset=%lld M=%lld strides=(%lld,%lld)%s",
-             (long long)p.R, (long long)bs, (long long)c.stride, (long long)p.offset, (long long)p.M,
+    snprintf(name, sizeof name, "%s R=%lld bs=%lld stride=%lld offset=%lld M=%lld strides=(%lld,%lld)%s",
+             kname, (long long)p.R, (long long)bs, (long long)c.stride, (long long)p.offset, (long long)p.M,
              (long long)p.stride_r, (long long)p.stride_m, p.use_gl ? "" : " no gather_lens");
     run_paged(name, &c, &p);
     free(p.seq), free(p.gl), free(p.bt);
@@ -248,37 +268,52 @@ static void test_paged_random(void)
 
 /* ---- golden fixtures (FlashMLA / vLLM references) ---- */
 
-static void test_golden(const char *root)
+/* Gather from a fixture's cache with the kernel under test and compare with
+ * its expected bf16 rows: the `indices` of a dequant_gather case, or every
+ * token in slot order for a kv_quant case (expect "dequant"). */
+static void golden_gather(const char *root, const char *name)
 {
   char dir[1024], err[512];
-  snprintf(dir, sizeof dir, "%s/v4_dequant_gather", root);
+  snprintf(dir, sizeof dir, "%s/%s", root, name);
   golden_case *g = golden_open(dir, err, sizeof err);
   CHECK(g != NULL, "golden %s: %s", dir, err);
-  if (g) {
-    const golden_tensor *cache = golden_tensor_get(g, "cache"), *idx = golden_tensor_get(g, "indices"),
-                        *out = golden_tensor_get(g, "out");
-    double bs, stride;
-    golden_param_num(g, "block_size", &bs);
-    golden_param_num(g, "block_stride", &stride);
-    dsv4rt_buffer *cb = dev(cache->data, cache->nbytes), *ib = dev(idx->data, idx->nbytes),
-                  *ob = dev(NULL, out->nbytes);
-    uint16_t *got = malloc(out->nbytes);
-    dsv4_check_fill16(got, out->nelem, 0x7F81);
-    dsv4rt_buffer_write(ob, 0, got, out->nbytes);
-    dsv4rt_dequant_gather_args a = {.out = ob, .cache = cb, .indices = ib, .n = idx->nelem,
-                                    .num_blocks = cache->shape[0], .block_size = (int64_t)bs,
-                                    .block_stride = (int64_t)stride};
-    dsv4rt_status s = dsv4rt_dequant_gather(bundle, &a, NULL);
-    if (!s)
-      s = dsv4rt_synchronize(ctx);
-    CHECK(s == DSV4RT_OK, "golden v4_dequant_gather: %s", dsv4rt_last_error(ctx));
-    dsv4rt_buffer_read(ob, 0, got, out->nbytes);
-    size_t first, bad = dsv4_check_bf16(got, out->data, (size_t)out->nelem, &first);
-    CHECK(bad == 0, "golden v4_dequant_gather (FlashMLA): %zu values differ, first at %zu", bad, first);
-    free(got);
-    dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(ob);
-    golden_close(g);
-  }
+  if (!g)
+    return;
+  const golden_tensor *cache = golden_tensor_get(g, "cache"), *idx = golden_tensor_get(g, "indices");
+  const golden_tensor *out = golden_tensor_get(g, idx ? "out" : "dequant");
+  double bs, stride;
+  golden_param_num(g, "block_size", &bs);
+  golden_param_num(g, "block_stride", &stride);
+  int64_t n = out->shape[0];
+  int32_t *seq = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++)
+    seq[i] = idx ? ((const int32_t *)idx->data)[i] : (int32_t)i;
+  CHECK(out->shape[1] == L.dim, "golden %s: rows of %lld values, layout %s has %d", name, (long long)out->shape[1],
+        L.name, L.dim);
+  dsv4rt_buffer *cb = dev(cache->data, cache->nbytes), *ib = dev(seq, (size_t)n * 4), *ob = dev(NULL, out->nbytes);
+  uint16_t *got = malloc(out->nbytes);
+  dsv4_check_fill16(got, out->nelem, 0x7F81);
+  dsv4rt_buffer_write(ob, 0, got, out->nbytes);
+  dsv4rt_dequant_gather_args a = {.out = ob, .cache = cb, .indices = ib, .n = n, .num_blocks = cache->shape[0],
+                                  .block_size = (int64_t)bs, .block_stride = (int64_t)stride, .tensor_scale = 1};
+  dsv4rt_launch_opts o = {.kernel = kname};
+  dsv4rt_status s = dsv4rt_dequant_gather(bundle, &a, &o);
+  if (!s)
+    s = dsv4rt_synchronize(ctx);
+  CHECK(s == DSV4RT_OK, "golden %s with %s: %s", name, kname, dsv4rt_last_error(ctx));
+  dsv4rt_buffer_read(ob, 0, got, out->nbytes);
+  size_t first, bad = dsv4_check_bf16(got, out->data, (size_t)out->nelem, &first);
+  CHECK(bad == 0, "golden %s (%s) with %s: %zu values differ, first at %zu", name, golden_op(g), kname, bad, first);
+  printf("golden %s with %s: %s\n", name, kname, bad ? "DIFFERS" : "bit-exact");
+  free(got), free(seq);
+  dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(ob);
+  golden_close(g);
+}
+
+static void golden_paged(const char *root)
+{
+  char dir[1024], err[512];
+  golden_case *g;
   snprintf(dir, sizeof dir, "%s/v4_paged_gather", root);
   g = golden_open(dir, err, sizeof err);
   CHECK(g != NULL, "golden %s: %s", dir, err);
@@ -303,13 +338,15 @@ static void test_golden(const char *root)
                                   .block_size = (int64_t)bs, .block_stride = (int64_t)stride, .seq_lens = sb,
                                   .gather_lens = gb, .block_table = bb, .num_requests = R,
                                   .max_blocks = bt->shape[1]};
-    dsv4rt_status s = dsv4rt_paged_gather(bundle, &a, NULL);
+    dsv4rt_launch_opts o = {.kernel = kname};
+    dsv4rt_status s = dsv4rt_paged_gather(bundle, &a, &o);
     if (!s)
       s = dsv4rt_synchronize(ctx);
     CHECK(s == DSV4RT_OK, "golden v4_paged_gather: %s", dsv4rt_last_error(ctx));
     dsv4rt_buffer_read(ob, 0, got, out->nbytes);
     size_t first, bad = dsv4_check_bf16(got, out->data, (size_t)out->nelem, &first);
-    CHECK(bad == 0, "golden v4_paged_gather (vLLM): %zu values differ, first at %zu", bad, first);
+    CHECK(bad == 0, "golden v4_paged_gather (vLLM) with %s: %zu values differ, first at %zu", kname, bad, first);
+    printf("golden v4_paged_gather with %s: %s\n", kname, bad ? "DIFFERS" : "bit-exact");
     free(got);
     dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(sb), dsv4rt_buffer_destroy(gb), dsv4rt_buffer_destroy(bb),
         dsv4rt_buffer_destroy(ob);
@@ -463,17 +500,68 @@ int main(int argc, char **argv)
   uint64_t seed = dsv4_check_seed();
   rng.s = seed;
   printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)seed);
-  L = dsv4_check_layout_v4();
   if (dsv4rt_bundle_open(ctx, argv[1], &bundle)) {
     printf("FAIL: %s\n", dsv4rt_last_error(ctx));
     return 1;
   }
-  test_dequant_random();
-  test_dequant_edges();
-  test_paged_random();
-  test_golden(argv[2]);
-  test_validation();
-  test_bundles(argv[1]);
+  /* every kernel of the bundle, each with the layout it was compiled for */
+  const char *v4_dequant = NULL, *v4_paged = NULL;
+  dsv4_layout v4 = dsv4_check_layout_v4();
+  int ran = 0;
+  for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
+    const char *name, *op, *other;
+    dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
+    int dup = 0;
+    for (int j = 0; j < e; j++) {
+      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
+      dup |= !strcmp(other, name);
+    }
+    if (dup)
+      continue;
+    dsv4rt_bundle_entry_layout(bundle, e, &L);
+    kname = name;
+    tscale = 1.0f;
+    for (int i = 0; i < L.nseg; i++)
+      if (L.seg[i].scale_tensor)
+        tscale = 0.0371f; /* a kv_scale that is not a power of two: real rounding */
+    int is_v4 = !strcmp(L.name, v4.name);
+    if (is_v4) { /* the spec's layout is the one OPS.md section 1 describes */
+      dsv4_layout a = L, b = v4;
+      a.line = b.line = a.block_line = b.block_line = a.block_tokens = b.block_tokens = 0;
+      a.block_stride = b.block_stride = 0;
+      for (int i = 0; i < DSV4_LAYOUT_MAX_SEGS; i++)
+        a.seg[i].line = b.seg[i].line = 0;
+      CHECK(!memcmp(&a, &b, sizeof a), "layout %s of %s differs from OPS.md section 1", L.name, name);
+    }
+    if (!strcmp(op, "dequant_gather")) {
+      test_dequant_random();
+      test_dequant_edges();
+      if (is_v4) {
+        golden_gather(argv[2], "v4_dequant_gather");
+        golden_gather(argv[2], "v4_quant");
+        v4_dequant = v4_dequant ? v4_dequant : name;
+      }
+      if (!strcmp(L.name, "fp8_ds_mla_v32"))
+        golden_gather(argv[2], "v32_quant");
+      ran++;
+    } else if (!strcmp(op, "paged_gather")) {
+      test_paged_random();
+      if (is_v4) {
+        golden_paged(argv[2]);
+        v4_paged = v4_paged ? v4_paged : name;
+      }
+      ran++;
+    }
+  }
+  CHECK(ran > 0, "the bundle has no gather kernel");
+  /* validation and damaged bundles, once, with the DSv4 kernels */
+  L = v4;
+  tscale = 1.0f;
+  if (v4_dequant && v4_paged) {
+    kname = v4_dequant;
+    test_validation();
+    test_bundles(argv[1]);
+  }
   dsv4rt_bundle_destroy(bundle);
   dsv4rt_context_destroy(ctx);
   printf("%d passed, %d failed\n", passed, failed);
