@@ -380,11 +380,12 @@ static int check_segment(cursor *k, dsv4_segment *seg)
     if (!strcmp(per, "tensor")) { /* one f32 for the cache, given at launch */
       seg->scale_tensor = 1;
       bad |= get_dtype(&sc, "type", 1, DT(F32), &seg->scale_type);
-      if (lua_getfield(k->c->L, sc.idx, "group") != LUA_TNIL || lua_getfield(k->c->L, sc.idx, "offset") != LUA_TNIL) {
-        FERR(&sc, "per", "= 'tensor' takes no group or offset (the scale is a launch argument)");
+      int g = lua_getfield(k->c->L, sc.idx, "group"), o = lua_getfield(k->c->L, sc.idx, "offset");
+      lua_pop(k->c->L, 2);
+      if (g != LUA_TNIL || o != LUA_TNIL) {
+        FERR(&sc, g != LUA_TNIL ? "group" : "offset", "is not allowed with per = 'tensor' (the scale is a launch argument)");
         bad = 1;
       }
-      lua_pop(k->c->L, 2);
     } else if (!strcmp(per, "group")) {
       bad |= get_dtype(&sc, "type", 1, DT(UE8M0) | DT(F32), &seg->scale_type);
       bad |= get_int(&sc, "group", 1, 1, 65536, 0, &seg->scale_group);
