@@ -916,6 +916,27 @@ static void lua_failure(checker *c, const char *path, const char *msg)
   dsv4_error(c->d, path, 0, "%s", msg);
 }
 
+/* Check every queued kernel{} table (called through lua_pcall). */
+static int check_all(lua_State *L)
+{
+  checker *c = lua_touserdata(L, 1);
+  int rc = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
+  int list = lua_gettop(L);
+  int n = (int)lua_rawlen(L, list);
+  if (n == 0) {
+    dsv4_error(c->d, c->plan->file, 0, "the spec declares no kernel (call kernel { ... })");
+    rc = 1;
+  }
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    rc |= check_kernel(c, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  lua_pushinteger(L, rc);
+  return 1;
+}
+
 int dsv4_spec_load(const char *path, dsv4_plan *plan, dsv4_diags *d)
 {
   memset(plan, 0, sizeof *plan);
@@ -939,18 +960,14 @@ int dsv4_spec_load(const char *path, dsv4_plan *plan, dsv4_diags *d)
     }
   }
   if (!rc) {
-    lua_getfield(c.L, LUA_REGISTRYINDEX, KERNELS_KEY);
-    int list = lua_gettop(c.L);
-    int n = (int)lua_rawlen(c.L, list);
-    if (n == 0) {
-      dsv4_error(d, path, 0, "the spec declares no kernel (call kernel { ... })");
+    /* checking runs protected: a metamethod in the spec's tables may raise */
+    lua_pushcfunction(c.L, check_all);
+    lua_pushlightuserdata(c.L, &c);
+    if (lua_pcall(c.L, 1, 1, 0) != LUA_OK) {
+      lua_failure(&c, path, lua_tostring(c.L, -1));
       rc = 1;
-    }
-    for (int i = 1; i <= n; i++) {
-      lua_rawgeti(c.L, list, i);
-      rc |= check_kernel(&c, lua_gettop(c.L));
-      lua_pop(c.L, 1);
-    }
+    } else
+      rc = (int)lua_tointeger(c.L, -1);
   }
   lua_close(c.L);
   for (int i = 0; i < c.nfiles; i++)
