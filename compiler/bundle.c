@@ -9,7 +9,7 @@
 
 #include "dsv4_abi.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 528, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+_Static_assert(sizeof(dsv4_bundle_entry) == 536, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 
 static uint64_t align16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 
@@ -47,6 +47,9 @@ int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out,
     e.tokens_per_cta = (uint32_t)k->tile.tokens_per_cta;
     e.values_per_thread = (uint32_t)k->tile.values_per_thread;
     e.tokens_per_thread = (uint32_t)k->tile.tokens_per_thread;
+    e.rope_first = (uint32_t)k->rope_first;
+    e.rope_dims = (uint32_t)k->rope_dims;
+    e.q_dim = (uint32_t)k->q_dim;
     const char *names[DSV4_MAX_ARGS];
     e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
     e.layout = k->layout;

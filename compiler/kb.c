@@ -276,6 +276,82 @@ void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef 
   out[1] = kb_f32_to_bf16(kb, c);
 }
 
+/* The generic e4m3 encoder: normals round on the fp32 bit pattern (a carry
+ * into the exponent is the right answer), subnormals (< 2^-6) are a
+ * round-half-even of |x| * 2^9, which is exact in fp32. */
+LLVMValueRef kb_f32_to_e4m3(dsv4_kb *kb, LLVMValueRef f)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef u = LLVMBuildBitCast(b, f, kb->i32, "");
+  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildLShr(b, u, kb_i32(kb, 24), ""), kb_i32(kb, 0x80), "");
+  LLVMValueRef a = LLVMBuildAnd(b, u, kb_i32(kb, 0x7FFFFFFF), "");
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, a, kb_i32(kb, 20), ""), kb_i32(kb, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(b, a, LLVMBuildAdd(b, lsb, kb_i32(kb, 0x7FFFF), ""), "");
+  LLVMValueRef normal = LLVMBuildSub(b, LLVMBuildLShr(b, r, kb_i32(kb, 20), ""), kb_i32(kb, 120 << 3), "");
+  LLVMValueRef af = LLVMBuildBitCast(b, a, kb->f32, "");
+  LLVMValueRef t = LLVMBuildFMul(b, af, LLVMConstReal(kb->f32, 512.0), "");
+  LLVMTypeRef ft = kb->f32;
+  LLVMValueRef rt = kb_call(kb, "llvm.rint.f32", kb->f32, &ft, &t, 1, LLVMCCallConv);
+  LLVMValueRef sub = LLVMBuildFPToUI(b, rt, kb->i32, "");
+  LLVMValueRef q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, a, kb_i32(kb, 0x3C800000), ""), sub, normal, "");
+  q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, a, kb_i32(kb, 0x43E00000 /* 448 */), ""), kb_i32(kb, 0x7E), q, "");
+  q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, a, kb_i32(kb, 0x7F800000), ""), kb_i32(kb, 0x7F), q, "");
+  return LLVMBuildTrunc(b, LLVMBuildOr(b, q, sign, ""), kb->i8, "");
+}
+
+void kb_f32x2_to_e4m3(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef out[2])
+{
+  LLVMValueRef pair = kb->t->cvt_e4m3x2_from_f32 ? kb->t->cvt_e4m3x2_from_f32(kb, a, c) : NULL;
+  if (pair) {
+    out[0] = LLVMBuildTrunc(kb->b, pair, kb->i8, "");
+    out[1] = LLVMBuildTrunc(kb->b, LLVMBuildLShr(kb->b, pair, LLVMConstInt(kb->i16, 8, 0), ""), kb->i8, "");
+    return;
+  }
+  out[0] = kb_f32_to_e4m3(kb, a);
+  out[1] = kb_f32_to_e4m3(kb, c);
+}
+
+LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name)
+{
+  LLVMTypeRef at = LLVMArrayType(ty, (unsigned)n);
+  LLVMValueRef g = LLVMAddGlobalInAddressSpace(kb->mod, at, name, kb->t->shared_as);
+  LLVMSetLinkage(g, LLVMInternalLinkage);
+  LLVMSetInitializer(g, LLVMGetUndef(at));
+  LLVMSetAlignment(g, 16);
+  return LLVMBuildPointerCast(kb->b, g, kb_ptr_to(kb, kb->i8, kb->t->shared_as), "");
+}
+
+static LLVMValueRef reduce_op(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, int op)
+{
+  if (op == KB_REDUCE_ADD)
+    return LLVMBuildFAdd(kb->b, a, c, "");
+  return LLVMBuildSelect(kb->b, LLVMBuildFCmp(kb->b, LLVMRealOGT, c, a, ""), c, a, "");
+}
+
+LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int threads)
+{
+  if (width <= 1)
+    return v;
+  LLVMValueRef r = kb->t->lane_reduce && width <= 32 ? kb->t->lane_reduce(kb, v, width, op) : NULL;
+  if (r)
+    return r;
+  /* shared memory: write, barrier, each thread folds its group in order */
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef smem = kb_shared_array(kb, kb->f32, threads, "dsv4_reduce");
+  LLVMValueRef tid = kb->t->thread_id(kb);
+  kb->t->barrier(kb); /* earlier readers of the array are done */
+  kb_store(kb, v, kb_byte_ptr(kb, smem, LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 4), "")), 4);
+  kb->t->barrier(kb);
+  LLVMValueRef base = LLVMBuildAnd(b, tid, kb_i32(kb, ~(width - 1)), "");
+  LLVMValueRef off = LLVMBuildMul(b, kb_zext64(kb, base), kb_i64(kb, 4), "");
+  r = NULL;
+  for (int j = 0; j < width; j++) {
+    LLVMValueRef x = kb_load(kb, kb->f32, kb_byte_ptr(kb, smem, LLVMBuildAdd(b, off, kb_i64(kb, 4 * j), "")), 4);
+    r = r ? reduce_op(kb, r, x, op) : x;
+  }
+  return r;
+}
+
 int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   char *msg = NULL;

@@ -37,6 +37,12 @@ typedef struct dsv4_target_ir {
   /* Optional streaming (read-once / write-once) accesses that keep data out
    * of the caches; NULL: plain accesses.  Loads take 2 or 4 words. */
   LLVMValueRef (*load_stream)(dsv4_kb *kb, LLVMValueRef bptr, int words); /* -> <words x i32> */
+  /* Optional f32 pair -> two e4m3 bytes (RNE, satfinite) as i16 (lo first). */
+  LLVMValueRef (*cvt_e4m3x2_from_f32)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi);
+  /* Optional reduction of an f32 across aligned groups of `width` threads
+   * (width a power of two <= 32) without shared memory; NULL or a NULL
+   * result: kb_lane_reduce's shared-memory version. */
+  LLVMValueRef (*lane_reduce)(dsv4_kb *kb, LLVMValueRef v, int width, int op);
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
 
@@ -106,6 +112,21 @@ LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f);         /* RNE, NaN ->
  * (a NaN then keeps the target's canonical NaN pattern). */
 void kb_e4m3x2_to_f32(dsv4_kb *kb, LLVMValueRef b0_i8, LLVMValueRef b1_i8, LLVMValueRef out[2]);
 void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef out_i16[2]);
+
+/* f32 -> OCP e4m3fn byte (i8): round to nearest even, saturating at 448,
+ * NaN -> 0x7F; two at a time through the target where it can. */
+LLVMValueRef kb_f32_to_e4m3(dsv4_kb *kb, LLVMValueRef f);
+void kb_f32x2_to_e4m3(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef out_i8[2]);
+
+/* Reductions across aligned groups of `width` consecutive threads of a CTA
+ * (result in every thread of the group).  Must be reached by every thread
+ * of the CTA (uniform control flow): the shared-memory fallback uses CTA
+ * barriers.  threads is the CTA size. */
+enum { KB_REDUCE_MAX = 1, KB_REDUCE_ADD = 2 };
+LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int threads);
+
+/* A CTA-shared array of n elements of type ty (one per call). */
+LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name);
 
 /* Check the module (no LLVM abort on bad IR): 0 if valid, else a diagnostic. */
 int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);

@@ -90,6 +90,9 @@ int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names)
   case DSV4_OP_PAGED_GATHER:
     DSV4_ARGS_PAGED_GATHER(A)
     break;
+  case DSV4_OP_KV_INSERT:
+    DSV4_ARGS_KV_INSERT(A)
+    break;
   default:
     break;
   }

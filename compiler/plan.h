@@ -54,6 +54,8 @@ typedef struct {
   dsv4_layout layout;
   dsv4_tile tile;
   dsv4_target_opts target[DSV4_TARGET_COUNT];
+  int rope_first, rope_dims; /* kv_insert: GPT-J RoPE on these dims (0: none) */
+  int q_dim;                 /* kv_insert: the fused q branch's head size (0: none) */
   char file[DSV4_PATH_MAX]; /* where the kernel was declared */
   int line;
 } dsv4_kernel;

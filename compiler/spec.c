@@ -688,7 +688,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
       bad = 1;
     }
-    tl->threads = bad ? 0 : l->dim / v * (tl->tokens_per_cta / tl->tokens_per_thread);
+    tl->threads = bad ? 0 : dsv4_op_threads(kn->op, l->dim, v, tl->tokens_per_cta, tl->tokens_per_thread);
     for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
       if (!kn->target[i].enabled)
         continue;
@@ -709,6 +709,81 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
+/* A power of two (and not zero). */
+static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
+
+/* The writer's own fields (rope, q) and what its thread mapping needs of
+ * the layout: one scale group size, groups aligned to lanes. */
+static int check_writer(cursor *k, dsv4_kernel *kn)
+{
+  static const char *const rope_known[] = {"first", "dims", NULL};
+  static const char *const q_known[] = {"dim", NULL};
+  const dsv4_layout *l = &kn->layout;
+  int v = kn->tile.values_per_thread, bad = 0;
+  int has_rope = lua_getfield(k->c->L, k->idx, "rope") != LUA_TNIL;
+  int has_q = lua_getfield(k->c->L, k->idx, "q") != LUA_TNIL;
+  lua_pop(k->c->L, 2);
+  if (kn->op != DSV4_OP_KV_INSERT) {
+    if (has_rope || has_q) {
+      FERR(k, has_rope ? "rope" : "q", "applies to op 'kv_insert' only");
+      return 1;
+    }
+    return 0;
+  }
+  cursor r;
+  if (has_rope && enter(k, "rope", &r, 1) == 0) {
+    bad |= check_known(&r, rope_known);
+    bad |= get_int(&r, "first", 1, 0, 4096, 0, &kn->rope_first);
+    bad |= get_int(&r, "dims", 1, 2, 4096, 0, &kn->rope_dims);
+    if (!bad && (kn->rope_first + kn->rope_dims > l->dim || kn->rope_dims % 2 || kn->rope_first % v ||
+                 kn->rope_dims % v)) {
+      FERR(&r, "dims", "[%d, %d) must lie in the layout's %d dims, with first and dims multiples of values_per_thread %d",
+           kn->rope_first, kn->rope_first + kn->rope_dims, l->dim, v);
+      bad = 1;
+    }
+    leave(&r);
+  } else if (has_rope)
+    bad = 1;
+  cursor q;
+  if (has_q && enter(k, "q", &q, 1) == 0) {
+    bad |= check_known(&q, q_known);
+    bad |= get_int(&q, "dim", 1, 1, 4096, 0, &kn->q_dim);
+    int lanes = kn->q_dim / v;
+    if (!bad && (kn->q_dim % v || kn->tile.threads % dsv4_pow2ceil(lanes) ||
+                 (kn->rope_dims && kn->rope_first + kn->rope_dims > kn->q_dim))) {
+      FERR(&q, "dim", "= %d must be a multiple of values_per_thread %d, its %d lanes (padded to %d) must divide the CTA's %d "
+           "threads, and it must hold the RoPE dims", kn->q_dim, v, lanes, dsv4_pow2ceil(lanes), kn->tile.threads);
+      bad = 1;
+    }
+    leave(&q);
+  } else if (has_q)
+    bad = 1;
+  if (kn->tile.tokens_per_thread != 1 || kn->tile.interleave != 1) {
+    FERR(k, "tile", "of a kv_insert kernel takes tokens_per_thread = 1 and interleave = 1");
+    bad = 1;
+  }
+  int group = 0;
+  for (int i = 0; i < l->nseg && !bad; i++) {
+    const dsv4_segment *s = &l->seg[i];
+    if (s->scale_tensor) {
+      FERR(k, "layout", "'%s' scales per tensor; OPS.md defines no writer for that", l->name);
+      bad = 1;
+    } else if (s->scale_type != DSV4_DT_NONE) {
+      if (s->type != DSV4_DT_E4M3) {
+        FERR(k, "layout", "'%s' segment %d: the writer quantizes to e4m3 only", l->name, i + 1);
+        bad = 1;
+      } else if ((group && s->scale_group != group) || !pow2(s->scale_group / v) || s->scale_group % v ||
+                 s->d0 % s->scale_group || s->scale_group / v > 32) {
+        FERR(k, "layout", "'%s': the writer needs one scale group size for all segments, a power-of-two multiple (at most 32) "
+             "of values_per_thread %d, with each segment starting on a group", l->name, v);
+        bad = 1;
+      }
+      group = s->scale_group;
+    }
+  }
+  return bad;
+}
+
 /* Identifier rule for kernel names (they become symbol and file names). */
 static int is_ident(const char *s)
 {
@@ -723,7 +798,7 @@ static int is_ident(const char *s)
 /* One kernel{} table (on the stack top) into the plan. */
 static int check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name", "op", "layout", "tile", "targets", NULL};
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", NULL};
   dsv4_plan *p = c->plan;
   if (p->nkernels == DSV4_MAX_KERNELS) {
     dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
@@ -774,6 +849,8 @@ static int check_kernel(checker *c, int idx)
   bad |= check_targets(&k, kn);
   if (!bad)
     bad |= check_tile(&k, kn);
+  if (!bad)
+    bad |= check_writer(&k, kn);
   if (!bad) {
     p->nkernels++;
     /* remember each distinct layout once, for --emit plan and the bundle */
@@ -1040,6 +1117,10 @@ char *dsv4_plan_dump(const dsv4_plan *p)
               "interleave %d streaming %d threads %d\n",
               k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
               k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming, k->tile.threads);
+    if (k->rope_dims)
+      sb_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
+    if (k->q_dim)
+      sb_printf(&b, "  q branch: head size %d\n", k->q_dim);
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,

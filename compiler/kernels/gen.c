@@ -8,6 +8,7 @@ typedef int (*gen_fn)(dsv4_kb *, const dsv4_kernel *, dsv4_diags *);
 static const gen_fn generators[DSV4_OP_COUNT] = {
     [DSV4_OP_DEQUANT_GATHER] = dsv4_gen_dequant_gather,
     [DSV4_OP_PAGED_GATHER] = dsv4_gen_paged_gather,
+    [DSV4_OP_KV_INSERT] = dsv4_gen_kv_insert,
 };
 
 int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)

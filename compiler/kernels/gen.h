@@ -13,6 +13,7 @@ int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
 int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
 
 /* ---- shared pieces of the gather family (dequant.c) ---- */

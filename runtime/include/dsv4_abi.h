@@ -16,7 +16,8 @@
 /* Operations: X(enum suffix, spec name, one-line meaning). */
 #define DSV4_OPS(X)                                                          \
   X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
-  X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")
+  X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")    \
+  X(KV_INSERT, "kv_insert", "OPS.md 5: (q norm + RoPE,) KV RoPE + quantize + insert")
 
 typedef enum {
   DSV4_OP_NONE = 0,
@@ -64,7 +65,54 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(has_gather_lens, I32)         \
   A(tensor_scale, F32)
 
+/* kv_insert(cache, q_out, kv, q, slot_mapping, positions, cos_sin, ...)
+ * 1-D grid: the first kv_ctas CTAs write kv rows (tokens_per_cta each, rows
+ * past n_insert or with slot < 0 skipped), the rest normalize q rows
+ * (n_tokens * padded_heads of them, threads / pow2(q_dim / vpt) a CTA).
+ * q, q_out, positions and cos_sin are unused when the kernel has no q
+ * branch / no RoPE. */
+#define DSV4_ARGS_KV_INSERT(A) \
+  A(cache, PTR)                \
+  A(q_out, PTR)                \
+  A(kv, IN)                    \
+  A(q, IN)                     \
+  A(slot_mapping, IN)          \
+  A(positions, IN)             \
+  A(cos_sin, IN)               \
+  A(n_tokens, I32)             \
+  A(n_insert, I32)             \
+  A(num_blocks, I32)           \
+  A(block_size, I32)           \
+  A(block_stride, I64)         \
+  A(max_pos, I32)              \
+  A(heads, I32)                \
+  A(padded_heads, I32)         \
+  A(eps, F32)                  \
+  A(kv_ctas, I32)
+
 #define DSV4_MAX_ARGS 24
+
+/* Smallest power of two >= n. */
+static inline int dsv4_pow2ceil(int n)
+{
+  int p = 1;
+  while (p < n)
+    p *= 2;
+  return p;
+}
+
+/* Threads per CTA of an op's kernel: one rule, for the compiler and the
+ * runtime's bundle check.  The gathers give each token dim/vpt lanes; the
+ * writer pads a token's lanes to a power of two so that scale groups are
+ * aligned thread groups. */
+static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread)
+{
+  if (vpt <= 0 || tokens_per_thread <= 0)
+    return 0;
+  if (op == DSV4_OP_KV_INSERT)
+    return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
+  return dim / vpt * (tokens_per_cta / tokens_per_thread);
+}
 
 /* ---- bundle file format (version 1), all integers little-endian ----------
  *
@@ -86,6 +134,8 @@ typedef struct {
   uint32_t tokens_per_cta;
   uint32_t values_per_thread;
   uint32_t tokens_per_thread;
+  uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */
+  uint32_t q_dim;                 /* kv_insert: head size of the q branch (0: none) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;

@@ -147,6 +147,32 @@ typedef struct dsv4rt_paged_gather_args {
 DSV4RT_API dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a,
                                              const dsv4rt_launch_opts *opts);
 
+/* ---- the cache writer (OPS.md section 5; DSv3.2 and indexer writers) ---- */
+
+/* For each row n < min(n_insert, n_tokens) with slot_mapping[n] >= 0: RoPE
+ * (kernels with rope) at positions[n], round to bf16, quantize as the
+ * layout says and write the token into the cache at that slot.  Kernels
+ * with a q branch also write q_out[n, h] = RoPE(RMSNorm(q[n, h])) for all
+ * n < n_tokens, zeros for heads h >= heads. */
+typedef struct dsv4rt_kv_insert_args {
+  dsv4rt_buffer *cache;         /* num_blocks blocks of block_stride bytes */
+  int64_t num_blocks, block_size, block_stride;
+  dsv4rt_buffer *kv;            /* [n_tokens, dim] bf16 */
+  int64_t n_tokens;
+  dsv4rt_buffer *slot_mapping;  /* [n_insert] int64; rows past n_insert (DP padding) are skipped */
+  int64_t n_insert;
+  dsv4rt_buffer *positions;     /* [n_tokens] int64; kernels with rope */
+  dsv4rt_buffer *cos_sin;       /* [max_pos, rope dims] f32: cos in the first half, sin in the second */
+  int64_t max_pos;
+  dsv4rt_buffer *q;             /* [n_tokens, heads, q_dim] bf16; kernels with a q branch */
+  dsv4rt_buffer *q_out;         /* [n_tokens, padded_heads, q_dim] bf16 */
+  int64_t heads, padded_heads;
+  float eps;                    /* RMSNorm epsilon (1e-6 for DeepSeek-V4) */
+} dsv4rt_kv_insert_args;
+
+DSV4RT_API dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
+                                          const dsv4rt_launch_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

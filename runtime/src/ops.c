@@ -229,3 +229,96 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
   uint32_t grid[3] = {(uint32_t)((M - a->offset + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)R, 1};
   return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
 }
+
+/* Positions must index the cos/sin table; slots the cache (content checks). */
+static dsv4rt_status check_insert_contents(dsv4rt_context *ctx, const dsv4rt_kv_insert_args *a, int rope)
+{
+  static const char fn[] = "dsv4rt_kv_insert";
+  dsv4rt_status s = DSV4RT_OK;
+  int64_t nins = a->n_insert, nslots = a->num_blocks * a->block_size;
+  int64_t *v = malloc((size_t)(a->n_tokens > nins ? a->n_tokens : nins) * 8 + 8);
+  if (!v)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a content check");
+  if (nins && !(s = dsv4rt_buffer_read(a->slot_mapping, 0, v, (size_t)nins * 8)))
+    for (int64_t i = 0; i < nins && !s; i++)
+      if (v[i] >= nslots)
+        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: slot_mapping[%lld] = %lld is past the cache's %lld slots", fn,
+                    (long long)i, (long long)v[i], (long long)nslots);
+  if (!s && rope && a->n_tokens && !(s = dsv4rt_buffer_read(a->positions, 0, v, (size_t)a->n_tokens * 8)))
+    for (int64_t i = 0; i < a->n_tokens && !s; i++)
+      if (v[i] < 0 || v[i] >= a->max_pos)
+        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: positions[%lld] = %lld is outside the cos/sin table's %lld rows",
+                    fn, (long long)i, (long long)v[i], (long long)a->max_pos);
+  free(v);
+  return s;
+}
+
+dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a, const dsv4rt_launch_opts *opts)
+{
+  static const char fn[] = "dsv4rt_kv_insert";
+  int e;
+  dsv4rt_status s = begin(b, a, DSV4_OP_KV_INSERT, opts, fn, &e);
+  if (s)
+    return s;
+  dsv4rt_context *ctx = b->ctx;
+  const dsv4_bundle_entry *en = &b->entries[e];
+  const dsv4_layout *l = &en->layout;
+  int rope = en->rope_dims > 0, qd = (int)en->q_dim;
+  int64_t N = a->n_tokens;
+  if ((s = need_range(ctx, fn, "n_tokens", N, 0, I32_MAX)) ||
+      (s = need_range(ctx, fn, "n_insert", a->n_insert, 0, N)) ||
+      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
+      (s = need_buf(ctx, a->kv, fn, "kv", (long double)N * l->dim * 2)) || (s = need_align(ctx, a->kv, fn, "kv", 16)) ||
+      (s = need_buf(ctx, a->slot_mapping, fn, "slot_mapping", (long double)a->n_insert * 8)) ||
+      (s = need_align(ctx, a->slot_mapping, fn, "slot_mapping", 8)))
+    return s;
+  if (rope && ((s = need_range(ctx, fn, "max_pos", a->max_pos, 1, I32_MAX)) ||
+               (s = need_buf(ctx, a->positions, fn, "positions", (long double)N * 8)) ||
+               (s = need_align(ctx, a->positions, fn, "positions", 8)) ||
+               (s = need_buf(ctx, a->cos_sin, fn, "cos_sin", (long double)a->max_pos * en->rope_dims * 4)) ||
+               (s = need_align(ctx, a->cos_sin, fn, "cos_sin", 16))))
+    return s;
+  int64_t q_ctas = 0;
+  if (qd) {
+    if ((s = need_range(ctx, fn, "heads", a->heads, 0, 1 << 16)) ||
+        (s = need_range(ctx, fn, "padded_heads", a->padded_heads, a->heads, 1 << 16)) ||
+        (s = need_range(ctx, fn, "n_tokens * padded_heads", N * a->padded_heads, 0, I32_MAX)) ||
+        (s = need_buf(ctx, a->q, fn, "q", (long double)N * a->heads * qd * 2)) ||
+        (s = need_buf(ctx, a->q_out, fn, "q_out", (long double)N * a->padded_heads * qd * 2)) ||
+        (s = need_align(ctx, a->q_out, fn, "q_out", 16)) || (s = need_align(ctx, a->q, fn, "q", 16)))
+      return s;
+    if (!(a->eps >= 0 && a->eps - a->eps == 0))
+      return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0", fn, (double)a->eps);
+    int64_t rows_per_cta = en->threads / dsv4_pow2ceil(qd / (int)en->values_per_thread);
+    q_ctas = (N * a->padded_heads + rows_per_cta - 1) / rows_per_cta;
+  }
+  if (opts && opts->check_contents && (s = check_insert_contents(ctx, a, rope)))
+    return s;
+  int64_t kv_ctas = (a->n_insert + en->tokens_per_cta - 1) / en->tokens_per_cta;
+  if (kv_ctas + q_ctas > I32_MAX)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %lld CTAs are too many for one launch", fn,
+                   (long long)(kv_ctas + q_ctas));
+  /* arguments a kernel without rope or a q branch ignores still need a buffer */
+  const dsv4rt_buffer *any = a->kv;
+  rt_arg args[] = {
+      {DSV4_ARG_PTR, {.buf = a->cache}},
+      {DSV4_ARG_PTR, {.buf = qd ? a->q_out : any}},
+      {DSV4_ARG_IN, {.buf = a->kv}},
+      {DSV4_ARG_IN, {.buf = qd ? a->q : any}},
+      {DSV4_ARG_IN, {.buf = a->slot_mapping}},
+      {DSV4_ARG_IN, {.buf = rope ? a->positions : any}},
+      {DSV4_ARG_IN, {.buf = rope ? a->cos_sin : any}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)N}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->n_insert}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)(rope ? a->max_pos : 0)}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)(qd ? a->heads : 0)}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)(qd ? a->padded_heads : 0)}},
+      {DSV4_ARG_F32, {.f32 = a->eps}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)kv_ctas}},
+  };
+  uint32_t grid[3] = {(uint32_t)(kv_ctas + q_ctas), 1, 1};
+  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+}

@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 528, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 536, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -234,6 +234,9 @@ static int expected_signature(uint32_t op, uint8_t *kinds)
   case DSV4_OP_PAGED_GATHER:
     DSV4_ARGS_PAGED_GATHER(A)
     break;
+  case DSV4_OP_KV_INSERT:
+    DSV4_ARGS_KV_INSERT(A)
+    break;
   default:
     return -1;
   }
@@ -261,7 +264,9 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent layout", i, e->name);
   if (!e->values_per_thread || !e->tokens_per_cta || !e->tokens_per_thread || e->threads == 0 ||
       e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
-      e->threads != (uint32_t)l->dim / e->values_per_thread * (e->tokens_per_cta / e->tokens_per_thread))
+      e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
+                                              (int)e->tokens_per_thread) ||
+      e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
       (e->aux_len && (e->aux_off > size || e->aux_len > size - e->aux_off)))

@@ -1,0 +1,374 @@
+/* kv_insert.c -- OPS.md section 5 (and the DSv3.2 / indexer writers of
+ * sections 4 and 8): the layout-driven KV quant-insert, optionally fused with
+ * the q branch (per-head RMSNorm without weight + RoPE).
+ *
+ * KV rows: a token's dim / vpt lanes, padded to a power of two P so that the
+ * lanes of one scale group are an aligned group of threads.  Each thread
+ * loads vpt bf16 values, applies GPT-J RoPE where the spec says, rounds to
+ * bf16, and the group's amax comes from a reduction across its lanes.  The
+ * exponent e = ceil(log2(max(amax, 1e-4) / 448)) is computed exactly from
+ * amax's bits (amax is a bf16 value or the 1e-4 floor, so the fp32 quotient
+ * never rounds across a power of two and this equals vLLM's fp32 formula),
+ * values are scaled by 2^-e exactly and encoded e4m3 RNE-satfinite.  Scales
+ * go where the layout puts them; bytes of a block-tail scale row that no
+ * scale covers (the DSv4 pad byte) are written 0.
+ *
+ * q rows (when the spec has q = { dim }): one row per (token, padded head),
+ * q_dim / vpt lanes; sum of squares reduced across the row's lanes, then
+ * y = x / sqrt(mean + eps), RoPE without intermediate rounding, one
+ * rounding to bf16; padded heads (h >= heads) read nothing and give zeros.
+ *
+ * One 1-D launch: CTAs below kv_ctas write KV rows, the rest q rows.  All
+ * control flow around the reductions is uniform (no early return), since
+ * the shared-memory reduction of targets without shuffles uses barriers.
+ */
+#include "gen.h"
+
+enum {
+  CACHE, Q_OUT, KV, Q, SLOTS, POSITIONS, COS_SIN, N_TOKENS, N_INSERT, NUM_BLOCKS, BLOCK_SIZE, BLOCK_STRIDE, MAX_POS,
+  HEADS, PADDED_HEADS, EPS, KV_CTAS
+};
+
+#define MAXV 64
+
+static int gcd(int a, int b)
+{
+  while (b) {
+    int t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
+/* v (typed ty) loaded at byte offset off of array argument arg when cond,
+ * else zero. */
+static LLVMValueRef guarded_load(dsv4_kb *kb, LLVMValueRef cond, LLVMTypeRef ty, int arg, LLVMValueRef off, int align)
+{
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(kb->b);
+  kb_if_t f = kb_if(kb, cond, "ld");
+  LLVMValueRef v = kb_load(kb, ty, kb_byte_ptr(kb, kb_arg(kb, arg), off), (unsigned)align);
+  LLVMBasicBlockRef got = LLVMGetInsertBlock(kb->b);
+  kb_endif(kb, &f);
+  return kb_phi(kb, v, got, LLVMConstNull(ty), pre);
+}
+
+/* n bf16 values at byte offset off of argument arg, as f32 (zeros unless cond). */
+static void load_bf16_row(dsv4_kb *kb, LLVMValueRef cond, int arg, LLVMValueRef off, int n, int align, LLVMValueRef *x)
+{
+  int bytes = align < 16 ? align : 16;
+  int per = bytes / 2 > n ? n : bytes / 2;
+  if (per < 1)
+    per = 1;
+  for (int c = 0; c < n; c += per) {
+    LLVMTypeRef ty = per == 1 ? kb->i16 : LLVMVectorType(kb->i16, (unsigned)per);
+    LLVMValueRef o = LLVMBuildAdd(kb->b, off, kb_i64(kb, (long long)c * 2), "");
+    LLVMValueRef v = guarded_load(kb, cond, ty, arg, o, per * 2 < align ? per * 2 : align);
+    for (int j = 0; j < per; j++) {
+      LLVMValueRef h = per == 1 ? v : LLVMBuildExtractElement(kb->b, v, kb_i32(kb, j), "");
+      x[c + j] = kb_bf16_to_f32(kb, h);
+    }
+  }
+}
+
+/* GPT-J RoPE on this lane's values when they fall in the spec's range:
+ * pairs (d, d+1), pair i using cos_sin[pos, i] and cos_sin[pos, dims/2 + i],
+ * in fp32.  cond: the row is live and pos valid. */
+static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, LLVMValueRef lane, LLVMValueRef pos,
+                 LLVMValueRef cond)
+{
+  if (!k->rope_dims)
+    return;
+  LLVMBuilderRef b = kb->b;
+  int vpt = k->tile.values_per_thread, half = vpt / 2, dims = k->rope_dims;
+  int lo = k->rope_first / vpt, hi = (k->rope_first + dims) / vpt;
+  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntUGE, lane, kb_i32(kb, lo), ""),
+                                 LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, hi), ""), "");
+  in = LLVMBuildAnd(b, in, cond, "rope");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  kb_if_t f = kb_if(kb, in, "rope");
+  /* first pair index of the lane: (lane * vpt - first) / 2 */
+  LLVMValueRef i0 = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, lane, kb_i32(kb, lo), "")), kb_i64(kb, half), "");
+  LLVMValueRef row = LLVMBuildMul(b, pos, kb_i64(kb, dims), "");
+  LLVMValueRef co = LLVMBuildMul(b, LLVMBuildAdd(b, row, i0, ""), kb_i64(kb, 4), "");
+  LLVMValueRef so = LLVMBuildAdd(b, co, kb_i64(kb, (long long)dims / 2 * 4), "");
+  int align = gcd(16, gcd(half * 4, dims * 2)); /* rows of dims floats; half of them apart */
+  LLVMValueRef r[MAXV];
+  for (int j = 0; j < half; j++) {
+    LLVMValueRef c = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, COS_SIN), LLVMBuildAdd(b, co, kb_i64(kb, 4 * j), "")),
+                             (unsigned)(j ? 4 : align));
+    LLVMValueRef s = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, COS_SIN), LLVMBuildAdd(b, so, kb_i64(kb, 4 * j), "")),
+                             (unsigned)(j ? 4 : align));
+    LLVMValueRef e = x[2 * j], o = x[2 * j + 1];
+    r[2 * j] = LLVMBuildFSub(b, LLVMBuildFMul(b, e, c, ""), LLVMBuildFMul(b, o, s, ""), "");
+    r[2 * j + 1] = LLVMBuildFAdd(b, LLVMBuildFMul(b, e, s, ""), LLVMBuildFMul(b, o, c, ""), "");
+  }
+  LLVMBasicBlockRef done = LLVMGetInsertBlock(b);
+  kb_endif(kb, &f);
+  for (int j = 0; j < vpt; j++)
+    x[j] = kb_phi(kb, r[j], done, x[j], pre);
+}
+
+/* Round n f32 values to bf16 bits (pairs through the target's instruction). */
+static void to_bf16(dsv4_kb *kb, LLVMValueRef *x, int n, LLVMValueRef *h)
+{
+  for (int j = 0; j + 1 < n; j += 2)
+    kb_f32x2_to_bf16(kb, x[j], x[j + 1], &h[j]);
+  if (n % 2)
+    h[n - 1] = kb_f32_to_bf16(kb, x[n - 1]);
+}
+
+/* Store n i16 (bf16) values at byte pointer p (align bytes known). */
+static void store_i16(dsv4_kb *kb, LLVMValueRef *h, int n, LLVMValueRef p, int align)
+{
+  int per = align / 2 < 1 ? 1 : align / 2 > 8 ? 8 : align / 2;
+  per = per > n ? n : per;
+  for (int c = 0; c < n; c += per) {
+    LLVMValueRef dst = kb_byte_ptr(kb, p, kb_i64(kb, (long long)c * 2));
+    if (per == 1) {
+      kb_store(kb, h[c], dst, 2);
+      continue;
+    }
+    LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i16, (unsigned)per));
+    for (int j = 0; j < per; j++)
+      v = LLVMBuildInsertElement(kb->b, v, h[c + j], kb_i32(kb, j), "");
+    kb_store(kb, v, dst, (unsigned)(per * 2 < align ? per * 2 : align));
+  }
+}
+
+/* e = ceil(log2(max(amax, 1e-4) / 448)), exactly, from amax's bits:
+ * amax = m * 2^E with m in [1, 2) and 448 = 1.75 * 2^8, so e = E - 8, plus
+ * one when m > 1.75. */
+static LLVMValueRef exponent(dsv4_kb *kb, LLVMValueRef amax)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef floor = LLVMConstReal(kb->f32, 1e-4);
+  amax = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, amax, floor, ""), amax, floor, "amax");
+  LLVMValueRef u = LLVMBuildBitCast(b, amax, kb->i32, "");
+  LLVMValueRef E = LLVMBuildSub(b, LLVMBuildLShr(b, u, kb_i32(kb, 23), ""), kb_i32(kb, 127 + 8), "");
+  LLVMValueRef up = LLVMBuildICmp(b, LLVMIntUGT, LLVMBuildAnd(b, u, kb_i32(kb, 0x7FFFFF), ""), kb_i32(kb, 0x600000), "");
+  return LLVMBuildAdd(b, E, LLVMBuildZExt(b, up, kb->i32, ""), "e");
+}
+
+/* 2^v as f32 for v in [-126, 127] (i32). */
+static LLVMValueRef pow2f(dsv4_kb *kb, LLVMValueRef v)
+{
+  LLVMValueRef bits = LLVMBuildShl(kb->b, LLVMBuildAdd(kb->b, v, kb_i32(kb, 127), ""), kb_i32(kb, 23), "");
+  return LLVMBuildBitCast(kb->b, bits, kb->f32, "");
+}
+
+/* The KV rows of CTA cta (i32). */
+static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *l = &k->layout;
+  int vpt = k->tile.values_per_thread, lanes = l->dim / vpt, P = dsv4_pow2ceil(lanes);
+  LLVMValueRef tid = kb->t->thread_id(kb);
+  LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
+  LLVMValueRef tok = LLVMBuildAdd(b, LLVMBuildMul(b, cta, kb_i32(kb, k->tile.tokens_per_cta), ""),
+                                  LLVMBuildUDiv(b, tid, kb_i32(kb, P), ""), "tok");
+  LLVMValueRef nrows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, kb_arg(kb, N_INSERT), kb_arg(kb, N_TOKENS), ""),
+                                       kb_arg(kb, N_INSERT), kb_arg(kb, N_TOKENS), "");
+  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""),
+                                 LLVMBuildICmp(b, LLVMIntSLT, tok, nrows, ""), "in");
+  LLVMValueRef tok64 = kb_zext64(kb, tok);
+  LLVMValueRef slot = guarded_load(kb, in, kb->i64, SLOTS, LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8);
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
+  LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), bs, "");
+  LLVMValueRef write = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSGE, slot, kb_i64(kb, 0), ""), "");
+  write = LLVMBuildAnd(b, write, LLVMBuildICmp(b, LLVMIntSLT, slot, nslots, ""), "write");
+  LLVMValueRef pos = NULL;
+  if (k->rope_dims) { /* a position outside the cos/sin table skips the row */
+    pos = guarded_load(kb, write, kb->i64, POSITIONS, LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8);
+    LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
+    write = LLVMBuildAnd(b, write, ok, "write");
+  }
+  /* the row's values: load, RoPE, round to bf16 */
+  LLVMValueRef x[MAXV], h[MAXV];
+  LLVMValueRef vo = LLVMBuildMul(b, tok64, kb_i64(kb, (long long)l->dim * 2), "");
+  vo = LLVMBuildAdd(b, vo, LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
+  load_bf16_row(kb, write, KV, vo, vpt, gcd(16, gcd(l->dim * 2, vpt * 2)), x);
+  rope(kb, k, x, lane, pos, write);
+  to_bf16(kb, x, vpt, h);
+  for (int j = 0; j < vpt; j++)
+    x[j] = kb_bf16_to_f32(kb, h[j]);
+
+  /* the scale group's amax, across its lanes (uniform control flow) */
+  int group = 0;
+  for (int i = 0; i < l->nseg; i++)
+    if (l->seg[i].scale_type != DSV4_DT_NONE)
+      group = l->seg[i].scale_group;
+  LLVMValueRef amax = NULL;
+  if (group) {
+    LLVMValueRef a = LLVMConstReal(kb->f32, 0.0);
+    LLVMTypeRef ft = kb->f32;
+    for (int j = 0; j < vpt; j++) {
+      LLVMValueRef ax = kb_call(kb, "llvm.fabs.f32", kb->f32, &ft, &x[j], 1, LLVMCCallConv);
+      a = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, ax, a, ""), ax, a, "");
+    }
+    amax = kb_lane_reduce(kb, a, group / vpt, KB_REDUCE_MAX, k->tile.threads);
+  }
+
+  LLVMValueRef s0 = LLVMBuildSelect(b, write, slot, kb_i64(kb, 0), "");
+  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, BLOCK_STRIDE), ""));
+  LLVMValueRef row = LLVMBuildURem(b, s0, bs, "row");
+  int tail = l->scale_place == DSV4_SCALES_BLOCK_TAIL;
+  int sstride = tail ? l->scale_row_bytes : l->row_bytes;
+  LLVMValueRef srow = LLVMBuildMul(b, row, kb_i64(kb, sstride), "");
+  if (tail)
+    srow = LLVMBuildAdd(b, srow, LLVMBuildMul(b, bs, kb_i64(kb, l->row_bytes), ""), "srow");
+  LLVMValueRef drow = LLVMBuildMul(b, row, kb_i64(kb, l->row_bytes), "drow");
+
+  for (int i = 0; i < l->nseg; i++) {
+    const dsv4_segment *s = &l->seg[i];
+    int lo = s->d0 / vpt, hi = s->d1 / vpt, sz = dsv4_dtype_size(s->type);
+    LLVMValueRef cond = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntUGE, lane, kb_i32(kb, lo), ""),
+                                     LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, hi), ""), "");
+    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, cond, write, ""), "segment");
+    LLVMValueRef li = LLVMBuildSub(b, lane, kb_i32(kb, lo), "");
+    LLVMValueRef vi = LLVMBuildMul(b, kb_zext64(kb, li), kb_i64(kb, vpt), "vi");
+    LLVMValueRef dst = kb_byte_ptr(kb, blk, LLVMBuildAdd(b, drow, LLVMBuildAdd(b, kb_i64(kb, s->offset),
+                                                                               LLVMBuildMul(b, vi, kb_i64(kb, sz), ""), ""), ""));
+    int align = gcd(gcd(l->align, l->row_bytes), gcd(s->offset ? s->offset : l->align, vpt * sz));
+    if (s->type == DSV4_DT_BF16) {
+      store_i16(kb, h, vpt, dst, align);
+    } else if (s->type == DSV4_DT_F32) {
+      for (int j = 0; j < vpt; j++)
+        kb_store(kb, x[j], kb_byte_ptr(kb, dst, kb_i64(kb, 4 * j)), (unsigned)(j ? 4 : (align < 4 ? align : 4)));
+    } else { /* e4m3, scaled by 2^-e per group or unscaled */
+      LLVMValueRef e = s->scale_type != DSV4_DT_NONE ? exponent(kb, amax) : NULL;
+      LLVMValueRef inv = e ? pow2f(kb, LLVMBuildNeg(b, e, "")) : NULL;
+      LLVMValueRef q[MAXV], y[MAXV];
+      for (int j = 0; j < vpt; j++) {
+        LLVMValueRef v = inv ? LLVMBuildFMul(b, x[j], inv, "") : x[j];
+        LLVMValueRef hi448 = LLVMConstReal(kb->f32, 448.0), lo448 = LLVMConstReal(kb->f32, -448.0);
+        v = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, v, hi448, ""), hi448, v, "");
+        y[j] = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, v, lo448, ""), lo448, v, "");
+      }
+      for (int j = 0; j + 1 < vpt; j += 2)
+        kb_f32x2_to_e4m3(kb, y[j], y[j + 1], &q[j]);
+      if (vpt % 2)
+        q[vpt - 1] = kb_f32_to_e4m3(kb, y[vpt - 1]);
+      int per = align < 16 ? align : 16;
+      per = per > vpt ? vpt : per;
+      for (int c = 0; c < vpt; c += per) {
+        LLVMValueRef v = per == 1 ? q[c] : LLVMGetUndef(LLVMVectorType(kb->i8, (unsigned)per));
+        for (int j = 0; per > 1 && j < per; j++)
+          v = LLVMBuildInsertElement(b, v, q[c + j], kb_i32(kb, j), "");
+        kb_store(kb, v, kb_byte_ptr(kb, dst, kb_i64(kb, c)), (unsigned)per);
+      }
+      if (e) { /* the first lane of each group stores the group's scale */
+        int w = s->scale_group / vpt;
+        kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildURem(b, li, kb_i32(kb, w), ""), kb_i32(kb, 0), ""),
+                          "scale");
+        int ssz = dsv4_dtype_size(s->scale_type);
+        LLVMValueRef gi = LLVMBuildUDiv(b, vi, kb_i64(kb, s->scale_group), "");
+        LLVMValueRef so = LLVMBuildAdd(b, srow, LLVMBuildAdd(b, kb_i64(kb, s->scale_offset),
+                                                             LLVMBuildMul(b, gi, kb_i64(kb, ssz), ""), ""), "");
+        LLVMValueRef sv;
+        if (s->scale_type == DSV4_DT_UE8M0) {
+          LLVMValueRef byte = LLVMBuildAdd(b, e, kb_i32(kb, 127), "");
+          byte = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, byte, kb_i32(kb, 0), ""), kb_i32(kb, 0), byte, "");
+          byte = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, byte, kb_i32(kb, 255), ""), kb_i32(kb, 255), byte, "");
+          sv = LLVMBuildTrunc(b, byte, kb->i8, "");
+        } else
+          sv = pow2f(kb, e);
+        int salign = gcd(gcd(l->align, l->row_bytes), gcd(sstride, ssz));
+        if (s->scale_offset)
+          salign = gcd(salign, s->scale_offset);
+        kb_store(kb, sv, kb_byte_ptr(kb, blk, so), (unsigned)salign);
+        kb_endif(kb, &g);
+      }
+    }
+    kb_endif(kb, &f);
+  }
+
+  /* bytes of a block-tail scale row no scale covers (the pad byte): zero */
+  if (tail) {
+    char covered[4096] = {0};
+    for (int i = 0; i < l->nseg; i++) {
+      const dsv4_segment *s = &l->seg[i];
+      if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
+        continue;
+      int n = (s->d1 - s->d0) / s->scale_group * dsv4_dtype_size(s->scale_type);
+      for (int j = 0; j < n && s->scale_offset + j < 4096; j++)
+        covered[s->scale_offset + j] = 1;
+    }
+    int any = 0;
+    for (int j = 0; j < l->scale_row_bytes && j < 4096; j++)
+      any |= !covered[j];
+    if (any) {
+      kb_if_t f = kb_if(kb, LLVMBuildAnd(b, write, LLVMBuildICmp(b, LLVMIntEQ, lane, kb_i32(kb, 0), ""), ""), "pad");
+      for (int j = 0; j < l->scale_row_bytes && j < 4096; j++)
+        if (!covered[j])
+          kb_store(kb, LLVMConstInt(kb->i8, 0, 0), kb_byte_ptr(kb, blk, LLVMBuildAdd(b, srow, kb_i64(kb, j), "")), 1);
+      kb_endif(kb, &f);
+    }
+  }
+}
+
+/* The q rows of CTA cta (i32): RMSNorm without weight, RoPE, bf16. */
+static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
+{
+  LLVMBuilderRef b = kb->b;
+  int vpt = k->tile.values_per_thread, D = k->q_dim, lanes = D / vpt, P = dsv4_pow2ceil(lanes);
+  int rows_per_cta = k->tile.threads / P;
+  LLVMValueRef tid = kb->t->thread_id(kb);
+  LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
+  LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, cta), kb_i64(kb, rows_per_cta), ""),
+                                kb_zext64(kb, LLVMBuildUDiv(b, tid, kb_i32(kb, P), "")), "qrow");
+  LLVMValueRef hp = kb_sext64(kb, kb_arg(kb, PADDED_HEADS));
+  LLVMValueRef nrows = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, N_TOKENS)), hp, "");
+  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""),
+                                 LLVMBuildICmp(b, LLVMIntSLT, r, nrows, ""), "in");
+  LLVMValueRef r0 = LLVMBuildSelect(b, in, r, kb_i64(kb, 0), "");
+  LLVMValueRef n = LLVMBuildUDiv(b, r0, hp, "n"), h = LLVMBuildURem(b, r0, hp, "h");
+  LLVMValueRef load = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, kb_sext64(kb, kb_arg(kb, HEADS)), ""), "");
+  LLVMValueRef lo = LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), "");
+  LLVMValueRef src = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, HEADS)), ""), h, ""),
+                                  kb_i64(kb, (long long)D * 2), "");
+  LLVMValueRef x[MAXV], hb[MAXV];
+  load_bf16_row(kb, load, Q, LLVMBuildAdd(b, src, lo, ""), vpt, gcd(16, gcd(D * 2, vpt * 2)), x);
+  LLVMValueRef ss = LLVMConstReal(kb->f32, 0.0);
+  for (int j = 0; j < vpt; j++)
+    ss = LLVMBuildFAdd(b, ss, LLVMBuildFMul(b, x[j], x[j], ""), "");
+  ss = kb_lane_reduce(kb, ss, P, KB_REDUCE_ADD, k->tile.threads);
+  LLVMValueRef ms = LLVMBuildFAdd(b, LLVMBuildFDiv(b, ss, LLVMConstReal(kb->f32, D), ""), kb_arg(kb, EPS), "");
+  LLVMTypeRef ft = kb->f32;
+  LLVMValueRef rs = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0), kb_call(kb, "llvm.sqrt.f32", kb->f32, &ft, &ms, 1, LLVMCCallConv), "");
+  for (int j = 0; j < vpt; j++)
+    x[j] = LLVMBuildFMul(b, x[j], rs, "");
+  if (k->rope_dims) {
+    LLVMValueRef pos = guarded_load(kb, load, kb->i64, POSITIONS, LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8);
+    LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
+    rope(kb, k, x, lane, pos, LLVMBuildAnd(b, load, ok, ""));
+  }
+  to_bf16(kb, x, vpt, hb);
+  kb_if_t f = kb_if(kb, in, "store");
+  LLVMValueRef dst = LLVMBuildAdd(b, LLVMBuildMul(b, r0, kb_i64(kb, (long long)D * 2), ""), lo, "");
+  store_i16(kb, hb, vpt, kb_byte_ptr(kb, kb_arg(kb, Q_OUT), dst), gcd(16, gcd(D * 2, vpt * 2)));
+  kb_endif(kb, &f);
+}
+
+int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  (void)d;
+  unsigned char kinds[32];
+  const char *names[32];
+  int n = dsv4_op_signature(k->op, kinds, names);
+  kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef cta = kb->t->block_id(kb, 0);
+  if (!k->q_dim) {
+    kv_rows(kb, k, cta);
+    return 0;
+  }
+  /* the branch is uniform per CTA, so each side may use barriers */
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, cta, kb_arg(kb, KV_CTAS), ""), "kv");
+  kv_rows(kb, k, cta);
+  kb_else(kb, &f);
+  q_rows(kb, k, LLVMBuildSub(b, cta, kb_arg(kb, KV_CTAS), ""));
+  kb_endif(kb, &f);
+  return 0;
+}
