@@ -48,6 +48,11 @@ typedef struct {
   int subgroups;            /* SPIR-V: use subgroup built-ins (0 = local mem) */
 } dsv4_target_opts;
 
+/* Where the writer floors a group's amax before taking the scale exponent:
+ * vLLM's writers floor amax at 1e-4 (OPS.md 1, 4, 5, 8); FlashMLA's test
+ * quantizer floors amax / 448 at 1e-4 (so scales are >= 2^-13). */
+enum { DSV4_FLOOR_AMAX = 0, DSV4_FLOOR_QUOTIENT = 1 };
+
 typedef struct {
   char name[DSV4_NAME_MAX];
   dsv4_op op;
@@ -56,6 +61,7 @@ typedef struct {
   dsv4_target_opts target[DSV4_TARGET_COUNT];
   int rope_first, rope_dims; /* kv_insert: GPT-J RoPE on these dims (0: none) */
   int q_dim;                 /* kv_insert: the fused q branch's head size (0: none) */
+  int quant_floor;           /* kv_insert: DSV4_FLOOR_AMAX or DSV4_FLOOR_QUOTIENT */
   char file[DSV4_PATH_MAX]; /* where the kernel was declared */
   int line;
 } dsv4_kernel;

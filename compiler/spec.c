@@ -722,14 +722,30 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   int v = kn->tile.values_per_thread, bad = 0;
   int has_rope = lua_getfield(k->c->L, k->idx, "rope") != LUA_TNIL;
   int has_q = lua_getfield(k->c->L, k->idx, "q") != LUA_TNIL;
-  lua_pop(k->c->L, 2);
+  int has_quant = lua_getfield(k->c->L, k->idx, "quant") != LUA_TNIL;
+  lua_pop(k->c->L, 3);
   if (kn->op != DSV4_OP_KV_INSERT) {
-    if (has_rope || has_q) {
-      FERR(k, has_rope ? "rope" : "q", "applies to op 'kv_insert' only");
+    if (has_rope || has_q || has_quant) {
+      FERR(k, has_rope ? "rope" : has_q ? "q" : "quant", "applies to op 'kv_insert' only");
       return 1;
     }
     return 0;
   }
+  static const char *const quant_known[] = {"floor", NULL};
+  cursor qu;
+  if (has_quant && enter(k, "quant", &qu, 1) == 0) {
+    char fl[16];
+    bad |= check_known(&qu, quant_known);
+    bad |= get_str(&qu, "floor", 1, "", fl, sizeof fl);
+    if (!strcmp(fl, "quotient"))
+      kn->quant_floor = DSV4_FLOOR_QUOTIENT;
+    else if (strcmp(fl, "amax") && !bad) {
+      FERR(&qu, "floor", "must be 'amax' (vLLM's writers) or 'quotient' (FlashMLA's test quantizer), got '%s'", fl);
+      bad = 1;
+    }
+    leave(&qu);
+  } else if (has_quant)
+    bad = 1;
   cursor r;
   if (has_rope && enter(k, "rope", &r, 1) == 0) {
     bad |= check_known(&r, rope_known);
@@ -798,7 +814,7 @@ static int is_ident(const char *s)
 /* One kernel{} table (on the stack top) into the plan. */
 static int check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", NULL};
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", NULL};
   dsv4_plan *p = c->plan;
   if (p->nkernels == DSV4_MAX_KERNELS) {
     dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
@@ -1121,6 +1137,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       sb_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
     if (k->q_dim)
       sb_printf(&b, "  q branch: head size %d\n", k->q_dim);
+    if (k->op == DSV4_OP_KV_INSERT)
+      sb_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,

@@ -21,6 +21,16 @@ kernel {
   targets = targets,
 }
 
+-- DSv4 without RoPE or q: vLLM's plain writer (quantize_and_insert_k_cache),
+-- for caches whose input is already rotated (and the golden fixture).
+kernel {
+  name = "kv_quant_insert_v4",
+  op = "kv_insert",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, tokens_per_cta = 4 },
+  targets = targets,
+}
+
 -- DSv3.2 (FlashMLA V32 layout): fp32 power-of-two scales per 128 values,
 -- inline; the input already carries its RoPE.
 kernel {
@@ -28,6 +38,18 @@ kernel {
   op = "kv_insert",
   layout = L.fp8_ds_mla_v32,
   tile = { values_per_thread = 16, tokens_per_cta = 4 },
+  targets = targets,
+}
+
+-- The same with FlashMLA's test quantizer's rule (amax / 448 floored at
+-- 1e-4, scales >= 2^-13), which made the V32 fixture: the rule is a spec
+-- parameter, not code.
+kernel {
+  name = "kv_insert_v32_flashmla",
+  op = "kv_insert",
+  layout = L.fp8_ds_mla_v32,
+  tile = { values_per_thread = 16, tokens_per_cta = 4 },
+  quant = { floor = "quotient" },
   targets = targets,
 }
 

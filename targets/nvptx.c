@@ -112,6 +112,33 @@ static void ptx_store_stream16(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef bptr)
   LLVMBuildCall2(kb->b, fty, fn, args, 5, "");
 }
 
+/* sm_89+: cvt.rn.satfinite.e4m3x2.f32 (its first operand lands in the upper byte). */
+static LLVMValueRef ptx_cvt_e4m3x2_from_f32(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi)
+{
+  if (arch_number(kb->arch) < 89)
+    return NULL;
+  static const char text[] = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", cons[] = "=h,f,f";
+  LLVMTypeRef ps[2] = {kb->f32, kb->f32};
+  LLVMTypeRef fty = LLVMFunctionType(kb->i16, ps, 2, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef args[2] = {hi, lo};
+  return LLVMBuildCall2(kb->b, fty, fn, args, 2, "");
+}
+
+/* Butterfly shuffles within the warp (shfl.sync.bfly), log2(width) steps. */
+static LLVMValueRef ptx_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op)
+{
+  LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
+  for (int m = width / 2; m >= 1; m /= 2) {
+    LLVMValueRef args[4] = {kb_i32(kb, -1), v, kb_i32(kb, m), kb_i32(kb, 0x1f)};
+    LLVMValueRef o = kb_call(kb, "llvm.nvvm.shfl.sync.bfly.f32", kb->f32, ps, args, 4, LLVMCCallConv);
+    v = op == KB_REDUCE_ADD ? LLVMBuildFAdd(kb->b, v, o, "")
+                            : LLVMBuildSelect(kb->b, LLVMBuildFCmp(kb->b, LLVMRealOGT, o, v, ""), o, v, "");
+  }
+  return v;
+}
+
 static const dsv4_target_ir ptx_ir = {
     .kind = DSV4_TARGET_PTX,
     .global_as = 1,
@@ -125,6 +152,8 @@ static const dsv4_target_ir ptx_ir = {
     .cvt_e4m3x2 = ptx_cvt_e4m3x2,
     .cvt_bf16x2 = ptx_cvt_bf16x2,
     .load_stream = ptx_load_stream,
+    .cvt_e4m3x2_from_f32 = ptx_cvt_e4m3x2_from_f32,
+    .lane_reduce = ptx_lane_reduce,
     .store_stream16 = ptx_store_stream16,
 };
 

@@ -138,7 +138,7 @@ static void store_i16(dsv4_kb *kb, LLVMValueRef *h, int n, LLVMValueRef p, int a
 /* e = ceil(log2(max(amax, 1e-4) / 448)), exactly, from amax's bits:
  * amax = m * 2^E with m in [1, 2) and 448 = 1.75 * 2^8, so e = E - 8, plus
  * one when m > 1.75. */
-static LLVMValueRef exponent(dsv4_kb *kb, LLVMValueRef amax)
+static LLVMValueRef exponent_floor_amax(dsv4_kb *kb, LLVMValueRef amax)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef floor = LLVMConstReal(kb->f32, 1e-4);
@@ -147,6 +147,18 @@ static LLVMValueRef exponent(dsv4_kb *kb, LLVMValueRef amax)
   LLVMValueRef E = LLVMBuildSub(b, LLVMBuildLShr(b, u, kb_i32(kb, 23), ""), kb_i32(kb, 127 + 8), "");
   LLVMValueRef up = LLVMBuildICmp(b, LLVMIntUGT, LLVMBuildAnd(b, u, kb_i32(kb, 0x7FFFFF), ""), kb_i32(kb, 0x600000), "");
   return LLVMBuildAdd(b, E, LLVMBuildZExt(b, up, kb->i32, ""), "e");
+}
+
+/* The kernel's rule.  With the quotient floor (FlashMLA's test quantizer,
+ * ceil(log2(max(amax / 448, 1e-4)))) amax below 0.0448 gives -13, and no
+ * bf16 amax lies within fp32 rounding of that threshold. */
+static LLVMValueRef exponent(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef amax)
+{
+  LLVMValueRef e = exponent_floor_amax(kb, amax);
+  if (k->quant_floor != DSV4_FLOOR_QUOTIENT)
+    return e;
+  LLVMValueRef small = LLVMBuildFCmp(kb->b, LLVMRealOLT, amax, LLVMConstReal(kb->f32, 0.0448), "");
+  return LLVMBuildSelect(kb->b, small, kb_i32(kb, -13), e, "e");
 }
 
 /* 2^v as f32 for v in [-126, 127] (i32). */
@@ -236,7 +248,7 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
       for (int j = 0; j < vpt; j++)
         kb_store(kb, x[j], kb_byte_ptr(kb, dst, kb_i64(kb, 4 * j)), (unsigned)(j ? 4 : (align < 4 ? align : 4)));
     } else { /* e4m3, scaled by 2^-e per group or unscaled */
-      LLVMValueRef e = s->scale_type != DSV4_DT_NONE ? exponent(kb, amax) : NULL;
+      LLVMValueRef e = s->scale_type != DSV4_DT_NONE ? exponent(kb, k, amax) : NULL;
       LLVMValueRef inv = e ? pow2f(kb, LLVMBuildNeg(b, e, "")) : NULL;
       LLVMValueRef q[MAXV], y[MAXV];
       for (int j = 0; j < vpt; j++) {

@@ -136,6 +136,7 @@ typedef struct {
   uint32_t tokens_per_thread;
   uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */
   uint32_t q_dim;                 /* kv_insert: head size of the q branch (0: none) */
+  uint32_t quant_floor;           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;

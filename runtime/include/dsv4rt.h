@@ -106,6 +106,15 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, cons
 /* The cache layout entry i was compiled for (copied into *out). */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out);
 
+/* Entry i's launch geometry and op parameters (from the bundle's manifest). */
+typedef struct dsv4rt_kernel_info {
+  int threads, tokens_per_cta, values_per_thread, tokens_per_thread;
+  int rope_first, rope_dims; /* kv_insert: the RoPE range (dims 0: none) */
+  int q_dim;                 /* kv_insert: head size of the q branch (0: none) */
+  int quant_floor;           /* kv_insert: 0 amax floored at 1e-4 (vLLM), 1 amax/448 floored (FlashMLA tests) */
+} dsv4rt_kernel_info;
+DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);
+
 /* ---- operations (OPS.md section 2) ---- */
 
 /* Launch-time options shared by the ops. */

@@ -66,6 +66,61 @@ int dsv4_ref_paged_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64_t
                              const int32_t *gather_lens, const int32_t *block_table, int64_t R, int64_t maxb,
                              int64_t offset, uint16_t *out, int64_t out_stride_r, int64_t out_stride_m, int64_t M);
 
+/* ---- Writers: FP8 quantize-insert and the fused Q branch (OPS.md sections 1, 4, 5 and 8) ---- */
+
+/* fp32 -> OCP e4m3fn byte, round-to-nearest-even, saturating to +-448 (satfinite: |x| > 448 and +-inf
+ * give 0x7E/0xFE), NaN -> 0x7F, subnormals exact in steps of 2^-9, sign kept on zero results. */
+uint8_t dsv4_ref_f32_to_e4m3(float x);
+
+/* The quantizer's block exponent e = ceil(log2(max(amax, 1e-4f) / 448.0f)): the fp32 quotient is rounded
+ * once, then its ceil-log2 is taken exactly from its bits.  amax = +inf or NaN gives 128, whose UE8M0
+ * byte clamps to 255. */
+int dsv4_ref_quant_exponent(float amax);
+
+/* FlashMLA tests/quant.py's exponent e = ceil(log2(max(amax / 448.0f, 1e-4f))): it floors the quotient,
+ * so e >= -13.  It differs from dsv4_ref_quant_exponent only for amax <= 448*2^-14 (about 0.0273).  The
+ * DSv3.2 (V32) golden cache was made with it; vLLM's writers use dsv4_ref_quant_exponent. */
+int dsv4_ref_quant_exponent_flashmla(float amax);
+
+/* Exponent rules of dsv4_ref_kv_insert_ex. */
+#define DSV4_REF_FLOOR_AMAX 0     /* vLLM's writers: dsv4_ref_quant_exponent (OPS.md sections 1, 4, 5) */
+#define DSV4_REF_FLOOR_QUOTIENT 1 /* FlashMLA tests/quant.py: dsv4_ref_quant_exponent_flashmla */
+
+/* Layout-driven KV quant-insert (OPS.md sections 1, 5; the DSv3.2 and indexer writers of sections 4, 8).
+ * For each row n < min(n_ins, N) with slot_mapping[n] >= 0: x = bf16 kv[n, :] (row-major [N, l->dim])
+ * widened to fp32; if rope_dims > 0, GPT-J RoPE on dims [rope_first, rope_first+rope_dims) at
+ * positions[n] with cos_sin [max_pos, rope_dims] fp32 (cos in the first half, sin in the second), in fp32;
+ * every value rounded to bf16; then each segment is stored: e4m3 with a UE8M0 or f32 power-of-two scale
+ * per scale_group values (dsv4_ref_quant_exponent), e4m3 unscaled, bf16 or f32.  Block-tail scale rows
+ * are zeroed before their scales are written (the DSv4 pad byte); no other byte is touched.  Slots < 0
+ * and rows >= n_ins are skipped (positions of skipped rows are not read).  Returns 0 on success; nonzero,
+ * with nothing written, if the layout or geometry is invalid, a segment is unsupported (scale_tensor set,
+ * or a scaled bf16/f32 segment), the RoPE range is invalid, a slot is >= num_blocks*bs or a written row's
+ * position is outside [0, max_pos). */
+int dsv4_ref_kv_insert(const dsv4_layout *l, const uint16_t *kv, int64_t N, const int64_t *slot_mapping,
+                       int64_t n_ins, const int64_t *positions /* [N] or NULL when rope_dims == 0 */,
+                       const float *cos_sin /* [max_pos, rope_dims] */, int64_t max_pos, int rope_first,
+                       int rope_dims, uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride);
+
+/* dsv4_ref_kv_insert with the exponent rule chosen: floor_rule DSV4_REF_FLOOR_AMAX (what
+ * dsv4_ref_kv_insert uses) or DSV4_REF_FLOOR_QUOTIENT (FlashMLA's test quantizer, which made the V32
+ * golden); any other value returns nonzero with nothing written. */
+int dsv4_ref_kv_insert_ex(const dsv4_layout *l, const uint16_t *kv, int64_t N, const int64_t *slot_mapping,
+                          int64_t n_ins, const int64_t *positions, const float *cos_sin, int64_t max_pos,
+                          int rope_first, int rope_dims, uint8_t *cache, int64_t num_blocks, int64_t bs,
+                          int64_t block_stride, int floor_rule);
+
+/* OPS.md section 5 Q branch: for n < N, h < H, q_out[n, h, :] = bf16(RoPE(y)) with
+ * y = x * (1 / sqrt(sum(x^2)/D + eps)) in fp32 (the sum accumulated in double, then cast to float),
+ * RoPE (same rule as dsv4_ref_kv_insert) on dims [rope_first, rope_first+rope_dims) of y without
+ * intermediate rounding; heads [H, Hp) of q_out are +0.0.  q is [N, H, D] bf16, q_out [N, Hp, D] bf16;
+ * they must not overlap unless q_out == q and Hp == H (in place).  Returns 0 on success; nonzero, with
+ * nothing written, if Hp < H, H < 0, N < 0, D <= 0, the RoPE range is invalid or (when rope_dims > 0 and
+ * H > 0) a position is outside [0, max_pos). */
+int dsv4_ref_q_norm_rope(const uint16_t *q, int64_t N, int64_t H, int64_t Hp, int64_t D,
+                         const int64_t *positions, const float *cos_sin, int64_t max_pos, int rope_first,
+                         int rope_dims, float eps, uint16_t *q_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 536, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 544, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -394,6 +394,22 @@ dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_lay
   if (!b || !out || i < 0 || i >= b->n)
     return DSV4RT_ERR_INVALID_ARG;
   *out = b->entries[i].layout;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out)
+{
+  if (!b || !out || i < 0 || i >= b->n)
+    return DSV4RT_ERR_INVALID_ARG;
+  const dsv4_bundle_entry *e = &b->entries[i];
+  out->threads = (int)e->threads;
+  out->tokens_per_cta = (int)e->tokens_per_cta;
+  out->values_per_thread = (int)e->values_per_thread;
+  out->tokens_per_thread = (int)e->tokens_per_thread;
+  out->rope_first = (int)e->rope_first;
+  out->rope_dims = (int)e->rope_dims;
+  out->q_dim = (int)e->q_dim;
+  out->quant_floor = (int)e->quant_floor;
   return DSV4RT_OK;
 }
 
