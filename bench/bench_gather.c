@@ -19,98 +19,29 @@
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
 
-#define SETS 4
-#define BATCH 20
-#define REPS 7
+#include "bench_common.h"
 
-static dsv4rt_context *ctx;
 static dsv4rt_bundle *bundle;
 static dsv4rt_launch_opts kopts; /* .kernel: the variant being timed */
 static dsv4_rng rng;
 
-static void die(const char *what)
-{
-  fprintf(stderr, "bench_gather: %s: %s\n", what, dsv4rt_last_error(ctx));
-  exit(1);
-}
-
-static dsv4rt_buffer *dev(const void *host, size_t n)
-{
-  dsv4rt_buffer *b;
-  if (dsv4rt_buffer_create(ctx, n, &b))
-    die("allocation");
-  if (host && dsv4rt_buffer_write(b, 0, host, n))
-    die("upload");
-  return b;
-}
-
-static int cmp(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median over REPS of (time of BATCH calls of fn(i)) / BATCH, in ms. */
-static double time_ms(void (*fn)(int i, void *arg), void *arg)
-{
-  double t[REPS];
-  for (int i = 0; i < SETS; i++) /* warm-up: loads modules, touches memory */
-    fn(i, arg);
-  dsv4rt_synchronize(ctx);
-  for (int r = 0; r < REPS; r++) {
-    if (dsv4rt_timer_start(ctx))
-      die("timer");
-    for (int i = 0; i < BATCH; i++)
-      fn(i, arg);
-    if (dsv4rt_timer_stop(ctx, &t[r]))
-      die("timer");
-    t[r] /= BATCH;
-  }
-  qsort(t, REPS, sizeof *t, cmp);
-  return t[REPS / 2];
-}
-
-typedef struct {
-  dsv4rt_buffer *src[SETS], *dst[SETS];
-  size_t n;
-} copy_arg;
-
-static void run_copy(int i, void *p)
-{
-  copy_arg *c = p;
-  if (dsv4rt_buffer_copy_async(c->dst[i % SETS], c->src[i % SETS], c->n))
-    die("copy");
-}
-
-/* Copy bandwidth (read + written bytes per second) for n-byte copies. */
-static double copy_gbs(size_t n, double *ms)
-{
-  copy_arg c = {.n = n};
-  for (int i = 0; i < SETS; i++)
-    c.src[i] = dev(NULL, n), c.dst[i] = dev(NULL, n);
-  *ms = time_ms(run_copy, &c);
-  for (int i = 0; i < SETS; i++)
-    dsv4rt_buffer_destroy(c.src[i]), dsv4rt_buffer_destroy(c.dst[i]);
-  return 2.0 * (double)n / (*ms * 1e-3) / 1e9;
-}
-
 /* ---- the gathers ---- */
 
 typedef struct {
-  dsv4rt_dequant_gather_args a[SETS];
-  dsv4rt_paged_gather_args p[SETS];
+  dsv4rt_dequant_gather_args a[BENCH_SETS];
+  dsv4rt_paged_gather_args p[BENCH_SETS];
 } gather_arg;
 
 static void run_dequant(int i, void *p)
 {
-  if (dsv4rt_dequant_gather(bundle, &((gather_arg *)p)->a[i % SETS], &kopts))
-    die("dequant_gather");
+  if (dsv4rt_dequant_gather(bundle, &((gather_arg *)p)->a[i % BENCH_SETS], &kopts))
+    bench_die("dequant_gather");
 }
 
 static void run_paged(int i, void *p)
 {
-  if (dsv4rt_paged_gather(bundle, &((gather_arg *)p)->p[i % SETS], &kopts))
-    die("paged_gather");
+  if (dsv4rt_paged_gather(bundle, &((gather_arg *)p)->p[i % BENCH_SETS], &kopts))
+    bench_die("paged_gather");
 }
 
 /* A cache of nb blocks of 64 tokens (vLLM's page stride) with random bytes
@@ -130,9 +61,9 @@ static uint8_t *make_cache(int64_t nb, int64_t stride)
 static void verify(const char *what, dsv4rt_buffer *out, const uint16_t *want, size_t n)
 {
   uint16_t *got = malloc(n * 2);
-  dsv4rt_synchronize(ctx);
+  dsv4rt_synchronize(bench_ctx);
   if (dsv4rt_buffer_read(out, 0, got, n * 2))
-    die("download");
+    bench_die("download");
   size_t first, bad = dsv4_check_bf16(got, want, n, &first);
   if (bad) {
     fprintf(stderr, "bench_gather: %s: %zu of %zu values differ from the reference\n", what, bad, n);
@@ -147,22 +78,17 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: bench_gather BUNDLE [cuda|opencl]\n");
     return 2;
   }
-  dsv4rt_backend be = argc > 2 && !strcmp(argv[2], "opencl") ? DSV4RT_BACKEND_OPENCL
-                      : argc > 2 && !strcmp(argv[2], "cuda") ? DSV4RT_BACKEND_CUDA
-                                                              : DSV4RT_BACKEND_AUTO;
-  if (dsv4rt_context_create(be, 0, &ctx)) {
-    printf("SKIPPED: %s\n", dsv4rt_last_error(NULL));
-    return 77;
-  }
-  if (dsv4rt_bundle_open(ctx, argv[1], &bundle))
-    die("bundle");
+  bench_name = "bench_gather";
+  bench_open(argc, argv, 2);
+  if (dsv4rt_bundle_open(bench_ctx, argv[1], &bundle))
+    bench_die("bundle");
   rng.s = dsv4_check_seed();
   int small = getenv("DSV4_BENCH_SMALL") != NULL; /* CPU smoke runs */
   dsv4_layout L = dsv4_check_layout_v4();
   const int64_t bs = 64, stride = 37440;
-  printf("device: %s\n\n", dsv4rt_device_name(ctx));
+  printf("device: %s\n\n", dsv4rt_device_name(bench_ctx));
 
-  double cms, big_gbs = copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
+  double cms, big_gbs = bench_copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
   printf("%-40s %10s %9s %9s %14s\n", "kernel (bytes read + written)", "time us", "GB/s", "vs copy", "vs equal copy");
   printf("%-40s %10.1f %9.0f %8.1f%% %13s\n", small ? "d2d copy 64 MiB" : "d2d copy 1 GiB", cms * 1e3, big_gbs, 100.0,
          "");
@@ -173,19 +99,19 @@ int main(int argc, char **argv)
   memset(&g, 0, sizeof g);
   uint8_t *host_cache = make_cache(nb, stride);
   int32_t *idx = malloc((size_t)n * 4), *idx0 = malloc((size_t)n * 4);
-  for (int s = 0; s < SETS; s++) {
+  for (int s = 0; s < BENCH_SETS; s++) {
     for (int64_t i = 0; i < n; i++)
       idx[i] = (int32_t)dsv4_rng_range(&rng, 0, nb * bs - 1);
     if (s == 0)
       memcpy(idx0, idx, (size_t)n * 4);
-    g.a[s] = (dsv4rt_dequant_gather_args){.out = dev(NULL, (size_t)n * 1024), .cache = dev(host_cache, (size_t)(nb * stride)),
-                                          .indices = dev(idx, (size_t)n * 4), .n = n, .num_blocks = nb,
+    g.a[s] = (dsv4rt_dequant_gather_args){.out = bench_dev(NULL, (size_t)n * 1024), .cache = bench_dev(host_cache, (size_t)(nb * stride)),
+                                          .indices = bench_dev(idx, (size_t)n * 4), .n = n, .num_blocks = nb,
                                           .block_size = bs, .block_stride = stride};
   }
   uint16_t *dwant = malloc((size_t)n * 1024);
   dsv4_ref_dequant_gather(&L, host_cache, nb, bs, stride, idx0, n, dwant);
   double dbytes = (double)n * (584 + 4 + 1024);
-  double ems, eq_gbs = copy_gbs((size_t)(dbytes / 2), &ems);
+  double ems, eq_gbs = bench_copy_gbs((size_t)(dbytes / 2), &ems);
 
   /* paged: R requests x T tokens, each request's blocks scattered */
   int64_t R = 8, T = small ? 512 : 8192, per = T / bs, pnb = R * per;
@@ -196,17 +122,17 @@ int main(int argc, char **argv)
     for (int64_t j = 0; j < per; j++)
       bt[r * per + j] = (int32_t)((r * per + j) * 7919 % pnb); /* a permutation */
   }
-  for (int s = 0; s < SETS; s++)
-    g.p[s] = (dsv4rt_paged_gather_args){.out = dev(NULL, (size_t)(R * T) * 1024), .out_stride_r = T * 512,
+  for (int s = 0; s < BENCH_SETS; s++)
+    g.p[s] = (dsv4rt_paged_gather_args){.out = bench_dev(NULL, (size_t)(R * T) * 1024), .out_stride_r = T * 512,
                                         .out_stride_m = 512, .out_rows = T, .offset = 0,
-                                        .cache = dev(pcache, (size_t)(pnb * stride)), .num_blocks = pnb,
-                                        .block_size = bs, .block_stride = stride, .seq_lens = dev(seq, (size_t)R * 4),
-                                        .gather_lens = NULL, .block_table = dev(bt, (size_t)(R * per) * 4),
+                                        .cache = bench_dev(pcache, (size_t)(pnb * stride)), .num_blocks = pnb,
+                                        .block_size = bs, .block_stride = stride, .seq_lens = bench_dev(seq, (size_t)R * 4),
+                                        .gather_lens = NULL, .block_table = bench_dev(bt, (size_t)(R * per) * 4),
                                         .num_requests = R, .max_blocks = per};
   uint16_t *pwant = malloc((size_t)(R * T) * 1024);
   dsv4_ref_paged_gather(&L, pcache, pnb, bs, stride, seq, NULL, bt, R, per, 0, pwant, T * 512, 512, T);
   double pbytes = (double)(R * T) * (584 + 1024) + (double)(R * per) * 4;
-  double pems, peq_gbs = copy_gbs((size_t)(pbytes / 2), &pems);
+  double pems, peq_gbs = bench_copy_gbs((size_t)(pbytes / 2), &pems);
 
   /* every kernel of the bundle that runs here, each checked then timed */
   for (int op = 0; op < 2; op++) {
@@ -228,12 +154,12 @@ int main(int argc, char **argv)
       if (st == DSV4RT_ERR_NO_KERNEL)
         continue; /* built for another target */
       if (st)
-        die(name);
+        bench_die(name);
       if (op)
         verify(name, g.p[0].out, pwant, (size_t)(R * T) * 512);
       else
         verify(name, g.a[0].out, dwant, (size_t)n * 512);
-      double ms = time_ms(op ? run_paged : run_dequant, &g);
+      double ms = bench_time_ms(op ? run_paged : run_dequant, &g);
       double gbs = (op ? pbytes : dbytes) / (ms * 1e-3) / 1e9;
       char label[96];
       if (op)

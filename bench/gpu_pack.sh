@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Pack what a GPU run needs into .gpu/ (ignored by git, carried to the
 # device machine, which has no LLVM, Lua or SPIRV-Tools): the test and
-# benchmark programs built here, the bundle, and the golden fixtures.
+# benchmark programs built here (statically linked to the runtime), the
+# bundles, and the golden fixtures.
 set -eu
 build=${1:-build}
 shared=${2:-../shared}
 rm -rf .gpu && mkdir -p .gpu/golden
-cp "$build"/tests/test_gather "$build"/bench/bench_gather "$build"/bin/dsv4rt-check "$build"/kernels/decode.dsv4b .gpu/
+cp "$build"/tests/test_gather "$build"/tests/test_insert "$build"/bench/bench_gather "$build"/bench/bench_insert \
+   "$build"/bin/dsv4rt-check .gpu/
+cp "$build"/kernels/decode.dsv4b "$build"/kernels/gather_layouts.dsv4b "$build"/kernels/insert.dsv4b .gpu/
 "$build"/bin/dsv4c bench/gather_variants.lua -t ptx -o .gpu/variants
-for g in "$shared"/golden/v4_dequant_gather "$shared"/golden/v4_paged_gather; do cp -r "$g" .gpu/golden/; done
+for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant; do cp -r "$shared/golden/$g" .gpu/golden/; done
 cp bench/gpu_run.sh .gpu/
 d=$(git rev-parse --git-dir); mkdir -p "$d/info"; grep -qx "/.gpu/" "$d/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$d/info/exclude"
 du -sh .gpu
