@@ -70,24 +70,23 @@ static void load_bf16_row(dsv4_kb *kb, LLVMValueRef cond, int arg, LLVMValueRef 
   }
 }
 
-/* GPT-J RoPE on this lane's values when they fall in the spec's range:
- * pairs (d, d+1), pair i using cos_sin[pos, i] and cos_sin[pos, dims/2 + i],
- * in fp32.  cond: the row is live and pos valid. */
-static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, LLVMValueRef lane, LLVMValueRef pos,
+/* GPT-J RoPE on a run of n values starting at value index v0 (i32, a
+ * multiple of n; the spec's range is aligned to runs) when they fall in the
+ * spec's range: pairs (d, d+1), pair i using cos_sin[pos, i] and
+ * cos_sin[pos, dims/2 + i], in fp32.  cond: the row is live, pos valid. */
+static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, int n, LLVMValueRef v0, LLVMValueRef pos,
                  LLVMValueRef cond)
 {
   if (!k->rope_dims)
     return;
   LLVMBuilderRef b = kb->b;
-  int vpt = k->tile.values_per_thread, half = vpt / 2, dims = k->rope_dims;
-  int lo = k->rope_first / vpt, hi = (k->rope_first + dims) / vpt;
-  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntUGE, lane, kb_i32(kb, lo), ""),
-                                 LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, hi), ""), "");
+  int half = n / 2, dims = k->rope_dims, first = k->rope_first;
+  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntUGE, v0, kb_i32(kb, first), ""),
+                                 LLVMBuildICmp(b, LLVMIntULT, v0, kb_i32(kb, first + dims), ""), "");
   in = LLVMBuildAnd(b, in, cond, "rope");
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
   kb_if_t f = kb_if(kb, in, "rope");
-  /* first pair index of the lane: (lane * vpt - first) / 2 */
-  LLVMValueRef i0 = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, lane, kb_i32(kb, lo), "")), kb_i64(kb, half), "");
+  LLVMValueRef i0 = LLVMBuildUDiv(b, kb_zext64(kb, LLVMBuildSub(b, v0, kb_i32(kb, first), "")), kb_i64(kb, 2), "");
   LLVMValueRef row = LLVMBuildMul(b, pos, kb_i64(kb, dims), "");
   LLVMValueRef co = LLVMBuildMul(b, LLVMBuildAdd(b, row, i0, ""), kb_i64(kb, 4), "");
   LLVMValueRef so = LLVMBuildAdd(b, co, kb_i64(kb, (long long)dims / 2 * 4), "");
@@ -104,7 +103,7 @@ static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, LLVMValueRe
   }
   LLVMBasicBlockRef done = LLVMGetInsertBlock(b);
   kb_endif(kb, &f);
-  for (int j = 0; j < vpt; j++)
+  for (int j = 0; j < n; j++)
     x[j] = kb_phi(kb, r[j], done, x[j], pre);
 }
 
@@ -200,7 +199,7 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef vo = LLVMBuildMul(b, tok64, kb_i64(kb, (long long)l->dim * 2), "");
   vo = LLVMBuildAdd(b, vo, LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
   load_bf16_row(kb, write, KV, vo, vpt, gcd(16, gcd(l->dim * 2, vpt * 2)), x);
-  rope(kb, k, x, lane, pos, write);
+  rope(kb, k, x, vpt, LLVMBuildMul(b, lane, kb_i32(kb, vpt), ""), pos, write);
   to_bf16(kb, x, vpt, h);
   for (int j = 0; j < vpt; j++)
     x[j] = kb_bf16_to_f32(kb, h[j]);
@@ -264,9 +263,23 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
       int per = align < 16 ? align : 16;
       per = per > vpt ? vpt : per;
       for (int c = 0; c < vpt; c += per) {
-        LLVMValueRef v = per == 1 ? q[c] : LLVMGetUndef(LLVMVectorType(kb->i8, (unsigned)per));
-        for (int j = 0; per > 1 && j < per; j++)
-          v = LLVMBuildInsertElement(b, v, q[c + j], kb_i32(kb, j), "");
+        LLVMValueRef v;
+        if (per >= 4) { /* 32-bit words assembled from bytes: one vector store */
+          v = LLVMGetUndef(LLVMVectorType(kb->i32, (unsigned)per / 4));
+          for (int wd = 0; wd < per / 4; wd++) {
+            LLVMValueRef word = kb_i32(kb, 0);
+            for (int j = 0; j < 4; j++)
+              word = LLVMBuildOr(b, word, LLVMBuildShl(b, LLVMBuildZExt(b, q[c + 4 * wd + j], kb->i32, ""),
+                                                       kb_i32(kb, 8 * j), ""), "");
+            v = LLVMBuildInsertElement(b, v, word, kb_i32(kb, wd), "");
+          }
+          if (per == 4)
+            v = LLVMBuildExtractElement(b, v, kb_i32(kb, 0), "");
+        } else {
+          v = per == 1 ? q[c] : LLVMGetUndef(LLVMVectorType(kb->i8, (unsigned)per));
+          for (int j = 0; per > 1 && j < per; j++)
+            v = LLVMBuildInsertElement(b, v, q[c + j], kb_i32(kb, j), "");
+        }
         kb_store(kb, v, kb_byte_ptr(kb, dst, kb_i64(kb, c)), (unsigned)per);
       }
       if (e) { /* the first lane of each group stores the group's scale */
@@ -319,11 +332,15 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   }
 }
 
-/* The q rows of CTA cta (i32): RMSNorm without weight, RoPE, bf16. */
+/* The q rows of CTA cta (i32): RMSNorm without weight, RoPE, bf16.  A
+ * lane's vpt values come in two pieces of vpt/2, q_dim/2 apart, so each
+ * load and store instruction of a warp covers whole contiguous sectors. */
 static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
 {
   LLVMBuilderRef b = kb->b;
   int vpt = k->tile.values_per_thread, D = k->q_dim, lanes = D / vpt, P = dsv4_pow2ceil(lanes);
+  int parts = (vpt % 2 == 0 && (D / 2) % (vpt / 2) == 0 && k->rope_first % (vpt / 2) == 0) ? 2 : 1;
+  int w = vpt / parts, span = D / parts;
   int rows_per_cta = k->tile.threads / P;
   LLVMValueRef tid = kb->t->thread_id(kb);
   LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
@@ -336,11 +353,17 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef r0 = LLVMBuildSelect(b, in, r, kb_i64(kb, 0), "");
   LLVMValueRef n = LLVMBuildUDiv(b, r0, hp, "n"), h = LLVMBuildURem(b, r0, hp, "h");
   LLVMValueRef load = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, kb_sext64(kb, kb_arg(kb, HEADS)), ""), "");
-  LLVMValueRef lo = LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), "");
   LLVMValueRef src = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, HEADS)), ""), h, ""),
                                   kb_i64(kb, (long long)D * 2), "");
-  LLVMValueRef x[MAXV], hb[MAXV];
-  load_bf16_row(kb, load, Q, LLVMBuildAdd(b, src, lo, ""), vpt, gcd(16, gcd(D * 2, vpt * 2)), x);
+  LLVMValueRef x[MAXV], hb[MAXV], v0[2];
+  int align = gcd(16, gcd(D * 2, w * 2));
+  if (parts == 2)
+    align = gcd(align, span * 2);
+  for (int p = 0; p < parts; p++) {
+    v0[p] = LLVMBuildAdd(b, kb_i32(kb, p * span), LLVMBuildMul(b, lane, kb_i32(kb, w), ""), "v0");
+    load_bf16_row(kb, load, Q, LLVMBuildAdd(b, src, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), ""), w,
+                  align, x + p * w);
+  }
   LLVMValueRef ss = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
     ss = LLVMBuildFAdd(b, ss, LLVMBuildFMul(b, x[j], x[j], ""), "");
@@ -354,12 +377,16 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
     LLVMValueRef pos = guarded_load(kb, load, kb->i64, POSITIONS, LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8);
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
-    rope(kb, k, x, lane, pos, LLVMBuildAnd(b, load, ok, ""));
+    for (int p = 0; p < parts; p++)
+      rope(kb, k, x + p * w, w, v0[p], pos, LLVMBuildAnd(b, load, ok, ""));
   }
   to_bf16(kb, x, vpt, hb);
   kb_if_t f = kb_if(kb, in, "store");
-  LLVMValueRef dst = LLVMBuildAdd(b, LLVMBuildMul(b, r0, kb_i64(kb, (long long)D * 2), ""), lo, "");
-  store_i16(kb, hb, vpt, kb_byte_ptr(kb, kb_arg(kb, Q_OUT), dst), gcd(16, gcd(D * 2, vpt * 2)));
+  LLVMValueRef dst = LLVMBuildMul(b, r0, kb_i64(kb, (long long)D * 2), "");
+  for (int p = 0; p < parts; p++)
+    store_i16(kb, hb + p * w, w,
+              kb_byte_ptr(kb, kb_arg(kb, Q_OUT), LLVMBuildAdd(b, dst, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), "")),
+              align);
   kb_endif(kb, &f);
 }
 
