@@ -51,6 +51,7 @@ int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out,
     e.rope_dims = (uint32_t)k->rope_dims;
     e.q_dim = (uint32_t)k->q_dim;
     e.quant_floor = (uint32_t)k->quant_floor;
+    e.v_dim = (uint32_t)k->v_dim;
     const char *names[DSV4_MAX_ARGS];
     e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
     e.layout = k->layout;

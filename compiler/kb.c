@@ -352,6 +352,51 @@ LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int 
   return r;
 }
 
+static LLVMValueRef math(dsv4_kb *kb, int fn, LLVMValueRef x)
+{
+  LLVMValueRef r = kb->t->math ? kb->t->math(kb, fn, x) : NULL;
+  if (r)
+    return r;
+  LLVMTypeRef ft = kb->f32;
+  return kb_call(kb, fn == KB_EXP2 ? "llvm.exp2.f32" : "llvm.log2.f32", kb->f32, &ft, &x, 1, LLVMCCallConv);
+}
+
+LLVMValueRef kb_exp2(dsv4_kb *kb, LLVMValueRef x) { return math(kb, KB_EXP2, x); }
+LLVMValueRef kb_log2(dsv4_kb *kb, LLVMValueRef x) { return math(kb, KB_LOG2, x); }
+
+void kb_for(dsv4_kb *kb, kb_loop_t *l, LLVMValueRef start, LLVMValueRef end, int n, const LLVMValueRef *init)
+{
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(kb->b);
+  l->head = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "loop");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "body");
+  l->exit = LLVMAppendBasicBlockInContext(kb->ctx, kb->fn, "after");
+  LLVMBuildBr(kb->b, l->head);
+  LLVMPositionBuilderAtEnd(kb->b, l->head);
+  l->iv = LLVMBuildPhi(kb->b, kb->i32, "iv");
+  LLVMAddIncoming(l->iv, &start, &pre, 1);
+  l->n = n;
+  for (int i = 0; i < n; i++) {
+    l->vars[i] = LLVMBuildPhi(kb->b, LLVMTypeOf(init[i]), "");
+    LLVMValueRef v = init[i];
+    LLVMAddIncoming(l->vars[i], &v, &pre, 1);
+  }
+  LLVMBuildCondBr(kb->b, LLVMBuildICmp(kb->b, LLVMIntSLT, l->iv, end, ""), body, l->exit);
+  LLVMPositionBuilderAtEnd(kb->b, body);
+}
+
+void kb_for_end(dsv4_kb *kb, kb_loop_t *l, const LLVMValueRef *next)
+{
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(kb->b);
+  LLVMValueRef inc = LLVMBuildAdd(kb->b, l->iv, kb_i32(kb, 1), "");
+  LLVMAddIncoming(l->iv, &inc, &latch, 1);
+  for (int i = 0; i < l->n; i++) {
+    LLVMValueRef v = next[i];
+    LLVMAddIncoming(l->vars[i], &v, &latch, 1);
+  }
+  LLVMBuildBr(kb->b, l->head);
+  LLVMPositionBuilderAtEnd(kb->b, l->exit);
+}
+
 int kb_verify(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   char *msg = NULL;

@@ -43,6 +43,9 @@ typedef struct dsv4_target_ir {
    * (width a power of two <= 32) without shared memory; NULL or a NULL
    * result: kb_lane_reduce's shared-memory version. */
   LLVMValueRef (*lane_reduce)(dsv4_kb *kb, LLVMValueRef v, int width, int op);
+  /* Optional f32 special functions (KB_EXP2, KB_LOG2); NULL or a NULL
+   * result: the llvm.exp2 / llvm.log2 intrinsics. */
+  LLVMValueRef (*math)(dsv4_kb *kb, int fn, LLVMValueRef x);
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
 
@@ -124,6 +127,25 @@ void kb_f32x2_to_e4m3(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef 
  * barriers.  threads is the CTA size. */
 enum { KB_REDUCE_MAX = 1, KB_REDUCE_ADD = 2 };
 LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int threads);
+
+/* 2^x and log2(x) in f32 (the target's fast instructions where it has them). */
+enum { KB_EXP2 = 1, KB_LOG2 = 2 };
+LLVMValueRef kb_exp2(dsv4_kb *kb, LLVMValueRef x);
+LLVMValueRef kb_log2(dsv4_kb *kb, LLVMValueRef x);
+
+/* A counted loop for (iv = start; iv < end; iv++) (i32, signed compare)
+ * carrying n values: after kb_for the builder is in the body, iv and
+ * vars[] (phis) are the current values; kb_for_end takes the next values and
+ * leaves the builder after the loop, where vars[] hold the final values. */
+#define KB_LOOP_MAX_VARS 80
+typedef struct {
+  LLVMBasicBlockRef head, exit;
+  LLVMValueRef iv;
+  int n;
+  LLVMValueRef vars[KB_LOOP_MAX_VARS];
+} kb_loop_t;
+void kb_for(dsv4_kb *kb, kb_loop_t *l, LLVMValueRef start, LLVMValueRef end, int n, const LLVMValueRef *init);
+void kb_for_end(dsv4_kb *kb, kb_loop_t *l, const LLVMValueRef *next);
 
 /* A CTA-shared array of n elements of type ty (one per call). */
 LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name);

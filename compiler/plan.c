@@ -93,6 +93,9 @@ int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names)
   case DSV4_OP_KV_INSERT:
     DSV4_ARGS_KV_INSERT(A)
     break;
+  case DSV4_OP_SPARSE_DECODE:
+    DSV4_ARGS_SPARSE_DECODE(A)
+    break;
   default:
     break;
   }

@@ -35,7 +35,7 @@ typedef enum {
 /* Tile parameters of the gather family (the only family so far). */
 typedef struct {
   int values_per_thread; /* output values one thread produces per token */
-  int tokens_per_cta;    /* tokens one CTA / work-group handles */
+  int tokens_per_cta;    /* tokens one CTA / work-group handles (sparse_decode: heads) */
   int tokens_per_thread; /* tokens each thread handles (loads of all issued first) */
   int interleave;        /* a lane's values come in this many pieces, dim / interleave apart */
   int streaming;         /* 1: cache reads and output writes bypass caches where the target can */
@@ -62,6 +62,7 @@ typedef struct {
   int rope_first, rope_dims; /* kv_insert: GPT-J RoPE on these dims (0: none) */
   int q_dim;                 /* kv_insert: the fused q branch's head size (0: none) */
   int quant_floor;           /* kv_insert: DSV4_FLOOR_AMAX or DSV4_FLOOR_QUOTIENT */
+  int v_dim;                 /* sparse_decode: output dims (the first v_dim of K) */
   char file[DSV4_PATH_MAX]; /* where the kernel was declared */
   int line;
 } dsv4_kernel;

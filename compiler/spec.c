@@ -644,13 +644,16 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
+  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", NULL};
+  int decode = kn->op == DSV4_OP_SPARSE_DECODE;
   cursor t;
   if (enter(k, "tile", &t, 1))
     return 1;
-  int bad = check_known(&t, known);
+  int bad = check_known(&t, decode ? decode_known : known);
   dsv4_tile *tl = &kn->tile;
   bad |= get_int(&t, "values_per_thread", 1, 1, 64, 0, &tl->values_per_thread);
-  bad |= get_int(&t, "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
+  /* the decode kernel's CTA holds heads of one token, the others' tokens */
+  bad |= get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
   bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
   bad |= get_bool(&t, "streaming", 1, &tl->streaming);
   bad |= get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
@@ -695,11 +698,11 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       int mx = dsv4_target_max_threads((dsv4_target_kind)i);
       int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
       if (tl->threads > mx) {
-        FERR(&t, "tokens_per_cta", "gives %d threads per CTA (%d lanes of %d values x %d token slots), more than target '%s' allows (%d)",
+        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA (%d lanes of %d values x %d token slots), more than target '%s' allows (%d)",
              tl->threads, l->dim / v, v, tl->tokens_per_cta / tl->tokens_per_thread, dsv4_target_name((dsv4_target_kind)i), mx);
         bad = 1;
       } else if (tl->threads % w) {
-        FERR(&t, "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
+        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
              dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch, w);
         bad = 1;
       }
@@ -800,6 +803,34 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
+/* The decode kernel's v_dim: the first v_dim dims of K are V (576 / 512 for
+ * DSv3.2); lanes of V are whole lanes, and a row's lanes one reduction group. */
+static int check_decode(cursor *k, dsv4_kernel *kn)
+{
+  int has = lua_getfield(k->c->L, k->idx, "v_dim") != LUA_TNIL;
+  lua_pop(k->c->L, 1);
+  if (kn->op != DSV4_OP_SPARSE_DECODE) {
+    if (has) {
+      FERR(k, "v_dim", "applies to op 'sparse_decode' only");
+      return 1;
+    }
+    return 0;
+  }
+  const dsv4_layout *l = &kn->layout;
+  int v = kn->tile.values_per_thread, bad = get_int(k, "v_dim", 0, 1, 4096, l->dim, &kn->v_dim);
+  if (!bad && (kn->v_dim > l->dim || kn->v_dim % v)) {
+    FERR(k, "v_dim", "= %d must be at most the layout's %d dims and a multiple of values_per_thread %d", kn->v_dim,
+         l->dim, v);
+    bad = 1;
+  }
+  if (!bad && dsv4_pow2ceil(l->dim / v) > 32) {
+    FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
+         "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
+    bad = 1;
+  }
+  return bad;
+}
+
 /* Identifier rule for kernel names (they become symbol and file names). */
 static int is_ident(const char *s)
 {
@@ -814,7 +845,7 @@ static int is_ident(const char *s)
 /* One kernel{} table (on the stack top) into the plan. */
 static int check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", NULL};
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", NULL};
   dsv4_plan *p = c->plan;
   if (p->nkernels == DSV4_MAX_KERNELS) {
     dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
@@ -867,6 +898,8 @@ static int check_kernel(checker *c, int idx)
     bad |= check_tile(&k, kn);
   if (!bad)
     bad |= check_writer(&k, kn);
+  if (!bad)
+    bad |= check_decode(&k, kn);
   if (!bad) {
     p->nkernels++;
     /* remember each distinct layout once, for --emit plan and the bundle */
@@ -1139,6 +1172,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       sb_printf(&b, "  q branch: head size %d\n", k->q_dim);
     if (k->op == DSV4_OP_KV_INSERT)
       sb_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
+    if (k->op == DSV4_OP_SPARSE_DECODE)
+      sb_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,

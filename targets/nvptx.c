@@ -139,6 +139,15 @@ static LLVMValueRef ptx_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int 
   return v;
 }
 
+/* ex2.approx / lg2.approx: LLVM 19 lowers llvm.exp2 / llvm.log2 on NVPTX
+ * only with afn; these are the instructions that would give. */
+static LLVMValueRef ptx_math(dsv4_kb *kb, int fn, LLVMValueRef x)
+{
+  LLVMTypeRef ft = kb->f32;
+  return kb_call(kb, fn == KB_EXP2 ? "llvm.nvvm.ex2.approx.f" : "llvm.nvvm.lg2.approx.f", kb->f32, &ft, &x, 1,
+                 LLVMCCallConv);
+}
+
 static const dsv4_target_ir ptx_ir = {
     .kind = DSV4_TARGET_PTX,
     .global_as = 1,
@@ -154,6 +163,7 @@ static const dsv4_target_ir ptx_ir = {
     .load_stream = ptx_load_stream,
     .cvt_e4m3x2_from_f32 = ptx_cvt_e4m3x2_from_f32,
     .lane_reduce = ptx_lane_reduce,
+    .math = ptx_math,
     .store_stream16 = ptx_store_stream16,
 };
 

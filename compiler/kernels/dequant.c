@@ -256,3 +256,47 @@ void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef la
       kb_endif(kb, &w);
     }
 }
+
+void dsv4_emit_dequant_values(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
+                              const dsv4_lane_token *t, LLVMValueRef *x)
+{
+  LLVMBuilderRef b = kb->b;
+  piece pc[2 * DSV4_LAYOUT_MAX_SEGS * 4];
+  int np = make_pieces(kb, k, pc), vpt = k->tile.values_per_thread;
+  int lanes = 1 << 30; /* callers may pad lanes past the layout: always bound them */
+  for (int j = 0; j < vpt; j++)
+    x[j] = LLVMConstReal(kb->f32, 0.0);
+  for (int i = 0; i < np; i++) {
+    const piece *c = &pc[i];
+    const dsv4_segment *s = c->s;
+    LLVMValueRef in = lane_in(kb, c, lane, lanes);
+    LLVMValueRef vi = piece_vi(kb, c, lane);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, in, t->valid, ""), "kslice");
+    LLVMValueRef raw[MAX_CHUNKS], sraw, v[64];
+    issue_loads(kb, k, c, vi, t, bs, raw, &sraw);
+    LLVMValueRef scale = NULL;
+    if (sraw) /* a group scale: the value is the bf16 dequantization */
+      scale = s->scale_type == DSV4_DT_UE8M0 ? kb_ue8m0_to_f32(kb, sraw) : LLVMBuildBitCast(b, sraw, kb->f32, "");
+    for (int j = 0; j < c->w; j++) {
+      LLVMValueRef e = element(kb, c, raw, j);
+      LLVMValueRef f = s->type == DSV4_DT_E4M3   ? kb_e4m3_to_f32(kb, e)
+                       : s->type == DSV4_DT_BF16 ? kb_bf16_to_f32(kb, e)
+                                                 : LLVMBuildBitCast(b, e, kb->f32, "");
+      if (scale) /* bf16(value * scale), widened: exactly the dequantized cache */
+        f = kb_bf16_to_f32(kb, kb_f32_to_bf16(kb, LLVMBuildFMul(b, f, scale, "")));
+      v[j] = f; /* per-tensor scales are folded by the caller */
+    }
+    LLVMBasicBlockRef done = LLVMGetInsertBlock(b);
+    kb_endif(kb, &f);
+    /* piece p of the lane holds values p*span + lane*w + [0, w): for
+     * interleave 1 that is x[0..vpt) */
+    LLVMValueRef ph[64];
+    for (int j = 0; j < c->w; j++) /* all phis first: they head the block */
+      ph[j] = kb_phi(kb, v[j], done, LLVMConstReal(kb->f32, 0.0), pre);
+    for (int j = 0; j < c->w; j++) {
+      int slot = c->p * c->w + j;
+      x[slot] = LLVMBuildSelect(b, in, ph[j], x[slot], "");
+    }
+  }
+}

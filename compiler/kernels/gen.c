@@ -9,6 +9,7 @@ static const gen_fn generators[DSV4_OP_COUNT] = {
     [DSV4_OP_DEQUANT_GATHER] = dsv4_gen_dequant_gather,
     [DSV4_OP_PAGED_GATHER] = dsv4_gen_paged_gather,
     [DSV4_OP_KV_INSERT] = dsv4_gen_kv_insert,
+    [DSV4_OP_SPARSE_DECODE] = dsv4_gen_sparse_decode,
 };
 
 int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)

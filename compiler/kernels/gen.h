@@ -45,4 +45,12 @@ typedef struct {
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                               LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n);
 
+/* The lane's vpt values of one token as f32, for computing with them: the
+ * cache's bf16 dequantization (group scales), raw values for per-tensor
+ * scales (the caller folds the scale in), zeros when !t->valid or for lanes
+ * past the layout.  Uses t->blk, t->row, t->valid. */
+void dsv4_emit_dequant_values(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
+                              const dsv4_lane_token *t, LLVMValueRef *x);
+int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+
 #endif

@@ -17,7 +17,8 @@
 #define DSV4_OPS(X)                                                          \
   X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
   X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")    \
-  X(KV_INSERT, "kv_insert", "OPS.md 5: (q norm + RoPE,) KV RoPE + quantize + insert")
+  X(KV_INSERT, "kv_insert", "OPS.md 5: (q norm + RoPE,) KV RoPE + quantize + insert") \
+  X(SPARSE_DECODE, "sparse_decode", "OPS.md 3: sparse MLA decode over one or two caches")
 
 typedef enum {
   DSV4_OP_NONE = 0,
@@ -90,6 +91,34 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(eps, F32)                  \
   A(kv_ctas, I32)
 
+/* sparse_decode(out, lse, q, cache, indices, lens, extra_cache, ...)
+ * grid = (ceil(heads / heads_per_cta), n_tokens); the extra list is absent
+ * when extra_topk is 0, the sink when has_sink is 0. */
+#define DSV4_ARGS_SPARSE_DECODE(A) \
+  A(out, PTR)                      \
+  A(lse, PTR)                      \
+  A(q, IN)                         \
+  A(cache, IN)                     \
+  A(indices, IN)                   \
+  A(lens, IN)                      \
+  A(extra_cache, IN)               \
+  A(extra_indices, IN)             \
+  A(extra_lens, IN)                \
+  A(attn_sink, IN)                 \
+  A(n_tokens, I32)                 \
+  A(heads, I32)                    \
+  A(topk, I32)                     \
+  A(num_blocks, I32)               \
+  A(block_size, I32)               \
+  A(block_stride, I64)             \
+  A(extra_topk, I32)               \
+  A(extra_num_blocks, I32)         \
+  A(extra_block_size, I32)         \
+  A(extra_block_stride, I64)       \
+  A(has_sink, I32)                 \
+  A(softmax_scale, F32)            \
+  A(tensor_scale, F32)
+
 #define DSV4_MAX_ARGS 24
 
 /* Smallest power of two >= n. */
@@ -109,7 +138,7 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
 {
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
-  if (op == DSV4_OP_KV_INSERT)
+  if (op == DSV4_OP_KV_INSERT || op == DSV4_OP_SPARSE_DECODE) /* decode: tokens_per_cta = heads per CTA */
     return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
   return dim / vpt * (tokens_per_cta / tokens_per_thread);
 }
@@ -136,7 +165,8 @@ typedef struct {
   uint32_t tokens_per_thread;
   uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */
   uint32_t q_dim;                 /* kv_insert: head size of the q branch (0: none) */
-  uint32_t quant_floor;           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
+  uint32_t quant_floor;
+  uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;

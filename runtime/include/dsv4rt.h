@@ -112,6 +112,7 @@ typedef struct dsv4rt_kernel_info {
   int rope_first, rope_dims; /* kv_insert: the RoPE range (dims 0: none) */
   int q_dim;                 /* kv_insert: head size of the q branch (0: none) */
   int quant_floor;           /* kv_insert: 0 amax floored at 1e-4 (vLLM), 1 amax/448 floored (FlashMLA tests) */
+  int v_dim;                 /* sparse_decode: output dims */
 } dsv4rt_kernel_info;
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);
 
@@ -181,6 +182,34 @@ typedef struct dsv4rt_kv_insert_args {
 
 DSV4RT_API dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
                                           const dsv4rt_launch_opts *opts);
+
+/* ---- sparse MLA decode (OPS.md section 3) ---- */
+
+/* For token t and head h: one softmax over the valid entries of both index
+ * lists (position j < min(lens[t], topk), value != -1), the sink only in
+ * the denominator.  out = 0 and lse = +inf when no entry is valid. */
+typedef struct dsv4rt_sparse_decode_args {
+  dsv4rt_buffer *out;           /* [n_tokens, heads, v_dim] bf16 */
+  dsv4rt_buffer *lse;           /* [n_tokens, heads] f32, natural log, without the sink */
+  dsv4rt_buffer *q;             /* [n_tokens, heads, dim] bf16 */
+  int64_t n_tokens, heads;
+  dsv4rt_buffer *cache;         /* the main (SWA) cache */
+  int64_t num_blocks, block_size, block_stride;
+  dsv4rt_buffer *indices;       /* [n_tokens, topk] int32 slots, -1 skipped */
+  dsv4rt_buffer *lens;          /* [n_tokens] int32 */
+  int64_t topk;
+  dsv4rt_buffer *extra_cache;   /* the compressed cache, or NULL */
+  int64_t extra_num_blocks, extra_block_size, extra_block_stride;
+  dsv4rt_buffer *extra_indices; /* [n_tokens, extra_topk] int32 */
+  dsv4rt_buffer *extra_lens;    /* [n_tokens] int32 */
+  int64_t extra_topk;
+  dsv4rt_buffer *attn_sink;     /* [heads] f32, or NULL (no sink) */
+  float softmax_scale;
+  float tensor_scale;           /* kv_scale of a per-tensor layout; else unused */
+} dsv4rt_sparse_decode_args;
+
+DSV4RT_API dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,
+                                              const dsv4rt_launch_opts *opts);
 
 #ifdef __cplusplus
 }

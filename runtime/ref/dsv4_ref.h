@@ -121,6 +121,32 @@ int dsv4_ref_q_norm_rope(const uint16_t *q, int64_t N, int64_t H, int64_t Hp, in
                          const int64_t *positions, const float *cos_sin, int64_t max_pos, int rope_first,
                          int rope_dims, float eps, uint16_t *q_out);
 
+/* ---- Sparse MLA decode (OPS.md sections 3 and 8) ---- */
+
+/* OPS.md section 3.  q [T, H, l->dim] bf16; main cache (bs, stride, num_blocks) with indices [T, topk]
+ * and lens [T]; optional extra cache (extra == NULL or extra_topk == 0: none) with extra_indices
+ * [T, extra_topk] and extra_lens [T]; attn_sink [H] fp32 or NULL (= -inf, no effect); out [T, H, v_dim]
+ * bf16; lse [T, H] fp32 (natural log, excludes the sink). Both caches use layout l.
+ * Entry j of a row participates iff j < min(len, topk) (a negative len counts as 0) and its value is not
+ * -1; main and extra entries form one joint softmax.  With K_j the slot's dequantized l->dim values
+ * (dsv4_ref_dequant_token_ts, widened) and V_j its first v_dim: s_j = softmax_scale * sum_d q*K_j,
+ * lse = ln sum_j exp(s_j), out = bf16(sum_j exp(s_j - lse) V_j / (1 + exp(sink_h - lse))), all in double
+ * and rounded once.  No participating entry: out +0.0, lse +inf (whatever the sink); every score -inf:
+ * out +0.0, lse -inf.  Dims of a per-tensor segment (scale_tensor set) use the raw stored value, not
+ * rounded to bf16, with tensor_scale folded in as OPS.md section 8's bmm1_scale (softmax_scale *
+ * tensor_scale on their part of the dot) and bmm2_scale (tensor_scale on their outputs); tensor_scale is
+ * unused by other layouts.  Returns 0 on success; nonzero, with nothing written, if the layout or either
+ * cache's geometry is invalid, T, H, topk or extra_topk < 0, v_dim is outside [1, l->dim], a needed
+ * pointer is NULL, a participating position holds a value < -1 or >= that cache's num_blocks*bs, or
+ * memory for the work buffers cannot be had. */
+int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
+                           const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
+                           const int32_t *indices, const int32_t *lens, int64_t topk,
+                           const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs, int64_t extra_stride,
+                           const int32_t *extra_indices, const int32_t *extra_lens, int64_t extra_topk,
+                           const float *attn_sink, float softmax_scale, float tensor_scale,
+                           uint16_t *out, float *lse);
+
 #ifdef __cplusplus
 }
 #endif

@@ -322,3 +322,89 @@ dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
   uint32_t grid[3] = {(uint32_t)(kv_ctas + q_ctas), 1, 1};
   return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
 }
+
+/* Every listed entry the kernel would use is -1 or a slot of its cache. */
+static dsv4rt_status check_list(dsv4rt_context *ctx, dsv4rt_buffer *idx, dsv4rt_buffer *lens, int64_t T, int64_t topk,
+                                int64_t nslots, const char *which)
+{
+  dsv4rt_status s = DSV4RT_OK;
+  int32_t *l = fetch_i32(ctx, lens, T, &s);
+  int32_t *v = l ? fetch_i32(ctx, idx, T * topk, &s) : NULL;
+  for (int64_t t = 0; v && t < T && !s; t++)
+    for (int64_t j = 0; j < l[t] && j < topk && !s; j++) {
+      int32_t x = v[t * topk + j];
+      if (x != -1 && (x < 0 || x >= nslots))
+        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_sparse_decode: %s[%lld, %lld] = %d is neither -1 nor one of the cache's %lld slots",
+                    which, (long long)t, (long long)j, x, (long long)nslots);
+    }
+  free(l), free(v);
+  return s;
+}
+
+dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,
+                                   const dsv4rt_launch_opts *opts)
+{
+  static const char fn[] = "dsv4rt_sparse_decode";
+  int e;
+  dsv4rt_status s = begin(b, a, DSV4_OP_SPARSE_DECODE, opts, fn, &e);
+  if (s)
+    return s;
+  dsv4rt_context *ctx = b->ctx;
+  const dsv4_bundle_entry *en = &b->entries[e];
+  const dsv4_layout *l = &en->layout;
+  int64_t T = a->n_tokens, H = a->heads, vd = en->v_dim;
+  int extra = a->extra_cache != NULL;
+  if ((s = need_range(ctx, fn, "n_tokens", T, 0, 65535)) || (s = need_range(ctx, fn, "heads", H, 1, 4096)) ||
+      (s = need_range(ctx, fn, "topk", a->topk, 0, I32_MAX)) ||
+      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
+      (s = need_buf(ctx, a->q, fn, "q", (long double)T * H * l->dim * 2)) || (s = need_align(ctx, a->q, fn, "q", 16)) ||
+      (s = need_buf(ctx, a->out, fn, "out", (long double)T * H * vd * 2)) ||
+      (s = need_align(ctx, a->out, fn, "out", 16)) || (s = need_buf(ctx, a->lse, fn, "lse", (long double)T * H * 4)) ||
+      (s = need_buf(ctx, a->indices, fn, "indices", (long double)T * a->topk * 4)) ||
+      (s = need_buf(ctx, a->lens, fn, "lens", (long double)T * 4)) ||
+      (s = check_tensor_scale(ctx, fn, l, a->tensor_scale)))
+    return s;
+  if (a->attn_sink && (s = need_buf(ctx, a->attn_sink, fn, "attn_sink", (long double)H * 4)))
+    return s;
+  if (!(a->softmax_scale - a->softmax_scale == 0))
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: softmax_scale %g is not finite", fn, (double)a->softmax_scale);
+  if (extra && ((s = need_range(ctx, fn, "extra_topk", a->extra_topk, 0, I32_MAX)) ||
+                (s = check_cache(ctx, fn, l, a->extra_cache, a->extra_num_blocks, a->extra_block_size,
+                                 a->extra_block_stride)) ||
+                (s = need_buf(ctx, a->extra_indices, fn, "extra_indices", (long double)T * a->extra_topk * 4)) ||
+                (s = need_buf(ctx, a->extra_lens, fn, "extra_lens", (long double)T * 4))))
+    return s;
+  if (opts && opts->check_contents &&
+      ((s = check_list(ctx, a->indices, a->lens, T, a->topk, a->num_blocks * a->block_size, "indices")) ||
+       (extra && (s = check_list(ctx, a->extra_indices, a->extra_lens, T, a->extra_topk,
+                                 a->extra_num_blocks * a->extra_block_size, "extra_indices")))))
+    return s;
+  const dsv4rt_buffer *dummy = a->lens; /* stands in for absent buffers; never read */
+  rt_arg args[] = {
+      {DSV4_ARG_PTR, {.buf = a->out}},
+      {DSV4_ARG_PTR, {.buf = a->lse}},
+      {DSV4_ARG_IN, {.buf = a->q}},
+      {DSV4_ARG_IN, {.buf = a->cache}},
+      {DSV4_ARG_IN, {.buf = a->indices}},
+      {DSV4_ARG_IN, {.buf = a->lens}},
+      {DSV4_ARG_IN, {.buf = extra ? a->extra_cache : a->cache}},
+      {DSV4_ARG_IN, {.buf = extra ? a->extra_indices : dummy}},
+      {DSV4_ARG_IN, {.buf = extra ? a->extra_lens : dummy}},
+      {DSV4_ARG_IN, {.buf = a->attn_sink ? a->attn_sink : dummy}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)T}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)H}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->topk}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_topk : 0}},
+      {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_num_blocks : 0}},
+      {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_block_size : 1}},
+      {DSV4_ARG_I64, {.i64 = extra ? a->extra_block_stride : 0}},
+      {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
+      {DSV4_ARG_F32, {.f32 = a->softmax_scale}},
+      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+  };
+  uint32_t grid[3] = {(uint32_t)((H + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)T, 1};
+  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+}

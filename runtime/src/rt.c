@@ -237,6 +237,9 @@ static int expected_signature(uint32_t op, uint8_t *kinds)
   case DSV4_OP_KV_INSERT:
     DSV4_ARGS_KV_INSERT(A)
     break;
+  case DSV4_OP_SPARSE_DECODE:
+    DSV4_ARGS_SPARSE_DECODE(A)
+    break;
   default:
     return -1;
   }
@@ -410,6 +413,7 @@ dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_ker
   out->rope_dims = (int)e->rope_dims;
   out->q_dim = (int)e->q_dim;
   out->quant_floor = (int)e->quant_floor;
+  out->v_dim = (int)e->v_dim;
   return DSV4RT_OK;
 }
 

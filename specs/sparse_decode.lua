@@ -1,0 +1,47 @@
+-- sparse_decode.lua: sparse MLA decode (OPS.md section 3) for every layout it
+-- applies to.  The portable form: one head's lanes reduce q.K, an online
+-- softmax in base 2 runs over the main then the extra index list.
+local L = include "layouts.lua"
+
+local targets = {
+  ptx = { arch = "sm_90a" },
+  amdgcn = { arch = "gfx942" },
+  spirv = true,
+}
+
+-- DSv4: 512 dims, V = K.  32 lanes of 16 values a head, 4 heads a CTA.
+kernel {
+  name = "sparse_decode_v4",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, heads_per_cta = 4 },
+  targets = targets,
+}
+
+-- DSv3.2: K has 576 dims, V the first 512 (FlashMLA's head_dim_v).
+kernel {
+  name = "sparse_decode_v32",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v32,
+  tile = { values_per_thread = 32, heads_per_cta = 4 },
+  v_dim = 512,
+  targets = targets,
+}
+
+-- Per-tensor FP8: kv_scale folded into the softmax scale and the output.
+kernel {
+  name = "sparse_decode_fp8_per_tensor",
+  op = "sparse_decode",
+  layout = L.fp8_per_tensor,
+  tile = { values_per_thread = 16, heads_per_cta = 4 },
+  targets = targets,
+}
+
+-- BF16 cache.
+kernel {
+  name = "sparse_decode_bf16",
+  op = "sparse_decode",
+  layout = L.bf16,
+  tile = { values_per_thread = 16, heads_per_cta = 4 },
+  targets = targets,
+}

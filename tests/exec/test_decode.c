@@ -1,0 +1,338 @@
+/* test_decode.c -- execution tests of the sparse MLA decode kernels through
+ * libdsv4rt.
+ *
+ *   test_decode BUNDLE GOLDEN_DIR opencl|cuda
+ *
+ * Every sparse_decode kernel of the bundle, with its own layout: fresh
+ * random caches with realistic values, q, index lists with -1 entries and
+ * partial lengths (p < 127), an extra (compressed) cache with its own block
+ * size and stride, and sinks including +inf and -inf; rows with no valid
+ * index.  out and lse are compared with the reference written from OPS.md
+ * within FlashMLA's own tolerances (out: abs 1e-3, rel 2.01/128; lse: abs
+ * 1e-6, rel 8/65536), after poisoning both.  The DSv4 kernel also runs the
+ * four FlashMLA fixtures.  Exit 77 (skipped) without a device.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsv4_check.h"
+#include "dsv4_ref.h"
+#include "dsv4rt.h"
+#include "golden_load.h"
+
+static int passed, failed;
+static dsv4rt_context *ctx;
+static dsv4rt_bundle *bundle;
+static dsv4_rng rng;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (cond)                                              \
+      passed++;                                            \
+    else {                                                 \
+      failed++;                                            \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
+      printf(__VA_ARGS__);                                 \
+      printf("\n");                                        \
+    }                                                      \
+  } while (0)
+
+static dsv4rt_buffer *dev(const void *host, size_t n)
+{
+  dsv4rt_buffer *b = NULL;
+  if (dsv4rt_buffer_create(ctx, n ? n : 16, &b) || (host && n && dsv4rt_buffer_write(b, 0, host, n))) {
+    printf("FAIL: device buffer of %zu bytes: %s\n", n, dsv4rt_last_error(ctx));
+    exit(1);
+  }
+  return b;
+}
+
+static float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
+
+/* A cache of realistic values for any layout: finite e4m3 codes, bf16 in
+ * [-2, 2], group scales 2^-9 .. 2^-5. */
+static uint8_t *make_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride)
+{
+  uint8_t *c = malloc((size_t)(nb * stride));
+  dsv4_rng_bytes(&rng, c, (size_t)(nb * stride));
+  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t t = 0; t < bs; t++) {
+      uint8_t *blk = c + b * stride, *row = blk + t * L->row_bytes;
+      uint8_t *srow = blk + (tail ? bs * L->row_bytes + t * L->scale_row_bytes : t * L->row_bytes);
+      for (int i = 0; i < L->nseg; i++) {
+        const dsv4_segment *s = &L->seg[i];
+        for (int d = 0; d < s->d1 - s->d0; d++) {
+          uint8_t *p = row + s->offset + d * dsv4_dtype_size(s->type);
+          if (s->type == DSV4_DT_E4M3) {
+            if ((p[0] & 0x7F) == 0x7F)
+              p[0] &= 0xFE; /* no NaN codes */
+          } else if (s->type == DSV4_DT_BF16) {
+            uint16_t h = dsv4_ref_f32_to_bf16((rnd01() - 0.5f) * 4.0f);
+            memcpy(p, &h, 2);
+          } else {
+            float f = (rnd01() - 0.5f) * 4.0f;
+            memcpy(p, &f, 4);
+          }
+        }
+        if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
+          continue;
+        for (int g = 0; g < (s->d1 - s->d0) / s->scale_group; g++) {
+          int e = (int)dsv4_rng_range(&rng, -9, -5);
+          if (s->scale_type == DSV4_DT_UE8M0)
+            srow[s->scale_offset + g] = (uint8_t)(e + 127);
+          else {
+            uint32_t bits = (uint32_t)(e + 127) << 23;
+            memcpy(srow + s->scale_offset + 4 * g, &bits, 4);
+          }
+        }
+      }
+    }
+  return c;
+}
+
+/* |got - want| <= abs + rel * |want| everywhere (+inf only equal to +inf). */
+static void close_enough(const char *what, const float *got, const float *want, size_t n, double abs_tol,
+                         double rel_tol)
+{
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; i++) {
+    int ok = isinf(want[i]) ? got[i] == want[i] : fabs((double)got[i] - want[i]) <= abs_tol + rel_tol * fabs(want[i]);
+    if (!ok && !bad++)
+      first = i;
+  }
+  CHECK(bad == 0, "%s: %zu of %zu values outside tolerance; first at %zu: got %.9g want %.9g", what, bad, n, first,
+        bad ? got[first] : 0, bad ? want[first] : 0);
+}
+
+typedef struct {
+  const char *name;
+  dsv4_layout L;
+  dsv4rt_kernel_info info;
+} kern;
+
+/* One random case. */
+static void random_case(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs)
+{
+  const dsv4_layout *L = &k->L;
+  int D = L->dim, V = k->info.v_dim;
+  int64_t bs = 64, nb = 24, stride = (dsv4_layout_min_block_bytes(L, bs) + 1024 + 15) / 16 * 16;
+  int64_t xnb = with_extra ? (xbs == 2 ? 300 : 24) : 0;
+  int64_t xstride = with_extra ? (dsv4_layout_min_block_bytes(L, xbs) + 15) / 16 * 16 : 0;
+  int64_t topk = 128, xtopk = with_extra ? 256 : 0;
+  uint8_t *cache = make_cache(L, nb, bs, stride), *xcache = with_extra ? make_cache(L, xnb, xbs, xstride) : NULL;
+  uint16_t *q = malloc((size_t)(T * H * D) * 2);
+  for (int64_t i = 0; i < T * H * D; i++)
+    q[i] = dsv4_ref_f32_to_bf16((rnd01() - 0.5f) * 2.0f);
+  int32_t *idx = malloc((size_t)(T * topk) * 4), *lens = malloc((size_t)T * 4);
+  int32_t *xidx = malloc((size_t)(T * xtopk) * 4 + 4), *xlens = malloc((size_t)T * 4);
+  for (int64_t t = 0; t < T; t++) {
+    int u = (int)dsv4_rng_range(&rng, 0, 7);
+    lens[t] = u == 0 ? 0 : u == 1 ? (int32_t)dsv4_rng_range(&rng, 1, 127) : (int32_t)topk; /* p < 127 windows */
+    xlens[t] = (int32_t)dsv4_rng_range(&rng, 0, xtopk);
+    for (int64_t j = 0; j < topk; j++)
+      idx[t * topk + j] = j < lens[t] && (u != 2) ? (int32_t)dsv4_rng_range(&rng, 0, nb * bs - 1) : -1;
+    for (int64_t j = 0; j < xtopk; j++)
+      xidx[t * xtopk + j] = dsv4_rng_range(&rng, 0, 9) ? (int32_t)dsv4_rng_range(&rng, 0, xnb * xbs - 1) : -1;
+  }
+  float *sink = malloc((size_t)H * 4);
+  for (int64_t h = 0; h < H; h++) {
+    int u = (int)dsv4_rng_range(&rng, 0, 9);
+    sink[h] = u == 0 ? INFINITY : u == 1 ? -INFINITY : (rnd01() - 0.5f) * 8.0f;
+  }
+  float scale = 1.0f / sqrtf((float)D), ts = 0.0371f;
+  uint16_t *want = malloc((size_t)(T * H * V) * 2), *got = malloc((size_t)(T * H * V) * 2);
+  float *lwant = malloc((size_t)(T * H) * 4), *lgot = malloc((size_t)(T * H) * 4);
+  int rr = dsv4_ref_sparse_decode(L, V, q, T, H, cache, nb, bs, stride, idx, lens, topk, xcache, xnb, xbs, xstride, xidx,
+                                  xlens, xtopk, sink, scale, ts, want, lwant);
+  CHECK(rr == 0, "%s: reference refused the inputs", k->name);
+  dsv4_check_fill16(got, (size_t)(T * H * V), 0x7F81);
+  for (int64_t i = 0; i < T * H; i++)
+    lgot[i] = NAN;
+  dsv4rt_buffer *qb = dev(q, (size_t)(T * H * D) * 2), *cb = dev(cache, (size_t)(nb * stride)),
+                *ib = dev(idx, (size_t)(T * topk) * 4), *lb = dev(lens, (size_t)T * 4),
+                *xcb = with_extra ? dev(xcache, (size_t)(xnb * xstride)) : NULL,
+                *xib = with_extra ? dev(xidx, (size_t)(T * xtopk) * 4) : NULL,
+                *xlb = with_extra ? dev(xlens, (size_t)T * 4) : NULL, *sb = dev(sink, (size_t)H * 4),
+                *ob = dev(got, (size_t)(T * H * V) * 2), *lseb = dev(lgot, (size_t)(T * H) * 4);
+  dsv4rt_sparse_decode_args a = {.out = ob, .lse = lseb, .q = qb, .n_tokens = T, .heads = H, .cache = cb,
+                                 .num_blocks = nb, .block_size = bs, .block_stride = stride, .indices = ib,
+                                 .lens = lb, .topk = topk, .extra_cache = xcb, .extra_num_blocks = xnb,
+                                 .extra_block_size = xbs, .extra_block_stride = xstride, .extra_indices = xib,
+                                 .extra_lens = xlb, .extra_topk = xtopk, .attn_sink = sb, .softmax_scale = scale,
+                                 .tensor_scale = ts};
+  dsv4rt_launch_opts o = {.kernel = k->name, .check_contents = 1};
+  dsv4rt_status s = dsv4rt_sparse_decode(bundle, &a, &o);
+  if (!s)
+    s = dsv4rt_synchronize(ctx);
+  CHECK(s == DSV4RT_OK, "%s: launch: %s", k->name, dsv4rt_last_error(ctx));
+  dsv4rt_buffer_read(ob, 0, got, (size_t)(T * H * V) * 2);
+  dsv4rt_buffer_read(lseb, 0, lgot, (size_t)(T * H) * 4);
+  float *fo = malloc((size_t)(T * H * V) * 4), *fw = malloc((size_t)(T * H * V) * 4);
+  for (int64_t i = 0; i < T * H * V; i++)
+    fo[i] = dsv4_ref_bf16_to_f32(got[i]), fw[i] = dsv4_ref_bf16_to_f32(want[i]);
+  char what[160];
+  snprintf(what, sizeof what, "%s T=%lld H=%lld extra=%s: out", k->name, (long long)T, (long long)H,
+           with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none");
+  close_enough(what, fo, fw, (size_t)(T * H * V), 1e-3, 2.01 / 128);
+  snprintf(what, sizeof what, "%s T=%lld H=%lld: lse", k->name, (long long)T, (long long)H);
+  close_enough(what, lgot, lwant, (size_t)(T * H), 1e-6, 8.0 / 65536);
+  dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(lb),
+      dsv4rt_buffer_destroy(xcb), dsv4rt_buffer_destroy(xib), dsv4rt_buffer_destroy(xlb), dsv4rt_buffer_destroy(sb),
+      dsv4rt_buffer_destroy(ob), dsv4rt_buffer_destroy(lseb);
+  free(cache), free(xcache), free(q), free(idx), free(lens), free(xidx), free(xlens), free(sink), free(want), free(got),
+      free(lwant), free(lgot), free(fo), free(fw);
+}
+
+/* A FlashMLA fixture (DSv4 layout). */
+static void golden_case_run(const kern *k, const char *root, const char *name)
+{
+  char dir[1024], err[512];
+  snprintf(dir, sizeof dir, "%s/%s", root, name);
+  golden_case *g = golden_open(dir, err, sizeof err);
+  CHECK(g != NULL, "golden %s: %s", dir, err);
+  if (!g)
+    return;
+  const golden_tensor *q = golden_tensor_get(g, "q"), *sc = golden_tensor_get(g, "swa_cache"),
+                      *si = golden_tensor_get(g, "swa_indices"), *sl = golden_tensor_get(g, "swa_lens"),
+                      *sink = golden_tensor_get(g, "attn_sink"), *xc = golden_tensor_get(g, "extra_cache"),
+                      *xi = golden_tensor_get(g, "extra_indices"), *xl = golden_tensor_get(g, "extra_lens"),
+                      *out = golden_tensor_get(g, "out"), *lse = golden_tensor_get(g, "lse");
+  double scale, bs, stride, xbs = 1, xstride = 0;
+  golden_param_num(g, "softmax_scale", &scale);
+  golden_param_num(g, "swa_block_size", &bs);
+  golden_param_num(g, "swa_block_stride", &stride);
+  if (xc) {
+    golden_param_num(g, "extra_block_size", &xbs);
+    golden_param_num(g, "extra_block_stride", &xstride);
+  }
+  int64_t T = q->shape[0], H = q->shape[1];
+  dsv4rt_buffer *qb = dev(q->data, q->nbytes), *cb = dev(sc->data, sc->nbytes), *ib = dev(si->data, si->nbytes),
+                *lb = dev(sl->data, sl->nbytes), *skb = dev(sink->data, sink->nbytes),
+                *xcb = xc ? dev(xc->data, xc->nbytes) : NULL, *xib = xc ? dev(xi->data, xi->nbytes) : NULL,
+                *xlb = xc ? dev(xl->data, xl->nbytes) : NULL, *ob = dev(NULL, out->nbytes),
+                *lseb = dev(NULL, lse->nbytes);
+  dsv4rt_sparse_decode_args a = {.out = ob, .lse = lseb, .q = qb, .n_tokens = T, .heads = H, .cache = cb,
+                                 .num_blocks = sc->shape[0], .block_size = (int64_t)bs, .block_stride = (int64_t)stride,
+                                 .indices = ib, .lens = lb, .topk = si->shape[1], .extra_cache = xcb,
+                                 .extra_num_blocks = xc ? xc->shape[0] : 0, .extra_block_size = (int64_t)xbs,
+                                 .extra_block_stride = (int64_t)xstride, .extra_indices = xib, .extra_lens = xlb,
+                                 .extra_topk = xc ? xi->shape[1] : 0, .attn_sink = skb, .softmax_scale = (float)scale,
+                                 .tensor_scale = 1};
+  dsv4rt_launch_opts o = {.kernel = k->name, .check_contents = 1};
+  dsv4rt_status s = dsv4rt_sparse_decode(bundle, &a, &o);
+  if (!s)
+    s = dsv4rt_synchronize(ctx);
+  CHECK(s == DSV4RT_OK, "golden %s: %s", name, dsv4rt_last_error(ctx));
+  uint16_t *go = malloc(out->nbytes);
+  float *gl = malloc(lse->nbytes), *fo = malloc((size_t)out->nelem * 4), *fw = malloc((size_t)out->nelem * 4);
+  dsv4rt_buffer_read(ob, 0, go, out->nbytes);
+  dsv4rt_buffer_read(lseb, 0, gl, lse->nbytes);
+  for (int64_t i = 0; i < out->nelem; i++)
+    fo[i] = dsv4_ref_bf16_to_f32(go[i]), fw[i] = dsv4_ref_bf16_to_f32(((const uint16_t *)out->data)[i]);
+  char what[160];
+  snprintf(what, sizeof what, "golden %s (FlashMLA ref_sparse_attn_decode) out", name);
+  close_enough(what, fo, fw, (size_t)out->nelem, out->tol_abs, out->tol_rel);
+  snprintf(what, sizeof what, "golden %s lse", name);
+  close_enough(what, gl, lse->data, (size_t)lse->nelem, lse->tol_abs, lse->tol_rel);
+  printf("golden %s with %s: checked %lld outputs\n", name, k->name, (long long)out->nelem);
+  dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(lb),
+      dsv4rt_buffer_destroy(skb), dsv4rt_buffer_destroy(xcb), dsv4rt_buffer_destroy(xib), dsv4rt_buffer_destroy(xlb),
+      dsv4rt_buffer_destroy(ob), dsv4rt_buffer_destroy(lseb);
+  free(go), free(gl), free(fo), free(fw);
+  golden_close(g);
+}
+
+/* Bad arguments: refused, outputs untouched. */
+static void validation(const kern *k)
+{
+  const dsv4_layout *L = &k->L;
+  int64_t T = 2, H = 4, nb = 2, bs = 64, stride = dsv4_layout_min_block_bytes(L, bs), topk = 4;
+  uint8_t *cache = make_cache(L, nb, bs, stride);
+  int32_t idx[8] = {0, 1, 2, -1, 5, 6, 7, 8}, lens[2] = {4, 4};
+  uint16_t *q = calloc((size_t)(T * H * L->dim), 2), *o = malloc((size_t)(T * H * k->info.v_dim) * 2);
+  dsv4_check_fill16(o, (size_t)(T * H * k->info.v_dim), 0x5A5A);
+  dsv4rt_buffer *qb = dev(q, (size_t)(T * H * L->dim) * 2), *cb = dev(cache, (size_t)(nb * stride)),
+                *ib = dev(idx, sizeof idx), *lb = dev(lens, sizeof lens),
+                *ob = dev(o, (size_t)(T * H * k->info.v_dim) * 2), *lseb = dev(NULL, (size_t)(T * H) * 4);
+  dsv4rt_sparse_decode_args ok = {.out = ob, .lse = lseb, .q = qb, .n_tokens = T, .heads = H, .cache = cb,
+                                  .num_blocks = nb, .block_size = bs, .block_stride = stride, .indices = ib,
+                                  .lens = lb, .topk = topk, .softmax_scale = 0.04f, .tensor_scale = 1};
+  dsv4rt_launch_opts opt = {.kernel = k->name, .check_contents = 1};
+  dsv4rt_sparse_decode_args a;
+  const char *what[6];
+  dsv4rt_status st[6];
+  int n = 0;
+  a = ok, a.heads = 8, what[n] = "q smaller than n_tokens x heads", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.topk = 5, what[n] = "indices smaller than n_tokens x topk", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.softmax_scale = NAN, what[n] = "softmax_scale NaN", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.block_stride = stride - 16, what[n] = "stride below the page", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  idx[5] = (int32_t)(nb * bs); /* past the cache */
+  dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
+  what[n] = "index past the cache (checked)", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &opt);
+  idx[5] = -2;
+  dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
+  what[n] = "index -2 (checked)", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &opt);
+  dsv4rt_synchronize(ctx);
+  for (int i = 0; i < n; i++)
+    CHECK(st[i] == DSV4RT_ERR_INVALID_ARG, "%s: %s accepted (status %d)", k->name, what[i], st[i]);
+  uint16_t *back = malloc((size_t)(T * H * k->info.v_dim) * 2);
+  dsv4rt_buffer_read(ob, 0, back, (size_t)(T * H * k->info.v_dim) * 2);
+  CHECK(!memcmp(back, o, (size_t)(T * H * k->info.v_dim) * 2), "%s: a refused call wrote out", k->name);
+  dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(lb),
+      dsv4rt_buffer_destroy(ob), dsv4rt_buffer_destroy(lseb);
+  free(cache), free(q), free(o), free(back);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 4) {
+    fprintf(stderr, "usage: test_decode BUNDLE GOLDEN_DIR opencl|cuda\n");
+    return 2;
+  }
+  dsv4rt_backend be = !strcmp(argv[3], "cuda") ? DSV4RT_BACKEND_CUDA : DSV4RT_BACKEND_OPENCL;
+  dsv4rt_status s = dsv4rt_context_create(be, 0, &ctx);
+  if (s == DSV4RT_ERR_NO_BACKEND) {
+    printf("SKIPPED: no %s device: %s\n", argv[3], dsv4rt_last_error(NULL));
+    return 77;
+  }
+  if (s || dsv4rt_bundle_open(ctx, argv[1], &bundle)) {
+    printf("FAIL: %s\n", s ? dsv4rt_last_error(NULL) : dsv4rt_last_error(ctx));
+    return 1;
+  }
+  rng.s = dsv4_check_seed();
+  printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)rng.s);
+  int ran = 0;
+  for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
+    kern k;
+    const char *op, *other;
+    dsv4rt_bundle_entry(bundle, e, &k.name, &op, NULL, NULL);
+    int dup = 0;
+    for (int j = 0; j < e; j++) {
+      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
+      dup |= !strcmp(other, k.name);
+    }
+    if (dup || strcmp(op, "sparse_decode"))
+      continue;
+    dsv4rt_bundle_entry_layout(bundle, e, &k.L);
+    dsv4rt_bundle_entry_info(bundle, e, &k.info);
+    random_case(&k, 5, 64, 1, 64);  /* C4: extra cache of 64-token pages */
+    random_case(&k, 3, 128, 1, 2);  /* C128: pages of 2 entries */
+    random_case(&k, 4, 64, 0, 64);  /* SWA only */
+    if (!strcmp(k.L.name, "fp8_ds_mla_v4")) {
+      golden_case_run(&k, argv[2], "v4_sparse_decode_c128_h64");
+      golden_case_run(&k, argv[2], "v4_sparse_decode_c4_h128");
+      golden_case_run(&k, argv[2], "v4_sparse_decode_c4_h64");
+      golden_case_run(&k, argv[2], "v4_sparse_decode_swa_only_h64");
+    }
+    validation(&k);
+    ran++;
+  }
+  CHECK(ran > 0, "the bundle has no sparse_decode kernel");
+  dsv4rt_bundle_destroy(bundle);
+  dsv4rt_context_destroy(ctx);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
