@@ -13,12 +13,15 @@ if [ "$what" != bench ]; then
     echo "== test_gather $b.dsv4b cuda"
     ./test_gather $b.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   done
+  echo "== test_decode cuda"
+  ./test_decode sparse_decode.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   echo "== test_insert cuda"
   ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   if command -v compute-sanitizer >/dev/null; then
     echo "== compute-sanitizer memcheck"
     compute-sanitizer --tool memcheck --print-limit 5 ./test_gather decode.dsv4b golden cuda 2>&1 | tail -2
     compute-sanitizer --tool memcheck --print-limit 5 ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda 2>&1 | tail -2
+    compute-sanitizer --tool memcheck --print-limit 5 ./test_decode sparse_decode.dsv4b golden cuda 2>&1 | tail -2
   fi
 fi
 if [ "$what" != tests ]; then
@@ -26,4 +29,15 @@ if [ "$what" != tests ]; then
   ./bench_gather decode.dsv4b cuda | tail -6
   echo "== bench_insert (specs/insert.lua)"
   ./bench_insert insert.dsv4b cuda | tail -8
+  echo "== bench_decode (specs/sparse_decode.lua) and a bf16 matrix product in the same run"
+  python3 -c "
+import torch,time
+a=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16);b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16)
+for _ in range(3): a@b
+torch.cuda.synchronize();e0=torch.cuda.Event(enable_timing=True);e1=torch.cuda.Event(enable_timing=True)
+e0.record()
+for _ in range(10): a@b
+e1.record();torch.cuda.synchronize();print('bf16 matmul 8192^3: %.0f TFLOP/s'%(2*8192**3*10/(e0.elapsed_time(e1)*1e-3)/1e12))
+" 2>&1 | tail -1
+  ./bench_decode sparse_decode.dsv4b cuda | tail -5
 fi
