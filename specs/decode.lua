@@ -29,3 +29,24 @@ kernel {
   tile = { values_per_thread = 16, tokens_per_cta = 4, interleave = 2 },
   targets = all,
 }
+
+-- OPS.md 5: the fused q-norm + RoPE + KV quant-insert of one DSv4 layer's
+-- decode step (16 values a thread; a 64-value scale group is 4 lanes).
+kernel {
+  name = "kv_insert_v4",
+  op = "kv_insert",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, tokens_per_cta = 4 },
+  rope = { first = 448, dims = 64 },
+  q = { dim = 512 },
+  targets = all,
+}
+
+-- OPS.md 3: sparse MLA decode over the SWA and compressed caches.
+kernel {
+  name = "sparse_decode_v4",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, heads_per_cta = 4 },
+  targets = all,
+}

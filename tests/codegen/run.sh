@@ -43,7 +43,7 @@ done
 
 # dumps: --emit llvm / asm print each kernel, per target
 for t in ptx amdgcn spirv; do
-  "$dsv4c" "$specs/decode.lua" -t $t --emit llvm >"$out/$t.ll" && grep -q "define .*@dequant_gather_v4" "$out/$t.ll" \
+  "$dsv4c" "$specs/decode.lua" -t $t --emit llvm >"$out/$t.ll" && grep -q "define .*@dequant_gather_v4" "$out/$t.ll" && grep -q "define .*@sparse_decode_v4" "$out/$t.ll" \
     && ok || bad "--emit llvm -t $t"
 done
 "$dsv4c" "$specs/decode.lua" -t ptx --emit asm | grep -q ".entry paged_gather_v4" && ok || bad "--emit asm -t ptx"
