@@ -1,6 +1,7 @@
 /* Opens the bundle built at this project's build time and lists it. */
 #include <dsv4rt.h>
 #include <stdio.h>
+#include <string.h>
 
 int main(void)
 {
@@ -14,13 +15,15 @@ int main(void)
     printf("FAIL: %s\n", dsv4rt_last_error(ctx));
     return 1;
   }
-  int n = dsv4rt_bundle_count(b);
+  int n = dsv4rt_bundle_count(b), ptx = 0, spirv = 0;
   for (int i = 0; i < n; i++) {
     const char *name, *op, *target, *arch;
     dsv4rt_bundle_entry(b, i, &name, &op, &target, &arch);
     printf("%s %s %s %s\n", name, op, target, arch);
+    ptx += !strcmp(target, "ptx"), spirv += !strcmp(target, "spirv");
   }
   dsv4rt_bundle_destroy(b);
   dsv4rt_context_destroy(ctx);
-  return n == 4 ? 0 : 1; /* 2 kernels x (spirv, ptx) */
+  /* TARGETS spirv ptx: every kernel once per target, no other target */
+  return n > 0 && ptx == spirv && ptx + spirv == n ? 0 : 1;
 }
