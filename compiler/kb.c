@@ -138,6 +138,11 @@ void kb_store_stream(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned 
   kb->t->store_stream16(kb, LLVMBuildBitCast(kb->b, val, LLVMVectorType(kb->i32, 4), ""), bptr);
 }
 
+LLVMValueRef kb_atomic_add_i32(dsv4_kb *kb, LLVMValueRef bptr, LLVMValueRef v)
+{
+  return LLVMBuildAtomicRMW(kb->b, LLVMAtomicRMWBinOpAdd, typed(kb, kb->i32, bptr), v, LLVMAtomicOrderingMonotonic, 0);
+}
+
 kb_if_t kb_if(dsv4_kb *kb, LLVMValueRef cond, const char *name)
 {
   kb_if_t f;
@@ -373,6 +378,7 @@ void kb_for(dsv4_kb *kb, kb_loop_t *l, LLVMValueRef start, LLVMValueRef end, int
   LLVMBuildBr(kb->b, l->head);
   LLVMPositionBuilderAtEnd(kb->b, l->head);
   l->iv = LLVMBuildPhi(kb->b, kb->i32, "iv");
+  l->step = 1;
   LLVMAddIncoming(l->iv, &start, &pre, 1);
   l->n = n;
   for (int i = 0; i < n; i++) {
@@ -387,7 +393,7 @@ void kb_for(dsv4_kb *kb, kb_loop_t *l, LLVMValueRef start, LLVMValueRef end, int
 void kb_for_end(dsv4_kb *kb, kb_loop_t *l, const LLVMValueRef *next)
 {
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(kb->b);
-  LLVMValueRef inc = LLVMBuildAdd(kb->b, l->iv, kb_i32(kb, 1), "");
+  LLVMValueRef inc = LLVMBuildAdd(kb->b, l->iv, kb_i32(kb, l->step), "");
   LLVMAddIncoming(l->iv, &inc, &latch, 1);
   for (int i = 0; i < l->n; i++) {
     LLVMValueRef v = next[i];

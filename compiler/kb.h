@@ -141,11 +141,16 @@ LLVMValueRef kb_log2(dsv4_kb *kb, LLVMValueRef x);
 typedef struct {
   LLVMBasicBlockRef head, exit;
   LLVMValueRef iv;
+  int step; /* 1 unless the caller sets another before kb_for_end */
   int n;
   LLVMValueRef vars[KB_LOOP_MAX_VARS];
 } kb_loop_t;
 void kb_for(dsv4_kb *kb, kb_loop_t *l, LLVMValueRef start, LLVMValueRef end, int n, const LLVMValueRef *init);
 void kb_for_end(dsv4_kb *kb, kb_loop_t *l, const LLVMValueRef *next);
+
+/* Atomic add of an i32 at a byte pointer (any address space); returns the
+ * old value.  Relaxed ordering: barriers order the phases around it. */
+LLVMValueRef kb_atomic_add_i32(dsv4_kb *kb, LLVMValueRef bptr, LLVMValueRef v);
 
 /* A CTA-shared array of n elements of type ty (one per call). */
 LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name);

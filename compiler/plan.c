@@ -96,6 +96,12 @@ int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names)
   case DSV4_OP_SPARSE_DECODE:
     DSV4_ARGS_SPARSE_DECODE(A)
     break;
+  case DSV4_OP_PAGED_MQA_LOGITS:
+    DSV4_ARGS_PAGED_MQA_LOGITS(A)
+    break;
+  case DSV4_OP_TOPK:
+    DSV4_ARGS_TOPK(A)
+    break;
   default:
     break;
   }

@@ -63,6 +63,8 @@ typedef struct {
   int q_dim;                 /* kv_insert: the fused q branch's head size (0: none) */
   int quant_floor;           /* kv_insert: DSV4_FLOOR_AMAX or DSV4_FLOOR_QUOTIENT */
   int v_dim;                 /* sparse_decode: output dims (the first v_dim of K) */
+  int heads;                 /* paged_mqa_logits: query heads (64 for DeepSeek-V4) */
+  int topk;                  /* topk: K (512 for V4-Flash, 1024 for V4-Pro) */
   char file[DSV4_PATH_MAX]; /* where the kernel was declared */
   int line;
 } dsv4_kernel;

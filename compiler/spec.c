@@ -645,13 +645,33 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
   static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", NULL};
-  int decode = kn->op == DSV4_OP_SPARSE_DECODE;
+  static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", NULL};
+  static const char *const topk_known[] = {"threads", NULL};
+  int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
+  if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
+    cursor t;
+    if (enter(k, "tile", &t, 1))
+      return 1;
+    int bad = check_known(&t, topk_known);
+    bad |= get_int(&t, "threads", 1, 32, 1024, 0, &kn->tile.tokens_per_cta);
+    kn->tile.values_per_thread = kn->tile.tokens_per_thread = kn->tile.interleave = 1;
+    kn->tile.threads = kn->tile.tokens_per_cta;
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
+      if (kn->target[i].enabled && kn->tile.threads % dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch)) {
+        FERR(&t, "threads", "= %d is not a multiple of target '%s' width %d", kn->tile.threads,
+             dsv4_target_name((dsv4_target_kind)i), dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch));
+        bad = 1;
+      }
+    leave(&t);
+    return bad;
+  }
   cursor t;
   if (enter(k, "tile", &t, 1))
     return 1;
-  int bad = check_known(&t, decode ? decode_known : known);
+  int bad = check_known(&t, decode ? decode_known : logits ? logits_known : known);
   dsv4_tile *tl = &kn->tile;
-  bad |= get_int(&t, "values_per_thread", 1, 1, 64, 0, &tl->values_per_thread);
+  /* logits: a thread sums heads_per_thread heads of one position */
+  bad |= get_int(&t, logits ? "heads_per_thread" : "values_per_thread", 1, 1, 64, 0, &tl->values_per_thread);
   /* the decode kernel's CTA holds heads of one token, the others' tokens */
   bad |= get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
   bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
@@ -661,7 +681,15 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
     FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
     bad = 1;
   }
-  if (!bad) {
+  if (!bad && logits) {
+    int v = tl->values_per_thread, groups = kn->heads / v;
+    if (kn->heads % v || groups & (groups - 1) || groups > 32) {
+      FERR(&t, "heads_per_thread", "= %d must divide the %d heads into a power of two (at most 32) of groups", v,
+           kn->heads);
+      bad = 1;
+    }
+  }
+  if (!bad && !logits) {
     const dsv4_layout *l = &kn->layout;
     int v = tl->values_per_thread;
     if (v & (v - 1)) {
@@ -691,15 +719,18 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
       bad = 1;
     }
-    tl->threads = bad ? 0 : dsv4_op_threads(kn->op, l->dim, v, tl->tokens_per_cta, tl->tokens_per_thread);
+  }
+  if (!bad) {
+    tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
+                                  tl->tokens_per_thread, kn->heads);
     for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
       if (!kn->target[i].enabled)
         continue;
       int mx = dsv4_target_max_threads((dsv4_target_kind)i);
       int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
       if (tl->threads > mx) {
-        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA (%d lanes of %d values x %d token slots), more than target '%s' allows (%d)",
-             tl->threads, l->dim / v, v, tl->tokens_per_cta / tl->tokens_per_thread, dsv4_target_name((dsv4_target_kind)i), mx);
+        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, more than target '%s' allows (%d)",
+             tl->threads, dsv4_target_name((dsv4_target_kind)i), mx);
         bad = 1;
       } else if (tl->threads % w) {
         FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
@@ -803,6 +834,47 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
+/* The logits kernel's heads and what it needs of the layout: every value
+ * e4m3 in one segment with one scale per token (applied after the head
+ * sum, OPS.md section 4). */
+static int check_logits(cursor *k, dsv4_kernel *kn)
+{
+  int has = lua_getfield(k->c->L, k->idx, "heads") != LUA_TNIL;
+  lua_pop(k->c->L, 1);
+  if (kn->op != DSV4_OP_PAGED_MQA_LOGITS) {
+    if (has) {
+      FERR(k, "heads", "applies to op 'paged_mqa_logits' only");
+      return 1;
+    }
+    return 0;
+  }
+  const dsv4_layout *l = &kn->layout;
+  int bad = get_int(k, "heads", 1, 1, 1024, 0, &kn->heads);
+  const dsv4_segment *s = &l->seg[0];
+  if (!bad && (l->nseg != 1 || s->type != DSV4_DT_E4M3 || s->d0 != 0 || s->d1 != l->dim || s->scale_tensor ||
+               s->scale_type != DSV4_DT_F32 || s->scale_group != l->dim || l->dim % 16)) {
+    FERR(k, "layout", "'%s': the logits kernel reads one e4m3 segment over all dims (a multiple of 16) with one fp32 "
+         "scale per token, like indexer_fp8", l->name);
+    bad = 1;
+  }
+  return bad;
+}
+
+/* The top-k kernel's K. */
+static int check_topk(cursor *k, dsv4_kernel *kn)
+{
+  int has = lua_getfield(k->c->L, k->idx, "k") != LUA_TNIL;
+  lua_pop(k->c->L, 1);
+  if (kn->op != DSV4_OP_TOPK) {
+    if (has) {
+      FERR(k, "k", "applies to op 'topk' only");
+      return 1;
+    }
+    return 0;
+  }
+  return get_int(k, "k", 1, 1, 65536, 0, &kn->topk);
+}
+
 /* The decode kernel's v_dim: the first v_dim dims of K are V (576 / 512 for
  * DSv3.2); lanes of V are whole lanes, and a row's lanes one reduction group. */
 static int check_decode(cursor *k, dsv4_kernel *kn)
@@ -845,7 +917,7 @@ static int is_ident(const char *s)
 /* One kernel{} table (on the stack top) into the plan. */
 static int check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", NULL};
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k", NULL};
   dsv4_plan *p = c->plan;
   if (p->nkernels == DSV4_MAX_KERNELS) {
     dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
@@ -883,17 +955,27 @@ static int check_kernel(checker *c, int idx)
   } else
     bad = 1;
   int lt = lua_getfield(c->L, idx, "layout");
-  if (lt == LUA_TTABLE)
+  int needs = kn->op == DSV4_OP_NONE || dsv4_op_has_layout(kn->op);
+  if (lt != LUA_TNIL && !needs) {
+    FERR(&k, "layout", "is not taken by op '%s', which reads no cache", dsv4_op_name(kn->op));
+    bad = 1;
+  } else if (lt == LUA_TTABLE)
     bad |= check_layout_table(c, lua_gettop(c->L), what, &kn->layout);
   else if (lt == LUA_TNIL) {
-    missing(&k, "field", "layout");
-    bad = 1;
+    if (needs) {
+      missing(&k, "field", "layout");
+      bad = 1;
+    }
   } else {
     FERR(&k, "layout", "must be a table made by layout { ... }, got a %s", luaL_typename(c->L, -1));
     bad = 1;
   }
   lua_pop(c->L, 1);
   bad |= check_targets(&k, kn);
+  if (!bad)
+    bad |= check_logits(&k, kn);
+  if (!bad)
+    bad |= check_topk(&k, kn);
   if (!bad)
     bad |= check_tile(&k, kn);
   if (!bad)
@@ -906,7 +988,7 @@ static int check_kernel(checker *c, int idx)
     int seen = 0;
     for (int i = 0; i < p->nlayouts; i++)
       seen |= strcmp(p->layouts[i].name, kn->layout.name) == 0;
-    if (!seen && p->nlayouts < DSV4_MAX_LAYOUTS)
+    if (!seen && p->nlayouts < DSV4_MAX_LAYOUTS && dsv4_op_has_layout(kn->op))
       p->layouts[p->nlayouts++] = kn->layout;
   }
   return bad;
@@ -1172,6 +1254,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       sb_printf(&b, "  q branch: head size %d\n", k->q_dim);
     if (k->op == DSV4_OP_KV_INSERT)
       sb_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
+    if (k->op == DSV4_OP_TOPK)
+      sb_printf(&b, "  k %d\n", k->topk);
     if (k->op == DSV4_OP_SPARSE_DECODE)
       sb_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)

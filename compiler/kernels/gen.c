@@ -10,6 +10,8 @@ static const gen_fn generators[DSV4_OP_COUNT] = {
     [DSV4_OP_PAGED_GATHER] = dsv4_gen_paged_gather,
     [DSV4_OP_KV_INSERT] = dsv4_gen_kv_insert,
     [DSV4_OP_SPARSE_DECODE] = dsv4_gen_sparse_decode,
+    [DSV4_OP_PAGED_MQA_LOGITS] = dsv4_gen_paged_mqa_logits,
+    [DSV4_OP_TOPK] = dsv4_gen_topk,
 };
 
 int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)

@@ -18,7 +18,9 @@
   X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
   X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")    \
   X(KV_INSERT, "kv_insert", "OPS.md 5: (q norm + RoPE,) KV RoPE + quantize + insert") \
-  X(SPARSE_DECODE, "sparse_decode", "OPS.md 3: sparse MLA decode over one or two caches")
+  X(SPARSE_DECODE, "sparse_decode", "OPS.md 3: sparse MLA decode over one or two caches") \
+  X(PAGED_MQA_LOGITS, "paged_mqa_logits", "OPS.md 4: the indexer's paged MQA logits") \
+  X(TOPK, "topk", "OPS.md 4: top-k positions of each logits row")
 
 typedef enum {
   DSV4_OP_NONE = 0,
@@ -119,6 +121,38 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(softmax_scale, F32)            \
   A(tensor_scale, F32)
 
+/* paged_mqa_logits(logits, q, cache, weights, context_lens, block_table, ...)
+ * grid = (ceil(L / tokens_per_cta), rows = B * next_n); heads and head dim
+ * are the kernel's (spec), context_lens is [B, next_n]. */
+#define DSV4_ARGS_PAGED_MQA_LOGITS(A) \
+  A(logits, PTR)                      \
+  A(q, IN)                            \
+  A(cache, IN)                        \
+  A(weights, IN)                      \
+  A(context_lens, IN)                 \
+  A(block_table, IN)                  \
+  A(rows, I32)                        \
+  A(next_n, I32)                      \
+  A(num_blocks, I32)                  \
+  A(block_size, I32)                  \
+  A(block_stride, I64)                \
+  A(max_blocks, I32)                  \
+  A(row_len, I32)                     \
+  A(row_stride, I64)
+
+/* topk(out, logits, context_lens, rows, row_stride, row_len): one CTA a row;
+ * K is the kernel's.  Rows with ctx <= K get 0..ctx-1 then -1. */
+#define DSV4_ARGS_TOPK(A) \
+  A(out, PTR)             \
+  A(logits, IN)           \
+  A(context_lens, IN)     \
+  A(rows, I32)            \
+  A(row_stride, I64)      \
+  A(row_len, I32)
+
+/* An op that reads no cache (its kernels carry no layout). */
+static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
+
 #define DSV4_MAX_ARGS 24
 
 /* Smallest power of two >= n. */
@@ -134,10 +168,14 @@ static inline int dsv4_pow2ceil(int n)
  * runtime's bundle check.  The gathers give each token dim/vpt lanes; the
  * writer pads a token's lanes to a power of two so that scale groups are
  * aligned thread groups. */
-static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread)
+static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads)
 {
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
+  if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
+    return tokens_per_cta * (heads / vpt);
+  if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */
+    return tokens_per_cta;
   if (op == DSV4_OP_KV_INSERT || op == DSV4_OP_SPARSE_DECODE) /* decode: tokens_per_cta = heads per CTA */
     return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
   return dim / vpt * (tokens_per_cta / tokens_per_thread);
@@ -166,7 +204,9 @@ typedef struct {
   uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */
   uint32_t q_dim;                 /* kv_insert: head size of the q branch (0: none) */
   uint32_t quant_floor;
-  uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
+  uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */
+  uint32_t heads;                 /* paged_mqa_logits: query heads */
+  uint32_t topk;                  /* topk: K */           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;

@@ -113,6 +113,8 @@ typedef struct dsv4rt_kernel_info {
   int q_dim;                 /* kv_insert: head size of the q branch (0: none) */
   int quant_floor;           /* kv_insert: 0 amax floored at 1e-4 (vLLM), 1 amax/448 floored (FlashMLA tests) */
   int v_dim;                 /* sparse_decode: output dims */
+  int heads;                 /* paged_mqa_logits: query heads */
+  int topk;                  /* topk: K */
 } dsv4rt_kernel_info;
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);
 
@@ -210,6 +212,39 @@ typedef struct dsv4rt_sparse_decode_args {
 
 DSV4RT_API dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,
                                               const dsv4rt_launch_opts *opts);
+
+/* ---- the top-k indexer (OPS.md section 4) ---- */
+
+/* logits[r, k] = kscale_k * sum_h weights[r, h] * relu(q[r, h] . K_k) for
+ * row r = b * next_n + j and k < context_lens[b, j]; -inf for k in
+ * [ctx, row_len).  Heads and head dim are the kernel's. */
+typedef struct dsv4rt_mqa_logits_args {
+  dsv4rt_buffer *logits;        /* [rows, row_stride] f32 */
+  int64_t row_len, row_stride;  /* L, and the row stride in elements (>= L) */
+  dsv4rt_buffer *q;             /* [B, next_n, heads, dim] e4m3 */
+  int64_t batch, next_n;
+  dsv4rt_buffer *cache;         /* the indexer cache */
+  int64_t num_blocks, block_size, block_stride;
+  dsv4rt_buffer *weights;       /* [B * next_n, heads] f32 */
+  dsv4rt_buffer *context_lens;  /* [B, next_n] int32 */
+  dsv4rt_buffer *block_table;   /* [B, max_blocks] int32 */
+  int64_t max_blocks;
+} dsv4rt_mqa_logits_args;
+
+DSV4RT_API dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,
+                                                 const dsv4rt_launch_opts *opts);
+
+/* out[r, :K] = the positions of the K largest logits[r, k], k < min(ctx[r],
+ * row_len), in no particular order; rows with ctx <= K get 0..ctx-1 then -1.
+ * K is the kernel's. */
+typedef struct dsv4rt_topk_args {
+  dsv4rt_buffer *out;           /* [rows, K] int32 */
+  dsv4rt_buffer *logits;        /* [rows, row_stride] f32 */
+  int64_t rows, row_len, row_stride;
+  dsv4rt_buffer *context_lens;  /* [rows] int32 (the logits' [B, next_n]) */
+} dsv4rt_topk_args;
+
+DSV4RT_API dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts);
 
 #ifdef __cplusplus
 }

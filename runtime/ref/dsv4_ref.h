@@ -8,6 +8,7 @@
 #ifndef DSV4_REF_H
 #define DSV4_REF_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dsv4_layout.h"
@@ -146,6 +147,44 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
                            const int32_t *extra_indices, const int32_t *extra_lens, int64_t extra_topk,
                            const float *attn_sink, float softmax_scale, float tensor_scale,
                            uint16_t *out, float *lse);
+
+/* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */
+
+/* OPS.md section 4 fp8_paged_mqa_logits.  l is the indexer layout: exactly one e4m3 segment over dims
+ * [0, l->dim) with one stored f32 scale per token (scale_group >= l->dim, not per tensor).  q is
+ * [B, next_n, H, l->dim] e4m3, weights [B*next_n, H] fp32, context_lens [B, next_n] int32, block_table
+ * [B, maxb] int32.  For row r = b*next_n + j and k < min(ctx = context_lens[r], L), with token k at
+ * block block_table[b, k/bs], row k%bs:
+ *   logits[r*row_stride + k] = kscale_k * sum_h weights[r,h] * max(0, sum_d q[b,j,h,d] * kfp8_k[d])
+ * (decoded e4m3 values, all in double, rounded to fp32 once; a NaN dot product propagates like torch's
+ * relu); entries k in [min(ctx, L), L) are -inf; entries [L, row_stride) are untouched.  Returns 0 on
+ * success; nonzero, with nothing written, if the layout is not of that form or the cache geometry is
+ * invalid, B, next_n, H, maxb or L < 0, row_stride < L, a needed pointer is NULL, a ctx is < 0, or a used
+ * k has k/bs >= maxb or a block-table entry outside [0, num_blocks). */
+int dsv4_ref_paged_mqa_logits(const dsv4_layout *l, const uint8_t *q, int64_t B, int64_t next_n, int64_t H,
+                              const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
+                              const float *weights, const int32_t *context_lens, const int32_t *block_table,
+                              int64_t maxb, float *logits, int64_t L, int64_t row_stride);
+
+/* OPS.md section 4 top-k over logits[r*row_stride + 0 .. ctx[r]-1] into out [rows, K] int32.  Row r with
+ * ctx[r] <= K gets [0, 1, ..., ctx[r]-1, -1, ...]; otherwise the K positions of the K largest logits,
+ * written in ascending position order.  The contract (vLLM, OPS.md) is set equality with UNSPECIFIED
+ * tie-breaking; this reference picks, among the logits equal to the K-th largest, the lowest positions.
+ * Ordering: -0.0 equals +0.0 and every NaN ranks above +inf (as torch.topk).  Use dsv4_ref_topk_check
+ * to judge another implementation's output.  Returns 0 on success; nonzero, with nothing written, if
+ * rows or K < 0, a needed pointer is NULL, a ctx is < 0, a row with ctx > K has ctx > row_stride, or
+ * rows*row_stride or rows*K overflows. */
+int dsv4_ref_topk(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
+                  int32_t *out);
+
+/* Tie-tolerant check of any top-k output got [rows, K] against the logits (same ordering rules as
+ * dsv4_ref_topk): a row with ctx <= K must hold 0..ctx-1 in any order followed by K-ctx entries of -1;
+ * a row with ctx > K must hold K distinct positions in [0, ctx) (no -1), in any order, such that every
+ * chosen logit >= every unchosen logit of [0, ctx), so ties at the threshold may go either way.  Returns
+ * 0 when valid; nonzero with the first problem written to err (when err != NULL and errlen > 0) when
+ * not, or when the arguments are invalid (as dsv4_ref_topk) or memory for a work buffer cannot be had. */
+int dsv4_ref_topk_check(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
+                        const int32_t *got, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -408,3 +408,90 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   uint32_t grid[3] = {(uint32_t)((H + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)T, 1};
   return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
 }
+
+dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,
+                                      const dsv4rt_launch_opts *opts)
+{
+  static const char fn[] = "dsv4rt_paged_mqa_logits";
+  int e;
+  dsv4rt_status s = begin(b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, fn, &e);
+  if (s)
+    return s;
+  dsv4rt_context *ctx = b->ctx;
+  const dsv4_bundle_entry *en = &b->entries[e];
+  const dsv4_layout *l = &en->layout;
+  int64_t B = a->batch, nn = a->next_n, R = B * nn, H = en->heads;
+  if ((s = need_range(ctx, fn, "batch", B, 0, 65535)) || (s = need_range(ctx, fn, "next_n", nn, 1, 64)) ||
+      (s = need_range(ctx, fn, "row_len", a->row_len, 0, I32_MAX)) ||
+      (s = need_range(ctx, fn, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
+      (s = need_range(ctx, fn, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
+      (s = need_buf(ctx, a->logits, fn, "logits", R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0)) ||
+      (s = need_buf(ctx, a->q, fn, "q", (long double)R * H * l->dim)) || (s = need_align(ctx, a->q, fn, "q", 16)) ||
+      (s = need_buf(ctx, a->weights, fn, "weights", (long double)R * H * 4)) ||
+      (s = need_buf(ctx, a->context_lens, fn, "context_lens", (long double)R * 4)) ||
+      (s = need_buf(ctx, a->block_table, fn, "block_table", (long double)B * a->max_blocks * 4)))
+    return s;
+  if (opts && opts->check_contents) {
+    int32_t *cl = fetch_i32(ctx, a->context_lens, R, &s);
+    int32_t *bt = cl ? fetch_i32(ctx, a->block_table, B * a->max_blocks, &s) : NULL;
+    for (int64_t r = 0; bt && r < R && !s; r++) {
+      int64_t n = cl[r] < a->row_len ? cl[r] : a->row_len;
+      for (int64_t k = 0; k < n && !s; k += a->block_size) {
+        int64_t c = k / a->block_size;
+        if (c >= a->max_blocks || bt[(r / nn) * a->max_blocks + c] < 0 || bt[(r / nn) * a->max_blocks + c] >= a->num_blocks)
+          s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: row %lld position %lld has no valid block (column %lld)", fn,
+                      (long long)r, (long long)k, (long long)c);
+      }
+    }
+    free(cl), free(bt);
+    if (s)
+      return s;
+  }
+  rt_arg args[] = {
+      {DSV4_ARG_PTR, {.buf = a->logits}},
+      {DSV4_ARG_IN, {.buf = a->q}},
+      {DSV4_ARG_IN, {.buf = a->cache}},
+      {DSV4_ARG_IN, {.buf = a->weights}},
+      {DSV4_ARG_IN, {.buf = a->context_lens}},
+      {DSV4_ARG_IN, {.buf = a->block_table}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)nn}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
+      {DSV4_ARG_I64, {.i64 = a->row_stride}},
+  };
+  uint32_t grid[3] = {(uint32_t)((a->row_len + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)R, 1};
+  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+}
+
+dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts)
+{
+  static const char fn[] = "dsv4rt_topk";
+  int e;
+  dsv4rt_status s = begin(b, a, DSV4_OP_TOPK, opts, fn, &e);
+  if (s)
+    return s;
+  dsv4rt_context *ctx = b->ctx;
+  const dsv4_bundle_entry *en = &b->entries[e];
+  int64_t R = a->rows, K = en->topk;
+  if ((s = need_range(ctx, fn, "rows", R, 0, I32_MAX)) || (s = need_range(ctx, fn, "row_len", a->row_len, 0, I32_MAX)) ||
+      (s = need_range(ctx, fn, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
+      (s = need_buf(ctx, a->out, fn, "out", (long double)R * K * 4)) ||
+      (s = need_buf(ctx, a->logits, fn, "logits", R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0)) ||
+      (s = need_buf(ctx, a->context_lens, fn, "context_lens", (long double)R * 4)))
+    return s;
+  rt_arg args[] = {
+      {DSV4_ARG_PTR, {.buf = a->out}},
+      {DSV4_ARG_IN, {.buf = a->logits}},
+      {DSV4_ARG_IN, {.buf = a->context_lens}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      {DSV4_ARG_I64, {.i64 = a->row_stride}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
+  };
+  uint32_t grid[3] = {(uint32_t)R, 1, 1};
+  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+}

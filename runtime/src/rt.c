@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 544, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 552, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -240,6 +240,12 @@ static int expected_signature(uint32_t op, uint8_t *kinds)
   case DSV4_OP_SPARSE_DECODE:
     DSV4_ARGS_SPARSE_DECODE(A)
     break;
+  case DSV4_OP_PAGED_MQA_LOGITS:
+    DSV4_ARGS_PAGED_MQA_LOGITS(A)
+    break;
+  case DSV4_OP_TOPK:
+    DSV4_ARGS_TOPK(A)
+    break;
   default:
     return -1;
   }
@@ -262,13 +268,14 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
   if (e->target > 2)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): unknown target %u", i, e->name, e->target);
   const dsv4_layout *l = &e->layout;
-  if (l->dim <= 0 || l->dim > 4096 || l->nseg <= 0 || l->nseg > DSV4_LAYOUT_MAX_SEGS || l->row_bytes <= 0 ||
-      l->align <= 0 || (l->align & (l->align - 1)))
+  if (dsv4_op_has_layout((int)e->op) &&
+      (l->dim <= 0 || l->dim > 4096 || l->nseg <= 0 || l->nseg > DSV4_LAYOUT_MAX_SEGS || l->row_bytes <= 0 ||
+       l->align <= 0 || (l->align & (l->align - 1))))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent layout", i, e->name);
   if (!e->values_per_thread || !e->tokens_per_cta || !e->tokens_per_thread || e->threads == 0 ||
       e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
       e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
-                                              (int)e->tokens_per_thread) ||
+                                              (int)e->tokens_per_thread, (int)e->heads) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
@@ -414,6 +421,8 @@ dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_ker
   out->q_dim = (int)e->q_dim;
   out->quant_floor = (int)e->quant_floor;
   out->v_dim = (int)e->v_dim;
+  out->heads = (int)e->heads;
+  out->topk = (int)e->topk;
   return DSV4RT_OK;
 }
 

@@ -1,0 +1,37 @@
+-- indexer.lua: the top-k indexer of C4 layers (OPS.md section 4): paged MQA
+-- logits over the indexer FP8 cache, then top-k.  Heads and head dim come
+-- from here: 64 x 128 for DeepSeek-V4 (the layout's 128 dims).
+local L = include "layouts.lua"
+
+local targets = {
+  ptx = { arch = "sm_90a" },
+  amdgcn = { arch = "gfx942" },
+  spirv = true,
+}
+
+-- 64 positions a CTA, a position's 64 heads over 4 threads of 16 heads.
+kernel {
+  name = "mqa_logits_v4",
+  op = "paged_mqa_logits",
+  layout = L.indexer_fp8,
+  heads = 64,
+  tile = { tokens_per_cta = 64, heads_per_thread = 16 },
+  targets = targets,
+}
+
+-- Top-k over each logits row: K = 512 (V4-Flash) and 1024 (V4-Pro).
+kernel {
+  name = "topk_512",
+  op = "topk",
+  k = 512,
+  tile = { threads = 512 },
+  targets = targets,
+}
+
+kernel {
+  name = "topk_1024",
+  op = "topk",
+  k = 1024,
+  tile = { threads = 512 },
+  targets = targets,
+}

@@ -1,0 +1,265 @@
+/* test_indexer.c -- execution tests of the top-k indexer kernels (paged MQA
+ * logits and top-k) through libdsv4rt.
+ *
+ *   test_indexer BUNDLE GOLDEN_DIR opencl|cuda
+ *
+ * Logits: fresh random q, weights and an indexer cache written by the
+ * reference writer, next_n 1 and 2, contexts of 0, <= K, not a multiple of
+ * the block size and past the row length, a padded row stride; valid
+ * entries compared with DeepGEMM's calc_diff < 5e-6 against the reference
+ * written from OPS.md, the rest exactly -inf; every written entry checked
+ * after poisoning.  Top-k: every topk kernel on the kernel's logits, checked
+ * as sets with the tie-tolerant rule (and rows with heavy ties).  Also the
+ * DeepGEMM fixtures indexer_logits_n1 / _n2.  Exit 77 without a device.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsv4_check.h"
+#include "dsv4_ref.h"
+#include "dsv4rt.h"
+#include "golden_load.h"
+
+static int passed, failed;
+static dsv4rt_context *ctx;
+static dsv4rt_bundle *bundle;
+static dsv4_rng rng;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (cond)                                              \
+      passed++;                                            \
+    else {                                                 \
+      failed++;                                            \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
+      printf(__VA_ARGS__);                                 \
+      printf("\n");                                        \
+    }                                                      \
+  } while (0)
+
+static dsv4rt_buffer *dev(const void *host, size_t n)
+{
+  dsv4rt_buffer *b = NULL;
+  if (dsv4rt_buffer_create(ctx, n ? n : 16, &b) || (host && n && dsv4rt_buffer_write(b, 0, host, n))) {
+    printf("FAIL: device buffer of %zu bytes: %s\n", n, dsv4rt_last_error(ctx));
+    exit(1);
+  }
+  return b;
+}
+
+static float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
+
+/* DeepGEMM's calc_diff over entries where want is finite; -inf must match. */
+static void check_logits(const char *what, const float *got, const float *want, int64_t rows, int64_t L,
+                         int64_t stride, double tol)
+{
+  double xy = 0, xx = 0;
+  size_t wrong_inf = 0, n = 0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k = 0; k < L; k++) {
+      float g = got[r * stride + k], w = want[r * stride + k];
+      if (isinf(w) && w < 0) {
+        wrong_inf += !(isinf(g) && g < 0);
+        continue;
+      }
+      xy += (double)g * w, xx += (double)g * g + (double)w * w, n++;
+    }
+  double diff = xx > 0 ? 1 - 2 * xy / xx : 0;
+  CHECK(wrong_inf == 0, "%s: %zu entries past the context are not -inf", what, wrong_inf);
+  CHECK(diff < tol && diff == diff, "%s: calc_diff %.3g over %zu valid entries (tolerance %g)", what, diff, n, tol);
+}
+
+/* Run every topk kernel of the bundle on device logits and check the sets. */
+static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L, int64_t stride,
+                      dsv4rt_buffer *cb, const int32_t *ctxs)
+{
+  for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
+    const char *name, *op, *other;
+    dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
+    int dup = 0;
+    for (int j = 0; j < e; j++) {
+      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
+      dup |= !strcmp(other, name);
+    }
+    if (dup || strcmp(op, "topk"))
+      continue;
+    dsv4rt_kernel_info info;
+    dsv4rt_bundle_entry_info(bundle, e, &info);
+    int64_t K = info.topk;
+    int32_t *got = malloc((size_t)(rows * K) * 4 + 4);
+    for (int64_t i = 0; i < rows * K; i++)
+      got[i] = 0x7EADBEEF;
+    dsv4rt_buffer *ob = dev(got, (size_t)(rows * K) * 4);
+    dsv4rt_topk_args a = {.out = ob, .logits = lb, .rows = rows, .row_len = L, .row_stride = stride, .context_lens = cb};
+    dsv4rt_launch_opts o = {.kernel = name};
+    dsv4rt_status s = dsv4rt_topk(bundle, &a, &o);
+    if (!s)
+      s = dsv4rt_synchronize(ctx);
+    CHECK(s == DSV4RT_OK, "%s %s: %s", what, name, dsv4rt_last_error(ctx));
+    dsv4rt_buffer_read(ob, 0, got, (size_t)(rows * K) * 4);
+    /* the kernel sees at most row_len positions */
+    int32_t *c = malloc((size_t)rows * 4);
+    for (int64_t r = 0; r < rows; r++)
+      c[r] = ctxs[r] < L ? ctxs[r] : (int32_t)L;
+    char err[256] = "";
+    int bad = dsv4_ref_topk_check(host, rows, stride, c, K, got, err, sizeof err);
+    CHECK(!bad, "%s %s (K %lld): %s", what, name, (long long)K, err);
+    free(c), free(got);
+    dsv4rt_buffer_destroy(ob);
+  }
+}
+
+static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties)
+{
+  int64_t D = L->dim, bs = 64, maxb = 40, nb = B * maxb, stride = L->block_stride ? L->block_stride : 8448;
+  int64_t Lr = maxb * bs - 37, rstride = Lr + 64; /* row length not a multiple of 64; padded stride */
+  /* the cache, written by the reference writer from random rows */
+  int64_t ntok = nb * bs;
+  uint16_t *kv = malloc((size_t)(ntok * D) * 2);
+  int64_t *slots = malloc((size_t)ntok * 8);
+  for (int64_t i = 0; i < ntok * D; i++)
+    kv[i] = dsv4_ref_f32_to_bf16(ties ? (i % 3 ? 1.0f : -1.0f) : (rnd01() - 0.5f) * 4.0f);
+  for (int64_t i = 0; i < ntok; i++)
+    slots[i] = i;
+  uint8_t *cache = calloc(1, (size_t)(nb * stride));
+  dsv4_ref_kv_insert(L, kv, ntok, slots, ntok, NULL, NULL, 0, 0, 0, cache, nb, bs, stride);
+  int64_t R = B * nn;
+  uint8_t *q = malloc((size_t)(R * H * D));
+  for (int64_t i = 0; i < R * H * D; i++)
+    q[i] = dsv4_ref_f32_to_e4m3(ties ? 0.5f : (rnd01() - 0.5f) * 8.0f);
+  float *w = malloc((size_t)(R * H) * 4);
+  for (int64_t i = 0; i < R * H; i++)
+    w[i] = ties ? 0.25f : (rnd01() - 0.3f);
+  int32_t *cl = malloc((size_t)R * 4), *bt = malloc((size_t)(B * maxb) * 4);
+  for (int64_t r = 0; r < R; r++) {
+    int u = (int)dsv4_rng_range(&rng, 0, 4);
+    cl[r] = u == 0 ? 0 : u == 1 ? (int32_t)dsv4_rng_range(&rng, 1, 500) /* <= K */
+            : u == 2 ? (int32_t)(Lr + 50)                                 /* past the row */
+                     : (int32_t)dsv4_rng_range(&rng, 513, Lr);            /* not a multiple of 64 */
+  }
+  for (int64_t i = 0; i < B * maxb; i++)
+    bt[i] = (int32_t)((i * 7 + 3) % nb);
+  float *want = malloc((size_t)(R * rstride) * 4), *got = malloc((size_t)(R * rstride) * 4);
+  for (int64_t i = 0; i < R * rstride; i++)
+    want[i] = got[i] = NAN;
+  int rr = dsv4_ref_paged_mqa_logits(L, q, B, nn, H, cache, nb, bs, stride, w, cl, bt, maxb, want, Lr, rstride);
+  CHECK(rr == 0, "%s: reference refused the inputs", kname);
+  dsv4rt_buffer *qb = dev(q, (size_t)(R * H * D)), *cb = dev(cache, (size_t)(nb * stride)),
+                *wb = dev(w, (size_t)(R * H) * 4), *clb = dev(cl, (size_t)R * 4),
+                *btb = dev(bt, (size_t)(B * maxb) * 4), *lb = dev(got, (size_t)(R * rstride) * 4);
+  dsv4rt_mqa_logits_args a = {.logits = lb, .row_len = Lr, .row_stride = rstride, .q = qb, .batch = B, .next_n = nn,
+                              .cache = cb, .num_blocks = nb, .block_size = bs, .block_stride = stride, .weights = wb,
+                              .context_lens = clb, .block_table = btb, .max_blocks = maxb};
+  dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
+  dsv4rt_status s = dsv4rt_paged_mqa_logits(bundle, &a, &o);
+  if (!s)
+    s = dsv4rt_synchronize(ctx);
+  CHECK(s == DSV4RT_OK, "%s: launch: %s", kname, dsv4rt_last_error(ctx));
+  dsv4rt_buffer_read(lb, 0, got, (size_t)(R * rstride) * 4);
+  size_t unwritten = 0, extra = 0;
+  for (int64_t r = 0; r < R; r++) {
+    for (int64_t k = 0; k < Lr; k++)
+      unwritten += isnan(got[r * rstride + k]);
+    for (int64_t k = Lr; k < rstride; k++)
+      extra += !isnan(got[r * rstride + k]);
+  }
+  CHECK(unwritten == 0, "%s: %zu logits left unwritten", kname, unwritten);
+  CHECK(extra == 0, "%s: %zu entries past row_len were written", kname, extra);
+  char what[128];
+  snprintf(what, sizeof what, "%s B=%lld next_n=%lld%s", kname, (long long)B, (long long)nn, ties ? " (ties)" : "");
+  check_logits(what, got, want, R, Lr, rstride, ties ? 1e-5 : 5e-6);
+  run_topks(what, lb, got, R, Lr, rstride, clb, cl);
+  dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(wb), dsv4rt_buffer_destroy(clb),
+      dsv4rt_buffer_destroy(btb), dsv4rt_buffer_destroy(lb);
+  free(kv), free(slots), free(cache), free(q), free(w), free(cl), free(bt), free(want), free(got);
+}
+
+static void golden(const char *kname, const char *root, const char *name)
+{
+  char dir[1024], err[512];
+  snprintf(dir, sizeof dir, "%s/%s", root, name);
+  golden_case *g = golden_open(dir, err, sizeof err);
+  CHECK(g != NULL, "golden %s: %s", dir, err);
+  if (!g)
+    return;
+  const golden_tensor *q = golden_tensor_get(g, "q"), *kv = golden_tensor_get(g, "kv_cache"),
+                      *w = golden_tensor_get(g, "weights"), *cl = golden_tensor_get(g, "context_lens"),
+                      *bt = golden_tensor_get(g, "block_table"), *lg = golden_tensor_get(g, "logits");
+  double bs, stride;
+  golden_param_num(g, "block_size", &bs);
+  golden_param_num(g, "block_stride", &stride);
+  int64_t B = q->shape[0], nn = q->shape[1], R = B * nn, L = lg->shape[1];
+  float *got = malloc(lg->nbytes);
+  for (int64_t i = 0; i < lg->nelem; i++)
+    got[i] = NAN;
+  dsv4rt_buffer *qb = dev(q->data, q->nbytes), *cb = dev(kv->data, kv->nbytes), *wb = dev(w->data, w->nbytes),
+                *clb = dev(cl->data, cl->nbytes), *btb = dev(bt->data, bt->nbytes), *lb = dev(got, lg->nbytes);
+  dsv4rt_mqa_logits_args a = {.logits = lb, .row_len = L, .row_stride = L, .q = qb, .batch = B, .next_n = nn,
+                              .cache = cb, .num_blocks = kv->shape[0], .block_size = (int64_t)bs,
+                              .block_stride = (int64_t)stride, .weights = wb, .context_lens = clb, .block_table = btb,
+                              .max_blocks = bt->shape[1]};
+  dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
+  dsv4rt_status s = dsv4rt_paged_mqa_logits(bundle, &a, &o);
+  if (!s)
+    s = dsv4rt_synchronize(ctx);
+  CHECK(s == DSV4RT_OK, "golden %s: %s", name, dsv4rt_last_error(ctx));
+  dsv4rt_buffer_read(lb, 0, got, lg->nbytes);
+  char what[128];
+  snprintf(what, sizeof what, "golden %s (DeepGEMM ref_paged_mqa_logits)", name);
+  check_logits(what, got, lg->data, R, L, L, lg->tol_calc_diff);
+  run_topks(what, lb, got, R, L, L, clb, cl->data);
+  printf("golden %s with %s: checked\n", name, kname);
+  dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(wb), dsv4rt_buffer_destroy(clb),
+      dsv4rt_buffer_destroy(btb), dsv4rt_buffer_destroy(lb);
+  free(got);
+  golden_close(g);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 4) {
+    fprintf(stderr, "usage: test_indexer BUNDLE GOLDEN_DIR opencl|cuda\n");
+    return 2;
+  }
+  dsv4rt_backend be = !strcmp(argv[3], "cuda") ? DSV4RT_BACKEND_CUDA : DSV4RT_BACKEND_OPENCL;
+  dsv4rt_status s = dsv4rt_context_create(be, 0, &ctx);
+  if (s == DSV4RT_ERR_NO_BACKEND) {
+    printf("SKIPPED: no %s device: %s\n", argv[3], dsv4rt_last_error(NULL));
+    return 77;
+  }
+  if (s || dsv4rt_bundle_open(ctx, argv[1], &bundle)) {
+    printf("FAIL: %s\n", s ? dsv4rt_last_error(NULL) : dsv4rt_last_error(ctx));
+    return 1;
+  }
+  rng.s = dsv4_check_seed();
+  printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)rng.s);
+  int ran = 0;
+  for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
+    const char *name, *op, *other;
+    dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
+    int dup = 0;
+    for (int j = 0; j < e; j++) {
+      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
+      dup |= !strcmp(other, name);
+    }
+    if (dup || strcmp(op, "paged_mqa_logits"))
+      continue;
+    dsv4_layout L;
+    dsv4rt_kernel_info info;
+    dsv4rt_bundle_entry_layout(bundle, e, &L);
+    dsv4rt_bundle_entry_info(bundle, e, &info);
+    random_case(name, &L, info.heads, 3, 1, 0);
+    random_case(name, &L, info.heads, 2, 2, 0);
+    random_case(name, &L, info.heads, 2, 1, 1); /* many equal logits: ties at the threshold */
+    golden(name, argv[2], "indexer_logits_n1");
+    golden(name, argv[2], "indexer_logits_n2");
+    ran++;
+  }
+  CHECK(ran > 0, "the bundle has no paged_mqa_logits kernel");
+  dsv4rt_bundle_destroy(bundle);
+  dsv4rt_context_destroy(ctx);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
