@@ -15,6 +15,8 @@ if [ "$what" != bench ]; then
   done
   echo "== test_decode cuda"
   ./test_decode sparse_decode.dsv4b golden cuda | grep -E "FAIL|golden|passed"
+  echo "== test_indexer cuda"
+  ./test_indexer indexer.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   echo "== test_insert cuda"
   ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   if command -v compute-sanitizer >/dev/null; then
@@ -22,6 +24,7 @@ if [ "$what" != bench ]; then
     compute-sanitizer --tool memcheck --print-limit 5 ./test_gather decode.dsv4b golden cuda 2>&1 | tail -2
     compute-sanitizer --tool memcheck --print-limit 5 ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda 2>&1 | tail -2
     compute-sanitizer --tool memcheck --print-limit 5 ./test_decode sparse_decode.dsv4b golden cuda 2>&1 | tail -2
+    compute-sanitizer --tool memcheck --print-limit 5 ./test_indexer indexer.dsv4b golden cuda 2>&1 | tail -2
   fi
 fi
 if [ "$what" != tests ]; then
@@ -40,4 +43,6 @@ for _ in range(10): a@b
 e1.record();torch.cuda.synchronize();print('bf16 matmul 8192^3: %.0f TFLOP/s'%(2*8192**3*10/(e0.elapsed_time(e1)*1e-3)/1e12))
 " 2>&1 | tail -1
   ./bench_decode sparse_decode.dsv4b cuda | tail -5
+  echo "== bench_indexer (specs/indexer.lua)"
+  ./bench_indexer indexer.dsv4b cuda | tail -4
 fi
