@@ -141,13 +141,7 @@ int main(int argc, char **argv)
       dsv4rt_bundle_entry(bundle, e, &name, &opn, &tgt, &arch);
       if (strcmp(opn, op ? "paged_gather" : "dequant_gather"))
         continue;
-      int seen = 0; /* one row per kernel name (it has an entry per target) */
-      for (int j = 0; j < e; j++) {
-        const char *other;
-        dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
-        seen |= !strcmp(other, name);
-      }
-      if (seen)
+      if (!dsv4rt_bundle_entry_is_first(bundle, e)) /* one row per kernel, not per target */
         continue;
       kopts.kernel = name;
       dsv4rt_status st = op ? dsv4rt_paged_gather(bundle, &g.p[0], &kopts) : dsv4rt_dequant_gather(bundle, &g.a[0], &kopts);

@@ -55,14 +55,9 @@ int main(int argc, char **argv)
   printf("%-44s %10.1f %9.0f %8.1f%% %13s\n", small ? "d2d copy 64 MiB" : "d2d copy 1 GiB", cms * 1e3, big, 100.0, "");
 
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-    const char *name, *op, *other;
+    const char *name, *op;
     dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
-    int dup = 0;
-    for (int j = 0; j < e; j++) {
-      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
-      dup |= !strcmp(other, name);
-    }
-    if (dup || strcmp(op, "kv_insert"))
+    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "kv_insert"))
       continue;
     dsv4_layout L;
     dsv4rt_kernel_info info;

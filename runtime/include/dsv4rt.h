@@ -103,6 +103,10 @@ DSV4RT_API int dsv4rt_bundle_count(const dsv4rt_bundle *b);
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **name, const char **op,
                                              const char **target, const char **arch);
 
+/* 1 if entry i is the first entry of its kernel name (a kernel has an entry
+ * per target): for listing each kernel once; 0 otherwise or on bad input. */
+DSV4RT_API int dsv4rt_bundle_entry_is_first(const dsv4rt_bundle *b, int i);
+
 /* The cache layout entry i was compiled for (copied into *out). */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out);
 

@@ -399,6 +399,16 @@ dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **na
   return DSV4RT_OK;
 }
 
+int dsv4rt_bundle_entry_is_first(const dsv4rt_bundle *b, int i)
+{
+  if (!b || i < 0 || i >= b->n)
+    return 0;
+  for (int j = 0; j < i; j++)
+    if (!strcmp(b->entries[j].name, b->entries[i].name))
+      return 0;
+  return 1;
+}
+
 dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out)
 {
   if (!b || !out || i < 0 || i >= b->n)

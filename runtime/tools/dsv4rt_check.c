@@ -302,13 +302,7 @@ int main(int argc, char **argv)
   for (int i = 0; i < dsv4rt_bundle_count(b); i++) {
     const char *name, *op, *target, *arch;
     dsv4rt_bundle_entry(b, i, &name, &op, &target, &arch);
-    int dup = 0; /* one run per kernel name: it has an entry per target */
-    for (int j = 0; j < i; j++) {
-      const char *other;
-      dsv4rt_bundle_entry(b, j, &other, NULL, NULL, NULL);
-      dup |= !strcmp(other, name);
-    }
-    if (dup)
+    if (!dsv4rt_bundle_entry_is_first(b, i)) /* one run per kernel, not per target */
       continue;
     int r = !strcmp(op, "dequant_gather")  ? check_dequant(b, name)
             : !strcmp(op, "paged_gather")  ? check_paged(b, name)

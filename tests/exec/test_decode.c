@@ -307,14 +307,9 @@ int main(int argc, char **argv)
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;
-    const char *op, *other;
+    const char *op;
     dsv4rt_bundle_entry(bundle, e, &k.name, &op, NULL, NULL);
-    int dup = 0;
-    for (int j = 0; j < e; j++) {
-      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
-      dup |= !strcmp(other, k.name);
-    }
-    if (dup || strcmp(op, "sparse_decode"))
+    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "sparse_decode"))
       continue;
     dsv4rt_bundle_entry_layout(bundle, e, &k.L);
     dsv4rt_bundle_entry_info(bundle, e, &k.info);

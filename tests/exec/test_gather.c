@@ -509,14 +509,9 @@ int main(int argc, char **argv)
   dsv4_layout v4 = dsv4_check_layout_v4();
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-    const char *name, *op, *other;
+    const char *name, *op;
     dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
-    int dup = 0;
-    for (int j = 0; j < e; j++) {
-      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
-      dup |= !strcmp(other, name);
-    }
-    if (dup)
+    if (!dsv4rt_bundle_entry_is_first(bundle, e))
       continue;
     dsv4rt_bundle_entry_layout(bundle, e, &L);
     kname = name;

@@ -76,14 +76,9 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
                       dsv4rt_buffer *cb, const int32_t *ctxs)
 {
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-    const char *name, *op, *other;
+    const char *name, *op;
     dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
-    int dup = 0;
-    for (int j = 0; j < e; j++) {
-      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
-      dup |= !strcmp(other, name);
-    }
-    if (dup || strcmp(op, "topk"))
+    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "topk"))
       continue;
     dsv4rt_kernel_info info;
     dsv4rt_bundle_entry_info(bundle, e, &info);
@@ -237,14 +232,9 @@ int main(int argc, char **argv)
   printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)rng.s);
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-    const char *name, *op, *other;
+    const char *name, *op;
     dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
-    int dup = 0;
-    for (int j = 0; j < e; j++) {
-      dsv4rt_bundle_entry(bundle, j, &other, NULL, NULL, NULL);
-      dup |= !strcmp(other, name);
-    }
-    if (dup || strcmp(op, "paged_mqa_logits"))
+    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "paged_mqa_logits"))
       continue;
     dsv4_layout L;
     dsv4rt_kernel_info info;
