@@ -46,6 +46,14 @@ typedef struct dsv4_target_ir {
   /* Optional f32 special functions (KB_EXP2, KB_LOG2); NULL or a NULL
    * result: the llvm.exp2 / llvm.log2 intrinsics. */
   LLVMValueRef (*math)(dsv4_kb *kb, int fn, LLVMValueRef x);
+  /* Optional warp matrix units.  mma_e4m3_16x8x32: D[16x8] = A[16x32] *
+   * B[32x8] + C in f32 with e4m3 A and B in the PTX m16n8k32 fragment
+   * layout (a: 4 x i32, b: 2 x i32, c/d: 4 x f32); returns 0 when the
+   * target or arch has none.  shfl_xor: f32 v of the lane (lane ^ mask). */
+  int (*mma_e4m3_16x8x32)(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c, LLVMValueRef *d);
+  LLVMValueRef (*shfl_xor)(dsv4_kb *kb, LLVMValueRef v, int mask);
+  LLVMValueRef (*shfl_idx)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src_lane); /* f32 v of lane src_lane */
+  int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
 

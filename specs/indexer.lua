@@ -9,13 +9,15 @@ local targets = {
   spirv = true,
 }
 
--- 64 positions a CTA, a position's 64 heads over 4 threads of 16 heads.
+-- 128 positions a CTA.  Portable path: a thread a position, all 64 heads.
+-- Matrix path (PTX sm_89+, mma.sync m16n8k32 e4m3): 4 warps of 32
+-- positions, each warp loading the row's q fragments once.
 kernel {
   name = "mqa_logits_v4",
   op = "paged_mqa_logits",
   layout = L.indexer_fp8,
   heads = 64,
-  tile = { tokens_per_cta = 64, heads_per_thread = 16 },
+  tile = { tokens_per_cta = 128, heads_per_thread = 64 },
   targets = targets,
 }
 

@@ -148,6 +148,41 @@ static LLVMValueRef ptx_math(dsv4_kb *kb, int fn, LLVMValueRef x)
                  LLVMCCallConv);
 }
 
+/* mma.sync m16n8k32 e4m3 x e4m3 -> f32 (sm_89+). */
+static int ptx_mma_e4m3(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValueRef *c, LLVMValueRef *d)
+{
+  if (arch_number(kb->arch) < 89 || !d)
+    return arch_number(kb->arch) >= 89;
+  static const char text[] = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {$0, $1, $2, $3}, "
+                             "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};";
+  static const char cons[] = "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f";
+  LLVMTypeRef f4[4] = {kb->f32, kb->f32, kb->f32, kb->f32};
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, 4, 0);
+  LLVMTypeRef ps[10] = {kb->i32, kb->i32, kb->i32, kb->i32, kb->i32, kb->i32, kb->f32, kb->f32, kb->f32, kb->f32};
+  LLVMTypeRef fty = LLVMFunctionType(st, ps, 10, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef args[10] = {a[0], a[1], a[2], a[3], bf[0], bf[1], c[0], c[1], c[2], c[3]};
+  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, args, 10, "");
+  for (unsigned i = 0; i < 4; i++)
+    d[i] = LLVMBuildExtractValue(kb->b, r, i, "");
+  return 1;
+}
+
+static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
+{
+  LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
+  LLVMValueRef args[4] = {kb_i32(kb, -1), v, kb_i32(kb, mask), kb_i32(kb, 0x1f)};
+  return kb_call(kb, "llvm.nvvm.shfl.sync.bfly.f32", kb->f32, ps, args, 4, LLVMCCallConv);
+}
+
+static LLVMValueRef ptx_shfl_idx(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src)
+{
+  LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
+  LLVMValueRef args[4] = {kb_i32(kb, -1), v, src, kb_i32(kb, 0x1f)};
+  return kb_call(kb, "llvm.nvvm.shfl.sync.idx.f32", kb->f32, ps, args, 4, LLVMCCallConv);
+}
+
 static const dsv4_target_ir ptx_ir = {
     .kind = DSV4_TARGET_PTX,
     .global_as = 1,
@@ -164,15 +199,19 @@ static const dsv4_target_ir ptx_ir = {
     .cvt_e4m3x2_from_f32 = ptx_cvt_e4m3x2_from_f32,
     .lane_reduce = ptx_lane_reduce,
     .math = ptx_math,
+    .mma_e4m3_16x8x32 = ptx_mma_e4m3,
+    .shfl_xor = ptx_shfl_xor,
+    .shfl_idx = ptx_shfl_idx,
+    .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };
 
-/* The PTX ISA version each arch needs: sm_90a needs 8.0, sm_89 7.8, and
- * 7.4 gives sm_80/86 the L1::no_allocate loads. */
+/* The PTX ISA version: 8.4 on sm_89/sm_90(a), for mma with e4m3 operands
+ * (sm_90a itself needs 8.0); 7.4 gives sm_80/86 the L1::no_allocate loads. */
 static const char *ptx_features(const char *arch)
 {
   int v = arch_number(arch);
-  return v >= 90 ? "+ptx80" : v >= 89 ? "+ptx78" : "+ptx74";
+  return v >= 89 ? "+ptx84" : "+ptx74"; /* 8.4: mma with e4m3 operands on sm_89 and sm_90 */
 }
 
 /* Assemble with ptxas when present: what LLVM accepts but the driver

@@ -10,6 +10,10 @@
  * sums.  K rows are e4m3 values with one fp32 scale per token, addressed
  * through the layout; q is e4m3 and the products accumulate in fp32.  The
  * reduction is reached by every thread (uniform control flow).
+ *
+ * Targets with e4m3 warp matrix units (PTX sm_89+: mma.sync m16n8k32) take
+ * the matrix path instead, for the same launch geometry: the CTA's warps
+ * split its positions 8 at a time.
  */
 #include <math.h>
 
@@ -32,6 +36,155 @@ static void load16_e4m3(dsv4_kb *kb, LLVMValueRef p, LLVMValueRef *f)
   }
 }
 
+/* i32 loaded at byte offset off of pointer argument arg when cond, else 0. */
+static LLVMValueRef guarded_i32(dsv4_kb *kb, LLVMValueRef cond, LLVMValueRef base, LLVMValueRef off, int align)
+{
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(kb->b);
+  kb_if_t f = kb_if(kb, cond, "ld");
+  LLVMValueRef v = kb_load(kb, kb->i32, kb_byte_ptr(kb, base, off), (unsigned)align);
+  LLVMBasicBlockRef got = LLVMGetInsertBlock(kb->b);
+  kb_endif(kb, &f);
+  return kb_phi(kb, v, got, kb_i32(kb, 0), pre);
+}
+
+/* Where position pos (i64) of row r lives: *blk (i64, a valid block when
+ * the result is true) and whether it is a position to compute. */
+static LLVMValueRef locate(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq, LLVMValueRef *blk)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
+  LLVMValueRef col = LLVMBuildUDiv(b, pos, bs, "");
+  LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
+  want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
+  LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
+  LLVMValueRef pre_blk = guarded_i32(kb, want, kb_arg(kb, TABLE), to, 4);
+  LLVMValueRef bl = kb_sext64(kb, pre_blk);
+  LLVMValueRef ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
+  *blk = LLVMBuildSelect(b, ok, bl, kb_i64(kb, 0), "");
+  return ok;
+}
+
+/* Whether this target can take the matrix path for kernel k. */
+static int use_mma(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  const dsv4_target_ir *t = kb->t;
+  int warps = k->tile.threads / 32;
+  return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && t->warp == 32 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
+         k->heads % 16 == 0 && k->heads <= 128 && k->layout.dim % 32 == 0 && k->layout.dim <= 256 &&
+         k->tile.threads % 32 == 0 && warps > 0 && k->tile.tokens_per_cta % (warps * 8) == 0 &&
+         k->layout.row_bytes % 4 == 0 && k->layout.seg[0].offset % 4 == 0;
+}
+
+/* The matrix path (PTX m16n8k32 e4m3): a warp holds the row's q as A
+ * fragments (heads x dims) and, 8 positions at a time, takes K rows as the
+ * B fragment; the relu-weighted head sum folds the accumulator's rows, a
+ * butterfly over the lanes that share a column finishes it. */
+static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &k->layout;
+  int H = k->heads, D = L->dim, MT = H / 16, KS = D / 32, warps = k->tile.threads / 32;
+  int ppw = k->tile.tokens_per_cta / warps, NT = ppw / 8;
+  LLVMValueRef tid = kb->t->thread_id(kb);
+  LLVMValueRef warp = LLVMBuildUDiv(b, tid, kb_i32(kb, 32), "warp"), lane = LLVMBuildURem(b, tid, kb_i32(kb, 32), "");
+  LLVMValueRef gid = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "gid"), tig = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "tig");
+  LLVMValueRef r = kb->t->block_id(kb, 1);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ROWS), "")); /* whole CTAs */
+  LLVMValueRef r64 = kb_zext64(kb, r);
+  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, CTX), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef breq = LLVMBuildUDiv(b, r64, kb_sext64(kb, kb_arg(kb, NEXT_N)), "b");
+  /* A fragments: a[mt][ks][0..3] = q[h][d..d+3], h = mt*16 + gid (+8), d = ks*32 + tig*4 (+16) */
+  LLVMValueRef a[8][8][4], w0[8], w1[8];
+  LLVMValueRef qbase = LLVMBuildMul(b, r64, kb_i64(kb, (long long)H * D), "");
+  LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, gid), kb_i64(kb, D), "");
+  LLVMValueRef dcol = LLVMBuildMul(b, kb_zext64(kb, tig), kb_i64(kb, 4), "");
+  for (int mt = 0; mt < MT; mt++)
+    for (int ks = 0; ks < KS; ks++)
+      for (int i = 0; i < 4; i++) {
+        long long c = (long long)(mt * 16 + (i & 1) * 8) * D + ks * 32 + (i >> 1) * 16;
+        LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildAdd(b, qbase, hrow, ""), LLVMBuildAdd(b, dcol, kb_i64(kb, c), ""), "");
+        a[mt][ks][i] = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, Q), off), 4);
+      }
+  LLVMValueRef wbase = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""), kb_zext64(kb, gid), ""),
+                                    kb_i64(kb, 4), "");
+  for (int mt = 0; mt < MT; mt++) {
+    w0[mt] = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, kb_i64(kb, mt * 64), "")), 4);
+    w1[mt] = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, kb_i64(kb, mt * 64 + 32), "")), 4);
+  }
+  LLVMValueRef pw = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, k->tile.tokens_per_cta), ""),
+                                 LLVMBuildMul(b, warp, kb_i32(kb, ppw), ""), "pw");
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
+  for (int nt = 0; nt < NT; nt++) {
+    LLVMValueRef p0 = LLVMBuildAdd(b, pw, kb_i32(kb, nt * 8), "p0");
+    /* B fragment: K row of position p0 + gid, bytes ks*32 + tig*4 (+16) */
+    LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, p0, gid, ""));
+    LLVMValueRef blk;
+    LLVMValueRef ok = locate(kb, pos, ctx, breq, &blk);
+    LLVMValueRef krow = LLVMBuildAdd(b, LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), ""),
+                                     LLVMBuildMul(b, LLVMBuildURem(b, pos, bs, ""), kb_i64(kb, L->row_bytes), ""), "");
+    krow = LLVMBuildAdd(b, krow, LLVMBuildAdd(b, kb_i64(kb, L->seg[0].offset), dcol, ""), "");
+    LLVMValueRef bf[8][2], ld[8][2], ksc;
+    { /* the position's B loads and its scale, under one guard */
+      int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+      LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");
+      LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
+      if (tail)
+        so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
+      so = LLVMBuildAdd(b, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""),
+                        LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), ""), "");
+      LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+      kb_if_t g = kb_if(kb, ok, "kload");
+      for (int ks = 0; ks < KS; ks++)
+        for (int i = 0; i < 2; i++)
+          ld[ks][i] = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildAdd(b, krow, kb_i64(kb, ks * 32 + i * 16), "")), 4);
+      LLVMValueRef sc = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, CACHE), so), 4);
+      LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
+      kb_endif(kb, &g);
+      for (int ks = 0; ks < KS; ks++)
+        for (int i = 0; i < 2; i++)
+          bf[ks][i] = kb_phi(kb, ld[ks][i], got, kb_i32(kb, 0), pre);
+      /* an invalid position's scale is -inf: its logit becomes -inf below */
+      ksc = kb_phi(kb, sc, got, LLVMConstReal(kb->f32, -INFINITY), pre);
+    }
+    LLVMValueRef part[2] = {zero, zero};
+    for (int mt = 0; mt < MT; mt++) {
+      LLVMValueRef acc[4] = {zero, zero, zero, zero};
+      for (int ks = 0; ks < KS; ks++)
+        kb->t->mma_e4m3_16x8x32(kb, a[mt][ks], bf[ks], acc, acc);
+      for (int j = 0; j < 2; j++) {
+        LLVMValueRef r0 = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc[j], zero, ""), acc[j], zero, "");
+        LLVMValueRef r1 = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc[2 + j], zero, ""), acc[2 + j], zero, "");
+        part[j] = LLVMBuildFAdd(b, part[j], LLVMBuildFAdd(b, LLVMBuildFMul(b, r0, w0[mt], ""),
+                                                          LLVMBuildFMul(b, r1, w1[mt], ""), ""), "");
+      }
+    }
+    for (int j = 0; j < 2; j++)
+      for (int m = 4; m <= 16; m *= 2)
+        part[j] = LLVMBuildFAdd(b, part[j], kb->t->shfl_xor(kb, part[j], m), "");
+    /* lanes 0..3 write columns p0 + tig*2 + j; the column's scale comes from
+     * the lane that loaded that position's row (lane = column * 4) */
+    LLVMValueRef ksj[2];
+    for (int j = 0; j < 2; j++)
+      ksj[j] = kb->t->shfl_idx(kb, ksc, LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, tig, kb_i32(kb, 2), ""),
+                                                                     kb_i32(kb, j), ""), kb_i32(kb, 4), ""));
+    kb_if_t st = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, gid, kb_i32(kb, 0), ""), "store");
+    for (int j = 0; j < 2; j++) {
+      LLVMValueRef n = kb_zext64(kb, LLVMBuildAdd(b, p0, LLVMBuildAdd(b, LLVMBuildMul(b, tig, kb_i32(kb, 2), ""),
+                                                                       kb_i32(kb, j), ""), ""));
+      LLVMValueRef valid = LLVMBuildFCmp(b, LLVMRealONE, ksj[j], LLVMConstReal(kb->f32, -INFINITY), "");
+      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[j], ksj[j], ""), LLVMConstReal(kb->f32, -INFINITY), "");
+      kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, n, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "inrow");
+      LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), n, ""), kb_i64(kb, 4), "");
+      kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
+      kb_endif(kb, &in);
+    }
+    kb_endif(kb, &st);
+  }
+}
+
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
@@ -39,6 +192,10 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   const char *names[32];
   int na = dsv4_op_signature(k->op, kinds, names);
   kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
+  if (use_mma(kb, k)) {
+    mma_logits(kb, k);
+    return 0;
+  }
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
   const dsv4_segment *seg = &L->seg[0];
