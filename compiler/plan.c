@@ -81,30 +81,6 @@ int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch)
 /* The argument list of an op, from the one definition in dsv4_abi.h. */
 int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names)
 {
-  int n = 0;
-#define A(nm, kind) kinds[n] = DSV4_ARG_##kind, names[n++] = #nm;
-  switch (op) {
-  case DSV4_OP_DEQUANT_GATHER:
-    DSV4_ARGS_DEQUANT_GATHER(A)
-    break;
-  case DSV4_OP_PAGED_GATHER:
-    DSV4_ARGS_PAGED_GATHER(A)
-    break;
-  case DSV4_OP_KV_INSERT:
-    DSV4_ARGS_KV_INSERT(A)
-    break;
-  case DSV4_OP_SPARSE_DECODE:
-    DSV4_ARGS_SPARSE_DECODE(A)
-    break;
-  case DSV4_OP_PAGED_MQA_LOGITS:
-    DSV4_ARGS_PAGED_MQA_LOGITS(A)
-    break;
-  case DSV4_OP_TOPK:
-    DSV4_ARGS_TOPK(A)
-    break;
-  default:
-    break;
-  }
-#undef A
-  return n;
+  int n = dsv4_op_args(op, kinds, names);
+  return n < 0 ? 0 : n;
 }

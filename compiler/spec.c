@@ -746,6 +746,21 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
 /* A power of two (and not zero). */
 static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
 
+/* A kernel field that only op takes: *present says whether the spec has it.
+ * Returns 1 when kn is another op (an error if the field is there), else 0. */
+static int op_field(cursor *k, const dsv4_kernel *kn, dsv4_op op, const char *field, int *present, int *bad)
+{
+  *present = lua_getfield(k->c->L, k->idx, field) != LUA_TNIL;
+  lua_pop(k->c->L, 1);
+  if (kn->op == op)
+    return 0;
+  if (*present) {
+    FERR(k, field, "applies to op '%s' only", dsv4_op_name(op));
+    *bad = 1;
+  }
+  return 1;
+}
+
 /* The writer's own fields (rope, q) and what its thread mapping needs of
  * the layout: one scale group size, groups aligned to lanes. */
 static int check_writer(cursor *k, dsv4_kernel *kn)
@@ -753,18 +768,12 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   static const char *const rope_known[] = {"first", "dims", NULL};
   static const char *const q_known[] = {"dim", NULL};
   const dsv4_layout *l = &kn->layout;
-  int v = kn->tile.values_per_thread, bad = 0;
-  int has_rope = lua_getfield(k->c->L, k->idx, "rope") != LUA_TNIL;
-  int has_q = lua_getfield(k->c->L, k->idx, "q") != LUA_TNIL;
-  int has_quant = lua_getfield(k->c->L, k->idx, "quant") != LUA_TNIL;
-  lua_pop(k->c->L, 3);
-  if (kn->op != DSV4_OP_KV_INSERT) {
-    if (has_rope || has_q || has_quant) {
-      FERR(k, has_rope ? "rope" : has_q ? "q" : "quant", "applies to op 'kv_insert' only");
-      return 1;
-    }
-    return 0;
-  }
+  int v = kn->tile.values_per_thread, bad = 0, has_rope, has_q, has_quant;
+  int other = op_field(k, kn, DSV4_OP_KV_INSERT, "rope", &has_rope, &bad);
+  op_field(k, kn, DSV4_OP_KV_INSERT, "q", &has_q, &bad);
+  op_field(k, kn, DSV4_OP_KV_INSERT, "quant", &has_quant, &bad);
+  if (other)
+    return bad;
   static const char *const quant_known[] = {"floor", NULL};
   cursor qu;
   if (has_quant && enter(k, "quant", &qu, 1) == 0) {
@@ -839,17 +848,11 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
  * sum, OPS.md section 4). */
 static int check_logits(cursor *k, dsv4_kernel *kn)
 {
-  int has = lua_getfield(k->c->L, k->idx, "heads") != LUA_TNIL;
-  lua_pop(k->c->L, 1);
-  if (kn->op != DSV4_OP_PAGED_MQA_LOGITS) {
-    if (has) {
-      FERR(k, "heads", "applies to op 'paged_mqa_logits' only");
-      return 1;
-    }
-    return 0;
-  }
+  int has, bad = 0;
+  if (op_field(k, kn, DSV4_OP_PAGED_MQA_LOGITS, "heads", &has, &bad))
+    return bad;
   const dsv4_layout *l = &kn->layout;
-  int bad = get_int(k, "heads", 1, 1, 1024, 0, &kn->heads);
+  bad = get_int(k, "heads", 1, 1, 1024, 0, &kn->heads);
   const dsv4_segment *s = &l->seg[0];
   if (!bad && (l->nseg != 1 || s->type != DSV4_DT_E4M3 || s->d0 != 0 || s->d1 != l->dim || s->scale_tensor ||
                s->scale_type != DSV4_DT_F32 || s->scale_group != l->dim || l->dim % 16)) {
@@ -863,15 +866,9 @@ static int check_logits(cursor *k, dsv4_kernel *kn)
 /* The top-k kernel's K. */
 static int check_topk(cursor *k, dsv4_kernel *kn)
 {
-  int has = lua_getfield(k->c->L, k->idx, "k") != LUA_TNIL;
-  lua_pop(k->c->L, 1);
-  if (kn->op != DSV4_OP_TOPK) {
-    if (has) {
-      FERR(k, "k", "applies to op 'topk' only");
-      return 1;
-    }
-    return 0;
-  }
+  int has, bad = 0;
+  if (op_field(k, kn, DSV4_OP_TOPK, "k", &has, &bad))
+    return bad;
   return get_int(k, "k", 1, 1, 65536, 0, &kn->topk);
 }
 
@@ -879,17 +876,12 @@ static int check_topk(cursor *k, dsv4_kernel *kn)
  * DSv3.2); lanes of V are whole lanes, and a row's lanes one reduction group. */
 static int check_decode(cursor *k, dsv4_kernel *kn)
 {
-  int has = lua_getfield(k->c->L, k->idx, "v_dim") != LUA_TNIL;
-  lua_pop(k->c->L, 1);
-  if (kn->op != DSV4_OP_SPARSE_DECODE) {
-    if (has) {
-      FERR(k, "v_dim", "applies to op 'sparse_decode' only");
-      return 1;
-    }
-    return 0;
-  }
+  int has, bad = 0;
+  if (op_field(k, kn, DSV4_OP_SPARSE_DECODE, "v_dim", &has, &bad))
+    return bad;
   const dsv4_layout *l = &kn->layout;
-  int v = kn->tile.values_per_thread, bad = get_int(k, "v_dim", 0, 1, 4096, l->dim, &kn->v_dim);
+  int v = kn->tile.values_per_thread;
+  bad = get_int(k, "v_dim", 0, 1, 4096, l->dim, &kn->v_dim);
   if (!bad && (kn->v_dim > l->dim || kn->v_dim % v)) {
     FERR(k, "v_dim", "= %d must be at most the layout's %d dims and a multiple of values_per_thread %d", kn->v_dim,
          l->dim, v);

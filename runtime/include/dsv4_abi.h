@@ -150,6 +150,30 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(row_stride, I64)      \
   A(row_len, I32)
 
+/* The argument list of op: kinds (and names when names is not NULL), from
+ * the DSV4_ARGS_<OP> lists above; returns the count, -1 for an unknown op.
+ * The one definition both the generators and the runtime use. */
+static inline int dsv4_op_args(int op, unsigned char *kinds, const char **names)
+{
+  int n = 0;
+#define A(nm, kind)                \
+  kinds[n] = DSV4_ARG_##kind;      \
+  if (names)                       \
+    names[n] = #nm;                \
+  n++;
+#define X(e, s, d)    \
+  case DSV4_OP_##e:   \
+    DSV4_ARGS_##e(A)  \
+    return n;
+  switch (op) {
+    DSV4_OPS(X)
+  default:
+    return -1;
+  }
+#undef X
+#undef A
+}
+
 /* An op that reads no cache (its kernels carry no layout). */
 static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
 

@@ -222,44 +222,13 @@ static uint64_t rd64(const uint8_t *p)
   return v;
 }
 
-/* The argument kinds this runtime passes for op (the compiled-in ABI). */
-static int expected_signature(uint32_t op, uint8_t *kinds)
-{
-  int n = 0;
-#define A(nm, kind) kinds[n++] = DSV4_ARG_##kind;
-  switch (op) {
-  case DSV4_OP_DEQUANT_GATHER:
-    DSV4_ARGS_DEQUANT_GATHER(A)
-    break;
-  case DSV4_OP_PAGED_GATHER:
-    DSV4_ARGS_PAGED_GATHER(A)
-    break;
-  case DSV4_OP_KV_INSERT:
-    DSV4_ARGS_KV_INSERT(A)
-    break;
-  case DSV4_OP_SPARSE_DECODE:
-    DSV4_ARGS_SPARSE_DECODE(A)
-    break;
-  case DSV4_OP_PAGED_MQA_LOGITS:
-    DSV4_ARGS_PAGED_MQA_LOGITS(A)
-    break;
-  case DSV4_OP_TOPK:
-    DSV4_ARGS_TOPK(A)
-    break;
-  default:
-    return -1;
-  }
-#undef A
-  return n;
-}
-
 /* Every field of entry i that the runtime relies on. */
 static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e, int i, uint64_t size)
 {
   if (!memchr(e->name, 0, sizeof e->name) || !e->name[0] || !memchr(e->arch, 0, sizeof e->arch))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name or arch is not a terminated string", i);
   uint8_t kinds[DSV4_MAX_ARGS];
-  int n = expected_signature(e->op, kinds);
+  int n = dsv4_op_args((int)e->op, kinds, NULL); /* what this runtime passes */
   if (n < 0)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): unknown op %u", i, e->name, e->op);
   if (e->nargs != (uint32_t)n || memcmp(e->args, kinds, (size_t)n))

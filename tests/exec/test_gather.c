@@ -17,42 +17,15 @@
 #include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
+#include "harness.h"
 #include "golden_load.h"
 
-static int passed, failed;
-static dsv4rt_context *ctx;
 static dsv4rt_bundle *bundle;
 static dsv4_layout L;       /* the layout of the kernel under test (from the bundle) */
 static const char *kname; /* the kernel under test */
 static float tscale = 1.0f; /* tensor_scale passed to it */
-static dsv4_rng rng;
 
-#define CHECK(cond, ...)                 \
-  do {                                   \
-    if (cond) {                          \
-      passed++;                          \
-    } else {                             \
-      failed++;                          \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);               \
-      printf("\n");                      \
-    }                                    \
-  } while (0)
 
-/* A device buffer holding n bytes copied from host (NULL: uninitialised). */
-static dsv4rt_buffer *dev(const void *host, size_t n)
-{
-  dsv4rt_buffer *b = NULL;
-  if (dsv4rt_buffer_create(ctx, n ? n : 16, &b)) {
-    printf("FAIL: buffer of %zu bytes: %s\n", n, dsv4rt_last_error(ctx));
-    exit(1);
-  }
-  if (host && n && dsv4rt_buffer_write(b, 0, host, n)) {
-    printf("FAIL: upload: %s\n", dsv4rt_last_error(ctx));
-    exit(1);
-  }
-  return b;
-}
 
 /* A random cache: every byte random (all fp8 codes, NaNs and every scale
  * byte included), so the bit-exact comparison covers all encodings. */
@@ -487,19 +460,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: test_gather BUNDLE GOLDEN_DIR opencl|cuda\n");
     return 2;
   }
-  dsv4rt_backend be = !strcmp(argv[3], "cuda") ? DSV4RT_BACKEND_CUDA : DSV4RT_BACKEND_OPENCL;
-  dsv4rt_status s = dsv4rt_context_create(be, 0, &ctx);
-  if (s == DSV4RT_ERR_NO_BACKEND) {
-    printf("SKIPPED: no %s device: %s\n", argv[3], dsv4rt_last_error(NULL));
-    return 77;
-  }
-  if (s) {
-    printf("FAIL: context: %s\n", dsv4rt_last_error(NULL));
-    return 1;
-  }
-  uint64_t seed = dsv4_check_seed();
-  rng.s = seed;
-  printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)seed);
+  int st = harness_open(argv[3]);
+  if (st)
+    return st;
   if (dsv4rt_bundle_open(ctx, argv[1], &bundle)) {
     printf("FAIL: %s\n", dsv4rt_last_error(ctx));
     return 1;
@@ -559,6 +522,5 @@ int main(int argc, char **argv)
   }
   dsv4rt_bundle_destroy(bundle);
   dsv4rt_context_destroy(ctx);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return harness_finish();
 }

@@ -24,36 +24,13 @@
 #include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
+#include "harness.h"
 #include "golden_load.h"
 
-static int passed, failed;
-static dsv4rt_context *ctx;
 static dsv4rt_bundle *bundle, *gathers;
-static dsv4_rng rng;
 
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond)                                              \
-      passed++;                                            \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
 
-static dsv4rt_buffer *dev(const void *host, size_t n)
-{
-  dsv4rt_buffer *b = NULL;
-  if (dsv4rt_buffer_create(ctx, n ? n : 16, &b) || (host && n && dsv4rt_buffer_write(b, 0, host, n))) {
-    printf("FAIL: device buffer of %zu bytes: %s\n", n, dsv4rt_last_error(ctx));
-    exit(1);
-  }
-  return b;
-}
 
-static float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
 
 /* A bf16 row of n values: per 64-value block a magnitude class, so that the
  * scale exponent ranges widely and the edge cases occur. */
@@ -352,18 +329,13 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: test_insert INSERT_BUNDLE GATHER_BUNDLE GOLDEN_DIR opencl|cuda\n");
     return 2;
   }
-  dsv4rt_backend be = !strcmp(argv[4], "cuda") ? DSV4RT_BACKEND_CUDA : DSV4RT_BACKEND_OPENCL;
-  dsv4rt_status s = dsv4rt_context_create(be, 0, &ctx);
-  if (s == DSV4RT_ERR_NO_BACKEND) {
-    printf("SKIPPED: no %s device: %s\n", argv[4], dsv4rt_last_error(NULL));
-    return 77;
-  }
-  if (s || dsv4rt_bundle_open(ctx, argv[1], &bundle) || dsv4rt_bundle_open(ctx, argv[2], &gathers)) {
-    printf("FAIL: %s\n", s ? dsv4rt_last_error(NULL) : dsv4rt_last_error(ctx));
+  int st = harness_open(argv[4]);
+  if (st)
+    return st;
+  if (dsv4rt_bundle_open(ctx, argv[1], &bundle) || dsv4rt_bundle_open(ctx, argv[2], &gathers)) {
+    printf("FAIL: %s\n", dsv4rt_last_error(ctx));
     return 1;
   }
-  rng.s = dsv4_check_seed();
-  printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)rng.s);
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;
@@ -388,6 +360,5 @@ int main(int argc, char **argv)
   dsv4rt_bundle_destroy(bundle);
   dsv4rt_bundle_destroy(gathers);
   dsv4rt_context_destroy(ctx);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return harness_finish();
 }

@@ -1,0 +1,43 @@
+/* harness.c -- the execution tests' shared plumbing (see harness.h). */
+#include "harness.h"
+
+#include <string.h>
+
+int passed, failed;
+dsv4rt_context *ctx;
+dsv4_rng rng;
+
+dsv4rt_buffer *dev(const void *host, size_t n)
+{
+  dsv4rt_buffer *b = NULL;
+  if (dsv4rt_buffer_create(ctx, n ? n : 16, &b) || (host && n && dsv4rt_buffer_write(b, 0, host, n))) {
+    printf("FAIL: device buffer of %zu bytes: %s\n", n, dsv4rt_last_error(ctx));
+    exit(1);
+  }
+  return b;
+}
+
+float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
+
+int harness_open(const char *backend)
+{
+  dsv4rt_backend be = !strcmp(backend, "cuda") ? DSV4RT_BACKEND_CUDA : DSV4RT_BACKEND_OPENCL;
+  dsv4rt_status s = dsv4rt_context_create(be, 0, &ctx);
+  if (s == DSV4RT_ERR_NO_BACKEND) {
+    printf("SKIPPED: no %s device: %s\n", backend, dsv4rt_last_error(NULL));
+    return 77;
+  }
+  if (s) {
+    printf("FAIL: context: %s\n", dsv4rt_last_error(NULL));
+    return 1;
+  }
+  rng.s = dsv4_check_seed();
+  printf("device: %s\nseed: DSV4_SEED=%llu\n", dsv4rt_device_name(ctx), (unsigned long long)rng.s);
+  return 0;
+}
+
+int harness_finish(void)
+{
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,42 @@
+/* harness.h -- what the execution tests share: pass/fail counting with a
+ * message per failure, the device context, fresh random inputs and device
+ * buffers.  Each test program is one file including this. */
+#ifndef DSV4_HARNESS_H
+#define DSV4_HARNESS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dsv4_check.h"
+#include "dsv4rt.h"
+
+extern int passed, failed;
+extern dsv4rt_context *ctx;
+extern dsv4_rng rng;
+
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond)                                     \
+      passed++;                                   \
+    else {                                        \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+/* A device buffer of n bytes (at least 16), filled from host when given;
+ * exits the test on failure. */
+dsv4rt_buffer *dev(const void *host, size_t n);
+/* Uniform in [0, 1). */
+float rnd01(void);
+/* Open the context for backend name ("cuda" or anything else: OpenCL) and
+ * seed the generator (DSV4_SEED repeats a run).  Returns 77 when there is
+ * no such device (the caller exits with it: CTest's "skipped"), 1 on
+ * another failure, 0 when ready. */
+int harness_open(const char *backend);
+/* Print "N passed, M failed"; the exit status. */
+int harness_finish(void);
+
+#endif
