@@ -71,7 +71,8 @@ static int use_mma(dsv4_kb *kb, const dsv4_kernel *k)
 {
   const dsv4_target_ir *t = kb->t;
   int warps = k->tile.threads / 32;
-  return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && t->warp == 32 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
+  return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && t->warp == 32 &&
+         k->tile.tokens_per_cta / (k->tile.threads / 32) <= 64 && k->heads * (k->layout.dim + 16) <= 40960 && k->layout.dim % 16 == 0 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
          k->heads % 16 == 0 && k->heads <= 128 && k->layout.dim % 32 == 0 && k->layout.dim <= 256 &&
          k->tile.threads % 32 == 0 && warps > 0 && k->tile.tokens_per_cta % (warps * 8) == 0 &&
          k->layout.row_bytes % 4 == 0 && k->layout.seg[0].offset % 4 == 0;
@@ -95,17 +96,31 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef r64 = kb_zext64(kb, r);
   LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, CTX), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
   LLVMValueRef breq = LLVMBuildUDiv(b, r64, kb_sext64(kb, kb_arg(kb, NEXT_N)), "b");
-  /* A fragments: a[mt][ks][0..3] = q[h][d..d+3], h = mt*16 + gid (+8), d = ks*32 + tig*4 (+16) */
+  /* the row's q (H x D bytes) staged once per CTA in shared memory with
+   * 16-byte loads, then read as A fragments: a[mt][ks][0..3] =
+   * q[h][d..d+3], h = mt*16 + gid (+8), d = ks*32 + tig*4 (+16) */
   LLVMValueRef a[8][8][4], w0[8], w1[8];
+  int QS = D + 16; /* padded rows: the 8 rows a fragment load touches hit 8 bank groups */
+  LLVMValueRef qs = kb_shared_array(kb, kb->i8, H * QS, "dsv4_q");
   LLVMValueRef qbase = LLVMBuildMul(b, r64, kb_i64(kb, (long long)H * D), "");
-  LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, gid), kb_i64(kb, D), "");
+  for (int c = 0; c < H * D; c += 16 * k->tile.threads) {
+    LLVMValueRef off = LLVMBuildAdd(b, kb_i64(kb, c), LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 16), ""), "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, off, kb_i64(kb, (long long)H * D), ""), "qcopy");
+    LLVMValueRef v = kb_load(kb, LLVMVectorType(kb->i32, 4), kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildAdd(b, qbase, off, "")), 16);
+    LLVMValueRef soff = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, off, kb_i64(kb, D), ""), kb_i64(kb, QS), ""),
+                                     LLVMBuildURem(b, off, kb_i64(kb, D), ""), "");
+    kb_store(kb, v, kb_byte_ptr(kb, qs, soff), 16);
+    kb_endif(kb, &in);
+  }
+  kb->t->barrier(kb);
+  LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, gid), kb_i64(kb, QS), "");
   LLVMValueRef dcol = LLVMBuildMul(b, kb_zext64(kb, tig), kb_i64(kb, 4), "");
   for (int mt = 0; mt < MT; mt++)
     for (int ks = 0; ks < KS; ks++)
       for (int i = 0; i < 4; i++) {
-        long long c = (long long)(mt * 16 + (i & 1) * 8) * D + ks * 32 + (i >> 1) * 16;
-        LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildAdd(b, qbase, hrow, ""), LLVMBuildAdd(b, dcol, kb_i64(kb, c), ""), "");
-        a[mt][ks][i] = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, Q), off), 4);
+        long long c = (long long)(mt * 16 + (i & 1) * 8) * QS + ks * 32 + (i >> 1) * 16;
+        LLVMValueRef off = LLVMBuildAdd(b, hrow, LLVMBuildAdd(b, dcol, kb_i64(kb, c), ""), "");
+        a[mt][ks][i] = kb_load(kb, kb->i32, kb_byte_ptr(kb, qs, off), 4);
       }
   LLVMValueRef wbase = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""), kb_zext64(kb, gid), ""),
                                     kb_i64(kb, 4), "");
@@ -117,8 +132,12 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
                                  LLVMBuildMul(b, warp, kb_i32(kb, ppw), ""), "pw");
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
   LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
-  for (int nt = 0; nt < NT; nt++) {
+  /* every n-tile's loads first (table, K fragments, scale), then the math:
+   * NT tiles of loads in flight instead of one */
+  LLVMValueRef BF[8][8][2], KSC[8], P0[8];
+  for (int nt = 0; nt < NT && nt < 8; nt++) {
     LLVMValueRef p0 = LLVMBuildAdd(b, pw, kb_i32(kb, nt * 8), "p0");
+    P0[nt] = p0;
     /* B fragment: K row of position p0 + gid, bytes ks*32 + tig*4 (+16) */
     LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, p0, gid, ""));
     LLVMValueRef blk;
@@ -149,6 +168,14 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
       /* an invalid position's scale is -inf: its logit becomes -inf below */
       ksc = kb_phi(kb, sc, got, LLVMConstReal(kb->f32, -INFINITY), pre);
     }
+    for (int ks = 0; ks < KS; ks++)
+      for (int i = 0; i < 2; i++)
+        BF[nt][ks][i] = bf[ks][i];
+    KSC[nt] = ksc;
+  }
+  for (int nt = 0; nt < NT && nt < 8; nt++) {
+    LLVMValueRef p0 = P0[nt], ksc = KSC[nt];
+    LLVMValueRef(*bf)[2] = BF[nt];
     LLVMValueRef part[2] = {zero, zero};
     for (int mt = 0; mt < MT; mt++) {
       LLVMValueRef acc[4] = {zero, zero, zero, zero};
