@@ -269,33 +269,33 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
   so = LLVMBuildAdd(b, so, kb_i64(kb, seg->scale_offset), "");
   LLVMValueRef kscale = kb_load(kb, kb->f32, kb_byte_ptr(kb, base, so), 4);
-  LLVMValueRef acc[64];
-  for (int h = 0; h < hpt; h++)
-    acc[h] = LLVMConstReal(kb->f32, 0.0);
-  /* q row of head (hg * hpt + h): ((r * H) + head) * D bytes */
+  /* q row of head (hg * hpt + h): ((r * H) + head) * D bytes.  A loop over
+   * the thread's heads (not unrolled: 64 heads x 128 dims would be 8K
+   * multiply-adds of straight-line code); K chunks come again from L1 */
   LLVMValueRef qrow0 = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""),
                                                     LLVMBuildMul(b, kb_zext64(kb, hg), kb_i64(kb, hpt), ""), ""),
                                     kb_i64(kb, D), "");
-  for (int c = 0; c < D; c += 16) {
-    LLVMValueRef kv[16];
-    load16_e4m3(kb, kb_byte_ptr(kb, krow, kb_i64(kb, c)), kv);
-    for (int h = 0; h < hpt; h++) {
-      LLVMValueRef qv[16];
-      load16_e4m3(kb, kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildAdd(b, qrow0, kb_i64(kb, (long long)h * D + c), "")), qv);
-      for (int j = 0; j < 16; j++)
-        acc[h] = LLVMBuildFAdd(b, acc[h], LLVMBuildFMul(b, qv[j], kv[j], ""), "");
-    }
-  }
   LLVMValueRef wrow = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""),
                                                    LLVMBuildMul(b, kb_zext64(kb, hg), kb_i64(kb, hpt), ""), ""),
                                    kb_i64(kb, 4), "");
-  LLVMValueRef part = LLVMConstReal(kb->f32, 0.0);
-  for (int h = 0; h < hpt; h++) {
-    LLVMValueRef w = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wrow, kb_i64(kb, 4 * h), "")), 4);
-    LLVMValueRef relu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc[h], LLVMConstReal(kb->f32, 0.0), ""), acc[h],
-                                        LLVMConstReal(kb->f32, 0.0), "");
-    part = LLVMBuildFAdd(b, part, LLVMBuildFMul(b, w, relu, ""), "");
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
+  kb_loop_t hl;
+  kb_for(kb, &hl, kb_i32(kb, 0), kb_i32(kb, hpt), 1, &zero);
+  LLVMValueRef h64 = kb_zext64(kb, hl.iv);
+  LLVMValueRef qh = LLVMBuildAdd(b, qrow0, LLVMBuildMul(b, h64, kb_i64(kb, D), ""), "");
+  LLVMValueRef acc = zero;
+  for (int c = 0; c < D; c += 16) {
+    LLVMValueRef kv[16], qv[16];
+    load16_e4m3(kb, kb_byte_ptr(kb, krow, kb_i64(kb, c)), kv);
+    load16_e4m3(kb, kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildAdd(b, qh, kb_i64(kb, c), "")), qv);
+    for (int j = 0; j < 16; j++)
+      acc = LLVMBuildFAdd(b, acc, LLVMBuildFMul(b, qv[j], kv[j], ""), "");
   }
+  LLVMValueRef w = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wrow, LLVMBuildMul(b, h64, kb_i64(kb, 4), ""), "")), 4);
+  LLVMValueRef relu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, zero, ""), acc, zero, "");
+  LLVMValueRef next = LLVMBuildFAdd(b, hl.vars[0], LLVMBuildFMul(b, w, relu, ""), "");
+  kb_for_end(kb, &hl, &next);
+  LLVMValueRef part = hl.vars[0];
   LLVMBasicBlockRef done = LLVMGetInsertBlock(b);
   kb_endif(kb, &f);
   LLVMValueRef ps = kb_phi(kb, part, done, LLVMConstReal(kb->f32, 0.0), pre);
