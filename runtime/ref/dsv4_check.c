@@ -46,6 +46,52 @@ dsv4_layout dsv4_check_layout_v4(void)
   return l;
 }
 
+dsv4_layout dsv4_check_layout_v32(void)
+{
+  dsv4_layout l;
+  memset(&l, 0, sizeof l);
+  strcpy(l.name, "fp8_ds_mla_v32");
+  l.dim = 576;
+  l.row_bytes = 656;
+  l.scale_place = DSV4_SCALES_INLINE;
+  l.align = 16;
+  l.nseg = 2;
+  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 512, .type = DSV4_DT_E4M3, .offset = 0, .scale_type = DSV4_DT_F32,
+                            .scale_group = 128, .scale_offset = 512};
+  l.seg[1] = (dsv4_segment){.d0 = 512, .d1 = 576, .type = DSV4_DT_BF16, .offset = 528};
+  return l;
+}
+
+dsv4_layout dsv4_check_layout_indexer(void)
+{
+  dsv4_layout l;
+  memset(&l, 0, sizeof l);
+  strcpy(l.name, "indexer_fp8");
+  l.dim = 128;
+  l.row_bytes = 128;
+  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
+  l.scale_row_bytes = 4;
+  l.align = 16;
+  l.nseg = 1;
+  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 128, .type = DSV4_DT_E4M3, .offset = 0, .scale_type = DSV4_DT_F32,
+                            .scale_group = 128, .scale_offset = 0};
+  return l;
+}
+
+dsv4_layout dsv4_check_layout_per_tensor(void)
+{
+  dsv4_layout l;
+  memset(&l, 0, sizeof l);
+  strcpy(l.name, "fp8_per_tensor");
+  l.dim = 512;
+  l.row_bytes = 512;
+  l.align = 16;
+  l.nseg = 1;
+  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 512, .type = DSV4_DT_E4M3, .offset = 0, .scale_type = DSV4_DT_F32,
+                            .scale_tensor = 1};
+  return l;
+}
+
 static int is_nan16(uint16_t h) { return (h & 0x7F80) == 0x7F80 && (h & 0x7F); }
 
 size_t dsv4_check_bf16(const uint16_t *got, const uint16_t *want, size_t n, size_t *first)

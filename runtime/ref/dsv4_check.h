@@ -32,6 +32,12 @@ void dsv4_rng_bytes(dsv4_rng *r, void *p, size_t n);
 
 /* OPS.md section 1: the DSv4 fp8_ds_mla layout (584 bytes per token). */
 dsv4_layout dsv4_check_layout_v4(void);
+/* OPS.md section 8: DSv3.2 (656 bytes inline: 512 e4m3, 4 fp32 scales, 64 bf16). */
+dsv4_layout dsv4_check_layout_v32(void);
+/* OPS.md section 4: the indexer FP8 cache (128 e4m3, one fp32 scale per token at the block tail). */
+dsv4_layout dsv4_check_layout_indexer(void);
+/* OPS.md section 8: per-tensor FP8 (512 e4m3, kv_scale a launch argument). */
+dsv4_layout dsv4_check_layout_per_tensor(void);
 
 /* Bit-exact comparison of n bf16 values; any two NaNs are equal.  Returns
  * the number of mismatches and the first mismatching index in *first. */

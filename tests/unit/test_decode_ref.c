@@ -37,41 +37,6 @@ static uint32_t bits_of(float f)
   return u;
 }
 
-/* DSv4 fp8_ds_mla ("MODEL1") layout, OPS.md section 1, written out here independently of the specs. */
-static dsv4_layout layout_v4(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "fp8_ds_mla_v4");
-  l.dim = 512;
-  l.row_bytes = 576;
-  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
-  l.scale_row_bytes = 8;
-  l.align = 16;
-  l.nseg = 2;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 448, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_UE8M0, .scale_group = 64, .scale_offset = 0};
-  l.seg[1] = (dsv4_segment){.d0 = 448, .d1 = 512, .type = DSV4_DT_BF16, .offset = 448,
-                            .scale_type = DSV4_DT_NONE};
-  return l;
-}
-
-/* Per-tensor FP8 layout, OPS.md section 8: 512 e4m3 per 512-byte row, one f32 kv_scale given at launch. */
-static dsv4_layout layout_per_tensor(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "fp8_per_tensor");
-  l.dim = 512;
-  l.row_bytes = 512;
-  l.scale_place = DSV4_SCALES_NONE;
-  l.align = 16;
-  l.nseg = 1;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 512, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_F32, .scale_tensor = 1};
-  return l;
-}
-
 /* Exact e4m3fn value of a (non-NaN) code from its fields, independent of the library decoder. */
 static double e4m3_val(unsigned c)
 {
@@ -129,7 +94,7 @@ static const golden_tensor *need(const golden_case *c, const char *cname, const 
 static void test_golden(const char *root, const char *name)
 {
   char dir[1024], err[512], cname[256], msg[400];
-  dsv4_layout l = layout_v4();
+  dsv4_layout l = dsv4_check_layout_v4();
   golden_case *c;
   const golden_tensor *q, *sc, *si, *sl, *sk, *ec = NULL, *ei = NULL, *el = NULL, *eo, *elt;
   double scale, sbs, sst, ebs = 0, est = 0;
@@ -244,7 +209,7 @@ static void test_golden(const char *root, const char *name)
 #define NS 128  /* slots in each synthetic cache */
 #define DIM 512
 
-static dsv4_layout L;                  /* layout_v4() */
+static dsv4_layout L;                  /* dsv4_check_layout_v4() */
 static uint16_t kv[NS * DIM];          /* the tokens: slot i of both caches holds kv row i */
 static uint8_t *cache_a;               /* main: bs 64, stride 37440, 2 blocks */
 static uint8_t *cache_b;               /* extra: bs 2, stride 1728, 64 blocks */
@@ -261,7 +226,7 @@ static int build_caches(void)
 {
   int64_t slots[NS];
   int32_t idx[NS];
-  L = layout_v4();
+  L = dsv4_check_layout_v4();
   cache_a = calloc(A_NB, A_ST);
   cache_b = calloc(B_NB, B_ST);
   if (!cache_a || !cache_b)
@@ -547,7 +512,7 @@ static void test_validation(void)
 static void test_per_tensor(void)
 {
   enum { BS = 16, NB = 4, N = BS * NB, T = 2, H = 4, TOPK = 24 };
-  dsv4_layout pl = layout_per_tensor();
+  dsv4_layout pl = dsv4_check_layout_per_tensor();
   static uint8_t pc[NB * BS * 512];
   static uint16_t q[T * H * 512], out[T * H * 512];
   int32_t idx[T * TOPK], lens[T] = {TOPK, 11};

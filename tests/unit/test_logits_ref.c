@@ -3,6 +3,7 @@
  * calc_diff, dsv4_ref_topk against their topk_sorted exactly, and dsv4_ref_topk_check on the golden answer,
  * on reorderings and tie swaps (must pass) and on corrupted variants (must fail), plus argument validation.
  * Usage: test_logits_ref GOLDEN_ROOT   (e.g. /work/shared/golden).  Exit 0 on pass, 1 on any failure. */
+#include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "golden_load.h"
 
@@ -27,22 +28,6 @@ static void check(int ok, const char *name, const char *detail)
 
 /* The indexer K layout of OPS.md section 4, written out here: 128 e4m3 per token, one f32 scale per token
  * in the block tail. */
-static dsv4_layout layout_indexer(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "indexer_fp8");
-  l.dim = 128;
-  l.row_bytes = 128;
-  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
-  l.scale_row_bytes = 4;
-  l.align = 16;
-  l.nseg = 1;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 128, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_F32, .scale_group = 128, .scale_offset = 0};
-  return l;
-}
-
 /* DeepGEMM's calc_diff = 1 - 2*sum(x*y)/sum(x*x + y*y), in double. */
 static double calc_diff(const double *x, const double *y, int64_t n)
 {
@@ -83,7 +68,7 @@ static void test_golden(const char *root, const char *name)
   golden_case *c;
   const golden_tensor *tq, *tkv, *tw, *tctx, *tbt, *tlg, *ttk;
   double heads, hd, bsd, bstr, nn, Ld, Kd;
-  dsv4_layout l = layout_indexer();
+  dsv4_layout l = dsv4_check_layout_indexer();
   int64_t B, next_n, H, bs, block_stride, num_blocks, maxb, L, K, rows, padded;
   float *lg = NULL, *lgp = NULL;
   int32_t *tk = NULL, *bad = NULL;
@@ -416,7 +401,7 @@ static void test_topk_synthetic(void)
  * ctx = 0, relu and negative weights) and argument validation writing nothing. */
 static void test_logits_synthetic(void)
 {
-  dsv4_layout l = layout_indexer();
+  dsv4_layout l = dsv4_check_layout_indexer();
   enum { BS = 4, NB = 3, STRIDE = BS * 132 + 16, Bn = 1, NN = 2, H = 2, D = 128, L = 10, MAXB = 3 };
   static uint8_t cache[NB * STRIDE];
   static uint8_t q[Bn * NN * H * D];
@@ -488,7 +473,7 @@ static void test_logits_synthetic(void)
                  {"a layout with a per-64 scale group", 6}, {"row_stride < L", 7},
                  {"a block stride too small", 8}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-      dsv4_layout lb = layout_indexer();
+      dsv4_layout lb = dsv4_check_layout_indexer();
       int32_t bt2[MAXB] = {2, 0, 1}, ctx2[2] = {7, 12};
       int64_t maxb = MAXB, stride = STRIDE, rs = L;
       char name[160];

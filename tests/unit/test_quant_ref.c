@@ -43,60 +43,6 @@ static float f32_of(uint32_t u)
   return f;
 }
 
-/* DSv4 fp8_ds_mla ("MODEL1") layout, OPS.md section 1. */
-static dsv4_layout layout_v4(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "fp8_ds_mla_v4");
-  l.dim = 512;
-  l.row_bytes = 576;
-  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
-  l.scale_row_bytes = 8;
-  l.align = 16;
-  l.nseg = 2;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 448, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_UE8M0, .scale_group = 64, .scale_offset = 0};
-  l.seg[1] = (dsv4_segment){.d0 = 448, .d1 = 512, .type = DSV4_DT_BF16, .offset = 448,
-                            .scale_type = DSV4_DT_NONE};
-  return l;
-}
-
-/* DSv3.2 fp8_ds_mla ("V32") layout, OPS.md section 8: inline fp32 scales. */
-static dsv4_layout layout_v32(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "fp8_ds_mla_v32");
-  l.dim = 576;
-  l.row_bytes = 656;
-  l.scale_place = DSV4_SCALES_INLINE;
-  l.align = 16;
-  l.nseg = 2;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 512, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_F32, .scale_group = 128, .scale_offset = 512};
-  l.seg[1] = (dsv4_segment){.d0 = 512, .d1 = 576, .type = DSV4_DT_BF16, .offset = 528,
-                            .scale_type = DSV4_DT_NONE};
-  return l;
-}
-
-/* Indexer FP8 K cache, OPS.md section 4: 128 e4m3 per row, one f32 scale per row at the block tail. */
-static dsv4_layout layout_indexer(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "indexer_fp8");
-  l.dim = 128;
-  l.row_bytes = 128;
-  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
-  l.scale_row_bytes = 4;
-  l.align = 4;
-  l.nseg = 1;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 128, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_F32, .scale_group = 128, .scale_offset = 0};
-  return l;
-}
-
 /* Exact e4m3 value of a code, from the fields (independent of the library decoder). */
 static double e4m3_val(unsigned c)
 {
@@ -516,7 +462,7 @@ out:
 /* Error paths and skipping rules of kv_insert on the DSv4 layout. */
 static void test_insert_errors(void)
 {
-  dsv4_layout l = layout_v4();
+  dsv4_layout l = dsv4_check_layout_v4();
   const int64_t bs = 4, nb = 2, stride = 4 * 584 + 32, N = 4, total = nb * stride;
   uint16_t kv[4 * 512];
   uint8_t *cache = malloc((size_t)total), *copy = malloc((size_t)total);
@@ -622,7 +568,7 @@ static void make_cos_sin(float *cs, int64_t max_pos, int rd, double theta)
 static void test_insert_rope(void)
 {
   enum { MAXP = 4096, N = 16 };
-  dsv4_layout l = layout_v4();
+  dsv4_layout l = dsv4_check_layout_v4();
   const int64_t bs = 64, nb = 1, stride = 37440;
   float *cs = malloc((size_t)MAXP * 64 * 4);
   uint16_t *kv = malloc((size_t)N * 512 * 2), *pre = malloc((size_t)N * 128 * 2);
@@ -668,7 +614,7 @@ static void test_insert_rope(void)
     check(same, "kv_insert RoPE: NoPE codes and scales are those of the insert without rope", "");
   }
   {
-    dsv4_layout li = layout_indexer();
+    dsv4_layout li = dsv4_check_layout_indexer();
     const int64_t ibs = 64, istride = 8640;
     uint16_t *ikv = kv; /* reuse as [N, 128] */
     uint8_t *i1 = calloc((size_t)istride, 1), *i2 = calloc((size_t)istride, 1);
@@ -829,13 +775,13 @@ int main(int argc, char **argv)
   test_f32_to_e4m3();
   test_quant_exponent();
   /* v4_quant was written by vLLM's production writer; README: FlashMLA's rule differs on 398 of 1792 blocks */
-  test_golden_insert(argv[1], "v4_quant", layout_v4(), DSV4_REF_FLOOR_AMAX, 398);
+  test_golden_insert(argv[1], "v4_quant", dsv4_check_layout_v4(), DSV4_REF_FLOOR_AMAX, 398);
   /* v32_quant was written by FlashMLA tests/quant.py, which floors amax/448 at 1e-4 */
-  test_golden_insert(argv[1], "v32_quant", layout_v32(), DSV4_REF_FLOOR_QUOTIENT, -1);
-  test_roundtrip(layout_v4(), 64, 4, 0);
-  test_roundtrip(layout_v4(), 2, 9, 128); /* C128-style pages with a padded stride */
-  test_roundtrip(layout_v32(), 64, 2, 0);
-  test_roundtrip(layout_indexer(), 64, 2, 8640 - 64 * 132);
+  test_golden_insert(argv[1], "v32_quant", dsv4_check_layout_v32(), DSV4_REF_FLOOR_QUOTIENT, -1);
+  test_roundtrip(dsv4_check_layout_v4(), 64, 4, 0);
+  test_roundtrip(dsv4_check_layout_v4(), 2, 9, 128); /* C128-style pages with a padded stride */
+  test_roundtrip(dsv4_check_layout_v32(), 64, 2, 0);
+  test_roundtrip(dsv4_check_layout_indexer(), 64, 2, 8640 - 64 * 132);
   test_insert_errors();
   test_insert_rope();
   test_q_norm_rope();

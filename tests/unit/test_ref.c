@@ -1,6 +1,7 @@
 /* test_ref.c -- unit test of the host reference (runtime/ref/dsv4_ref.c) and the golden loader.
  * Usage: test_ref GOLDEN_ROOT   (e.g. /work/shared/golden).  Exit 0 on pass, 1 on any failure. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp/rmdir for the loader's error-path fixtures */
+#include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "golden_load.h"
 
@@ -56,43 +57,6 @@ static int bf16_same(uint16_t a, uint16_t b)
   int an = (a & 0x7F80) == 0x7F80 && (a & 0x7F);
   int bn = (b & 0x7F80) == 0x7F80 && (b & 0x7F);
   return an || bn ? an && bn : a == b;
-}
-
-/* DSv4 fp8_ds_mla ("MODEL1") layout, built by hand from OPS.md section 1. */
-static dsv4_layout layout_v4(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "fp8_ds_mla_v4");
-  l.dim = 512;
-  l.row_bytes = 576;
-  l.scale_place = DSV4_SCALES_BLOCK_TAIL;
-  l.scale_row_bytes = 8;
-  l.align = 16;
-  l.nseg = 2;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 448, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_UE8M0, .scale_group = 64, .scale_offset = 0};
-  l.seg[1] = (dsv4_segment){.d0 = 448, .d1 = 512, .type = DSV4_DT_BF16, .offset = 448,
-                            .scale_type = DSV4_DT_NONE};
-  return l;
-}
-
-/* DSv3.2 fp8_ds_mla ("V32") layout, OPS.md section 8: inline fp32 scales. */
-static dsv4_layout layout_v32(void)
-{
-  dsv4_layout l;
-  memset(&l, 0, sizeof l);
-  strcpy(l.name, "fp8_ds_mla_v32");
-  l.dim = 576;
-  l.row_bytes = 656;
-  l.scale_place = DSV4_SCALES_INLINE;
-  l.align = 16;
-  l.nseg = 2;
-  l.seg[0] = (dsv4_segment){.d0 = 0, .d1 = 512, .type = DSV4_DT_E4M3, .offset = 0,
-                            .scale_type = DSV4_DT_F32, .scale_group = 128, .scale_offset = 512};
-  l.seg[1] = (dsv4_segment){.d0 = 512, .d1 = 576, .type = DSV4_DT_BF16, .offset = 528,
-                            .scale_type = DSV4_DT_NONE};
-  return l;
 }
 
 static void test_e4m3(void)
@@ -191,7 +155,7 @@ static void test_ue8m0(void)
 /* Hand-built DSv4 block, padded stride, checked against the section 1 byte map directly. */
 static void test_synthetic_v4(void)
 {
-  dsv4_layout l = layout_v4();
+  dsv4_layout l = dsv4_check_layout_v4();
   const int64_t bs = 4, stride = 4 * 584 + 96, nb = 3;
   uint8_t *cache = calloc((size_t)(nb * stride), 1);
   uint16_t row[512];
@@ -427,7 +391,7 @@ static void test_loader_errors(void)
 /* Golden 2a: FlashMLA dequantize_k_cache rows by index. */
 static void test_golden_dequant_gather(const char *root)
 {
-  dsv4_layout l = layout_v4();
+  dsv4_layout l = dsv4_check_layout_v4();
   golden_case *c = open_case(root, "v4_dequant_gather");
   const golden_tensor *cache, *idx, *exp;
   double bs, stride;
@@ -496,7 +460,7 @@ static void test_golden_dequant_gather(const char *root)
 /* Golden 2b: vLLM dequantize_and_gather_k_cache into a poisoned [R, M, 512] buffer. */
 static void test_golden_paged_gather(const char *root)
 {
-  dsv4_layout l = layout_v4();
+  dsv4_layout l = dsv4_check_layout_v4();
   golden_case *c = open_case(root, "v4_paged_gather");
   const golden_tensor *cache, *sl, *gl, *bt, *exp;
   double bs, stride, off, poison;
@@ -669,8 +633,8 @@ int main(int argc, char **argv)
   test_loader_errors();
   test_golden_dequant_gather(argv[1]);
   test_golden_paged_gather(argv[1]);
-  test_golden_quant_dequant(argv[1], "v4_quant", layout_v4());
-  test_golden_quant_dequant(argv[1], "v32_quant", layout_v32());
+  test_golden_quant_dequant(argv[1], "v4_quant", dsv4_check_layout_v4());
+  test_golden_quant_dequant(argv[1], "v32_quant", dsv4_check_layout_v32());
   printf("%d passed, %d failed\n", n_pass, n_fail);
   return n_fail ? 1 : 0;
 }
