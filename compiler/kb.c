@@ -190,6 +190,17 @@ LLVMValueRef kb_phi(dsv4_kb *kb, LLVMValueRef a, LLVMBasicBlockRef from_a, LLVMV
   return p;
 }
 
+LLVMValueRef kb_load_if(dsv4_kb *kb, LLVMValueRef cond, LLVMTypeRef ty, LLVMValueRef base, LLVMValueRef off,
+                        unsigned align, LLVMValueRef otherwise)
+{
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(kb->b);
+  kb_if_t f = kb_if(kb, cond, "ld");
+  LLVMValueRef v = kb_load(kb, ty, kb_byte_ptr(kb, base, off), align);
+  LLVMBasicBlockRef got = LLVMGetInsertBlock(kb->b);
+  kb_endif(kb, &f);
+  return kb_phi(kb, v, got, otherwise, pre);
+}
+
 LLVMValueRef kb_call(dsv4_kb *kb, const char *name, LLVMTypeRef ret, LLVMTypeRef *ptys, LLVMValueRef *args, int n,
                      unsigned cc)
 {

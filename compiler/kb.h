@@ -96,6 +96,12 @@ void kb_store(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
 LLVMValueRef kb_load_stream(dsv4_kb *kb, LLVMTypeRef ty, LLVMValueRef bptr, unsigned align);
 void kb_store_stream(dsv4_kb *kb, LLVMValueRef val, LLVMValueRef bptr, unsigned align);
 
+/* A load of ty at byte pointer base + off (i64) executed only when cond
+ * holds; the value is `otherwise` when it does not (the load is skipped,
+ * so an out-of-bounds address under a false cond is never touched). */
+LLVMValueRef kb_load_if(dsv4_kb *kb, LLVMValueRef cond, LLVMTypeRef ty, LLVMValueRef base, LLVMValueRef off,
+                        unsigned align, LLVMValueRef otherwise);
+
 /* Structured control flow: if (cond) { ... } [else { ... }] */
 typedef struct {
   LLVMBasicBlockRef then_bb, else_bb, end_bb;

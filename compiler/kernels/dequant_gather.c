@@ -31,12 +31,8 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     t[u].write = LLVMBuildICmp(b, LLVMIntSLT, tok, kb_arg(kb, N), "write");
     LLVMValueRef tok64 = kb_zext64(kb, tok);
     /* the index, read only for tokens that exist */
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-    kb_if_t f = kb_if(kb, t[u].write, "index");
-    LLVMValueRef ld = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, INDICES), LLVMBuildMul(b, tok64, kb_i64(kb, 4), "")), 4);
-    LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
-    kb_endif(kb, &f);
-    LLVMValueRef slot = kb_sext64(kb, kb_phi(kb, ld, got, kb_i32(kb, -1), pre));
+    LLVMValueRef slot = kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, INDICES),
+                                                 LLVMBuildMul(b, tok64, kb_i64(kb, 4), ""), 4, kb_i32(kb, -1)));
     t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, slot, kb_i64(kb, 0), ""),
                               LLVMBuildICmp(b, LLVMIntSLT, slot, nslots, ""), "valid");
     LLVMValueRef s0 = LLVMBuildSelect(b, t[u].valid, slot, kb_i64(kb, 0), "");

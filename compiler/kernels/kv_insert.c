@@ -40,18 +40,6 @@ static int gcd(int a, int b)
   return a;
 }
 
-/* v (typed ty) loaded at byte offset off of array argument arg when cond,
- * else zero. */
-static LLVMValueRef guarded_load(dsv4_kb *kb, LLVMValueRef cond, LLVMTypeRef ty, int arg, LLVMValueRef off, int align)
-{
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(kb->b);
-  kb_if_t f = kb_if(kb, cond, "ld");
-  LLVMValueRef v = kb_load(kb, ty, kb_byte_ptr(kb, kb_arg(kb, arg), off), (unsigned)align);
-  LLVMBasicBlockRef got = LLVMGetInsertBlock(kb->b);
-  kb_endif(kb, &f);
-  return kb_phi(kb, v, got, LLVMConstNull(ty), pre);
-}
-
 /* n bf16 values at byte offset off of argument arg, as f32 (zeros unless cond). */
 static void load_bf16_row(dsv4_kb *kb, LLVMValueRef cond, int arg, LLVMValueRef off, int n, int align, LLVMValueRef *x)
 {
@@ -62,7 +50,8 @@ static void load_bf16_row(dsv4_kb *kb, LLVMValueRef cond, int arg, LLVMValueRef 
   for (int c = 0; c < n; c += per) {
     LLVMTypeRef ty = per == 1 ? kb->i16 : LLVMVectorType(kb->i16, (unsigned)per);
     LLVMValueRef o = LLVMBuildAdd(kb->b, off, kb_i64(kb, (long long)c * 2), "");
-    LLVMValueRef v = guarded_load(kb, cond, ty, arg, o, per * 2 < align ? per * 2 : align);
+    LLVMValueRef v = kb_load_if(kb, cond, ty, kb_arg(kb, arg), o, (unsigned)(per * 2 < align ? per * 2 : align),
+                                LLVMConstNull(ty));
     for (int j = 0; j < per; j++) {
       LLVMValueRef h = per == 1 ? v : LLVMBuildExtractElement(kb->b, v, kb_i32(kb, j), "");
       x[c + j] = kb_bf16_to_f32(kb, h);
@@ -182,14 +171,14 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""),
                                  LLVMBuildICmp(b, LLVMIntSLT, tok, nrows, ""), "in");
   LLVMValueRef tok64 = kb_zext64(kb, tok);
-  LLVMValueRef slot = guarded_load(kb, in, kb->i64, SLOTS, LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8);
+  LLVMValueRef slot = kb_load_if(kb, in, kb->i64, kb_arg(kb, SLOTS), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
   LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), bs, "");
   LLVMValueRef write = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSGE, slot, kb_i64(kb, 0), ""), "");
   write = LLVMBuildAnd(b, write, LLVMBuildICmp(b, LLVMIntSLT, slot, nslots, ""), "write");
   LLVMValueRef pos = NULL;
   if (k->rope_dims) { /* a position outside the cos/sin table skips the row */
-    pos = guarded_load(kb, write, kb->i64, POSITIONS, LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8);
+    pos = kb_load_if(kb, write, kb->i64, kb_arg(kb, POSITIONS), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
     write = LLVMBuildAnd(b, write, ok, "write");
@@ -374,7 +363,7 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   for (int j = 0; j < vpt; j++)
     x[j] = LLVMBuildFMul(b, x[j], rs, "");
   if (k->rope_dims) {
-    LLVMValueRef pos = guarded_load(kb, load, kb->i64, POSITIONS, LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8);
+    LLVMValueRef pos = kb_load_if(kb, load, kb->i64, kb_arg(kb, POSITIONS), LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
     for (int p = 0; p < parts; p++)

@@ -15,13 +15,6 @@ enum {
   BLOCK_STRIDE, OUT_STRIDE_R, OUT_STRIDE_M, OUT_ROWS, OFFSET, HAS_GATHER_LENS, TENSOR_SCALE
 };
 
-/* Load i32 element idx (i64) of an int32 array argument. */
-static LLVMValueRef load_i32_at(dsv4_kb *kb, int arg, LLVMValueRef idx)
-{
-  LLVMValueRef off = LLVMBuildMul(kb->b, idx, kb_i64(kb, 4), "");
-  return kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, arg), off), 4);
-}
-
 int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
@@ -37,15 +30,10 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_return_if(kb, LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), room, ""),
                                LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, NUM_REQUESTS), ""), ""));
   LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef seq = load_i32_at(kb, SEQ_LENS, r64);
+  LLVMValueRef seq = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, SEQ_LENS), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
   /* g = has_gather_lens ? gather_lens[r] : seq_lens[r] (no load when absent) */
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_GATHER_LENS), kb_i32(kb, 0), "");
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  kb_if_t f = kb_if(kb, has, "gather_len");
-  LLVMValueRef gl = load_i32_at(kb, GATHER_LENS, r64);
-  LLVMBasicBlockRef then_end = LLVMGetInsertBlock(b);
-  kb_endif(kb, &f);
-  LLVMValueRef g = kb_phi(kb, gl, then_end, seq, pre);
+  LLVMValueRef g = kb_load_if(kb, has, kb->i32, kb_arg(kb, GATHER_LENS), LLVMBuildMul(b, r64, kb_i64(kb, 4), ""), 4, seq);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), g, ""));
 
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
@@ -62,12 +50,8 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""), "");
     t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "write");
     /* the block number, read only for rows that will be written */
-    LLVMBasicBlockRef pre2 = LLVMGetInsertBlock(b);
-    kb_if_t h = kb_if(kb, t[u].write, "table");
-    LLVMValueRef ld = load_i32_at(kb, BLOCK_TABLE, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, ""));
-    LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
-    kb_endif(kb, &h);
-    LLVMValueRef blkno = kb_sext64(kb, kb_phi(kb, ld, got, kb_i32(kb, -1), pre2));
+    LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, ""), kb_i64(kb, 4), "");
+    LLVMValueRef blkno = kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, BLOCK_TABLE), to, 4, kb_i32(kb, -1)));
     t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blkno, kb_i64(kb, 0), ""),
                               LLVMBuildICmp(b, LLVMIntSLT, blkno, nblocks, ""), "valid");
     blkno = LLVMBuildSelect(b, t[u].valid, blkno, kb_i64(kb, 0), "");

@@ -36,17 +36,6 @@ static void load16_e4m3(dsv4_kb *kb, LLVMValueRef p, LLVMValueRef *f)
   }
 }
 
-/* i32 loaded at byte offset off of pointer argument arg when cond, else 0. */
-static LLVMValueRef guarded_i32(dsv4_kb *kb, LLVMValueRef cond, LLVMValueRef base, LLVMValueRef off, int align)
-{
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(kb->b);
-  kb_if_t f = kb_if(kb, cond, "ld");
-  LLVMValueRef v = kb_load(kb, kb->i32, kb_byte_ptr(kb, base, off), (unsigned)align);
-  LLVMBasicBlockRef got = LLVMGetInsertBlock(kb->b);
-  kb_endif(kb, &f);
-  return kb_phi(kb, v, got, kb_i32(kb, 0), pre);
-}
-
 /* Where position pos (i64) of row r lives: *blk (i64, a valid block when
  * the result is true) and whether it is a position to compute. */
 static LLVMValueRef locate(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq, LLVMValueRef *blk)
@@ -58,7 +47,7 @@ static LLVMValueRef locate(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVM
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
-  LLVMValueRef pre_blk = guarded_i32(kb, want, kb_arg(kb, TABLE), to, 4);
+  LLVMValueRef pre_blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, 0));
   LLVMValueRef bl = kb_sext64(kb, pre_blk);
   LLVMValueRef ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
   ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
@@ -245,20 +234,15 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef breq = LLVMBuildUDiv(b, r64, kb_sext64(kb, kb_arg(kb, NEXT_N)), "b");
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  kb_if_t f = kb_if(kb, want, "table");
   LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
-  LLVMValueRef blk_ld = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, TABLE), to), 4);
-  LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
-  kb_endif(kb, &f);
-  LLVMValueRef blk = kb_sext64(kb, kb_phi(kb, blk_ld, got, kb_i32(kb, -1), pre));
+  LLVMValueRef blk = kb_sext64(kb, kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, -1)));
   LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blk, kb_i64(kb, 0), ""),
                                     LLVMBuildICmp(b, LLVMIntSLT, blk, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
   valid = LLVMBuildAnd(b, valid, want, "");
 
   /* the partial sum over this thread's heads */
-  pre = LLVMGetInsertBlock(b);
-  f = kb_if(kb, valid, "dots");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  kb_if_t f = kb_if(kb, valid, "dots");
   LLVMValueRef base = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), ""));
   LLVMValueRef row = LLVMBuildURem(b, p64, bs, "row");
   LLVMValueRef krow = kb_byte_ptr(kb, base, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),

@@ -55,12 +55,8 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const list_args *la, LL
   LLVMValueRef topk = kb_arg(kb, la->topk);
   LLVMValueRef t64 = kb_zext64(kb, t);
   /* n = min(lens[t], topk), clamped at 0; lens is read only when topk > 0 */
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), "lens");
-  LLVMValueRef len = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, la->lens), LLVMBuildMul(b, t64, kb_i64(kb, 4), "")), 4);
-  LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
-  kb_endif(kb, &f);
-  LLVMValueRef n = kb_phi(kb, len, got, kb_i32(kb, 0), pre);
+  LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
+                              LLVMBuildMul(b, t64, kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
 
