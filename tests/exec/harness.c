@@ -36,6 +36,16 @@ int harness_open(const char *backend)
   return 0;
 }
 
+int harness_kernel(const dsv4rt_bundle *b, int e, const char *op, kern *k)
+{
+  const char *kop;
+  if (!dsv4rt_bundle_entry_is_first(b, e) || dsv4rt_bundle_entry(b, e, &k->name, &kop, NULL, NULL) || strcmp(kop, op))
+    return 0;
+  dsv4rt_bundle_entry_layout(b, e, &k->L);
+  dsv4rt_bundle_entry_info(b, e, &k->info);
+  return 1;
+}
+
 int harness_finish(void)
 {
   printf("%d passed, %d failed\n", passed, failed);

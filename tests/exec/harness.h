@@ -36,6 +36,17 @@ float rnd01(void);
  * no such device (the caller exits with it: CTest's "skipped"), 1 on
  * another failure, 0 when ready. */
 int harness_open(const char *backend);
+/* A kernel of a bundle: its name, the layout and op parameters it was built with. */
+typedef struct {
+  const char *name;
+  dsv4_layout L;
+  dsv4rt_kernel_info info;
+} kern;
+
+/* 1 when entry e of b is the first entry of a kernel of op (one test per
+ * kernel, not per target), filling *k; else 0. */
+int harness_kernel(const dsv4rt_bundle *b, int e, const char *op, kern *k);
+
 /* Print "N passed, M failed"; the exit status. */
 int harness_finish(void);
 

@@ -84,12 +84,6 @@ static void close_enough(const char *what, const float *got, const float *want, 
         bad ? got[first] : 0, bad ? want[first] : 0);
 }
 
-typedef struct {
-  const char *name;
-  dsv4_layout L;
-  dsv4rt_kernel_info info;
-} kern;
-
 /* One random case. */
 static void random_case(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs)
 {
@@ -279,12 +273,8 @@ int main(int argc, char **argv)
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;
-    const char *op;
-    dsv4rt_bundle_entry(bundle, e, &k.name, &op, NULL, NULL);
-    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "sparse_decode"))
+    if (!harness_kernel(bundle, e, "sparse_decode", &k))
       continue;
-    dsv4rt_bundle_entry_layout(bundle, e, &k.L);
-    dsv4rt_bundle_entry_info(bundle, e, &k.info);
     random_case(&k, 5, 64, 1, 64);  /* C4: extra cache of 64-token pages */
     random_case(&k, 3, 128, 1, 2);  /* C128: pages of 2 entries */
     random_case(&k, 4, 64, 0, 64);  /* SWA only */

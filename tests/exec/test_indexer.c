@@ -204,19 +204,14 @@ int main(int argc, char **argv)
   }
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-    const char *name, *op;
-    dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
-    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "paged_mqa_logits"))
+    kern k;
+    if (!harness_kernel(bundle, e, "paged_mqa_logits", &k))
       continue;
-    dsv4_layout L;
-    dsv4rt_kernel_info info;
-    dsv4rt_bundle_entry_layout(bundle, e, &L);
-    dsv4rt_bundle_entry_info(bundle, e, &info);
-    random_case(name, &L, info.heads, 3, 1, 0);
-    random_case(name, &L, info.heads, 2, 2, 0);
-    random_case(name, &L, info.heads, 2, 1, 1); /* many equal logits: ties at the threshold */
-    golden(name, argv[2], "indexer_logits_n1");
-    golden(name, argv[2], "indexer_logits_n2");
+    random_case(k.name, &k.L, k.info.heads, 3, 1, 0);
+    random_case(k.name, &k.L, k.info.heads, 2, 2, 0);
+    random_case(k.name, &k.L, k.info.heads, 2, 1, 1); /* many equal logits: ties at the threshold */
+    golden(k.name, argv[2], "indexer_logits_n1");
+    golden(k.name, argv[2], "indexer_logits_n2");
     ran++;
   }
   CHECK(ran > 0, "the bundle has no paged_mqa_logits kernel");

@@ -72,12 +72,6 @@ static float *make_cos_sin(int64_t max_pos, int dims)
   return t;
 }
 
-typedef struct {
-  const char *name;
-  dsv4_layout L;
-  dsv4rt_kernel_info info;
-} kern;
-
 /* Compare two byte arrays; report the first difference. */
 static void same_bytes(const char *what, const uint8_t *got, const uint8_t *want, size_t n)
 {
@@ -339,12 +333,8 @@ int main(int argc, char **argv)
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;
-    const char *op;
-    dsv4rt_bundle_entry(bundle, e, &k.name, &op, NULL, NULL);
-    if (!dsv4rt_bundle_entry_is_first(bundle, e) || strcmp(op, "kv_insert"))
+    if (!harness_kernel(bundle, e, "kv_insert", &k))
       continue;
-    dsv4rt_bundle_entry_layout(bundle, e, &k.L);
-    dsv4rt_bundle_entry_info(bundle, e, &k.info);
     random_case(&k, 300, 300, 64, 0, 64, 64);
     random_case(&k, 200, 150, 64, 4096, 8, 64); /* DP padding, padded heads, a stride past the page */
     random_case(&k, 37, 37, 2, 96, 1, 2);       /* C128-sized pages */
