@@ -9,7 +9,7 @@
 
 #include "dsv4_abi.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 552, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+_Static_assert(sizeof(dsv4_bundle_entry) == 560, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 
 static uint64_t align16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 
@@ -54,6 +54,8 @@ int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out,
     e.v_dim = (uint32_t)k->v_dim;
     e.heads = (uint32_t)k->heads;
     e.topk = (uint32_t)k->topk;
+    e.matrix = (uint32_t)k->tile.matrix;
+    e.shared_bytes = (uint32_t)dsv4_kernel_shared_bytes(k);
     const char *names[DSV4_MAX_ARGS];
     e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
     e.layout = k->layout;

@@ -327,6 +327,18 @@ void kb_f32x2_to_e4m3(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef 
   out[1] = kb_f32_to_e4m3(kb, c);
 }
 
+LLVMValueRef kb_dyn_shared(dsv4_kb *kb)
+{
+  static const char name[] = "dsv4_dyn_shared";
+  LLVMValueRef g = LLVMGetNamedGlobal(kb->mod, name);
+  if (!g) {
+    g = LLVMAddGlobalInAddressSpace(kb->mod, LLVMArrayType(kb->i8, 0), name, kb->t->shared_as);
+    LLVMSetLinkage(g, LLVMExternalLinkage);
+    LLVMSetAlignment(g, 16);
+  }
+  return LLVMBuildPointerCast(kb->b, g, kb_ptr_to(kb, kb->i8, kb->t->shared_as), "");
+}
+
 LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name)
 {
   LLVMTypeRef at = LLVMArrayType(ty, (unsigned)n);

@@ -53,6 +53,14 @@ typedef struct dsv4_target_ir {
   int (*mma_e4m3_16x8x32)(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c, LLVMValueRef *d);
   LLVMValueRef (*shfl_xor)(dsv4_kb *kb, LLVMValueRef v, int mask);
   LLVMValueRef (*shfl_idx)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src_lane); /* f32 v of lane src_lane */
+  /* Optional bf16 warp matrix units.  mma_bf16_16x8x16: D[16x8] = A[16x16]
+   * * B[16x8] + C in f32, bf16 pairs packed in i32 in the PTX m16n8k16
+   * fragment layout (a: 4 x i32, b: 2 x i32, c/d: 4 x f32).  ldmatrix_x4:
+   * four 8x8 b16 matrices from shared memory (lanes 8i..8i+7 give matrix
+   * i's row addresses; trans: transposed), out[i] = this lane's part of
+   * matrix i.  Both return 0 when the target or arch has none. */
+  int (*mma_bf16_16x8x16)(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c, LLVMValueRef *d);
+  int (*ldmatrix_x4)(dsv4_kb *kb, LLVMValueRef sptr, int trans, LLVMValueRef *out);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
@@ -151,7 +159,7 @@ LLVMValueRef kb_log2(dsv4_kb *kb, LLVMValueRef x);
  * carrying n values: after kb_for the builder is in the body, iv and
  * vars[] (phis) are the current values; kb_for_end takes the next values and
  * leaves the builder after the loop, where vars[] hold the final values. */
-#define KB_LOOP_MAX_VARS 80
+#define KB_LOOP_MAX_VARS 192
 typedef struct {
   LLVMBasicBlockRef head, exit;
   LLVMValueRef iv;
@@ -165,6 +173,10 @@ void kb_for_end(dsv4_kb *kb, kb_loop_t *l, const LLVMValueRef *next);
 /* Atomic add of an i32 at a byte pointer (any address space); returns the
  * old value.  Relaxed ordering: barriers order the phases around it. */
 LLVMValueRef kb_atomic_add_i32(dsv4_kb *kb, LLVMValueRef bptr, LLVMValueRef v);
+
+/* The CTA's dynamic shared memory (a byte pointer; its size is the
+ * launch's, dsv4_kernel_shared_bytes()). */
+LLVMValueRef kb_dyn_shared(dsv4_kb *kb);
 
 /* A CTA-shared array of n elements of type ty (one per call). */
 LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name);

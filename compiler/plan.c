@@ -1,6 +1,7 @@
 /* plan.c -- name tables for ops and targets, defined once by X-macros. */
 #include "plan.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dsv4_abi.h"
@@ -56,6 +57,33 @@ static const struct {
 };
 
 int dsv4_target_max_threads(dsv4_target_kind t) { return limits[t].max_threads; }
+
+/* Every PTX arch dsv4c emits (sm_80 and later) has mma.sync m16n8k16 with
+ * bf16 operands; the AMDGCN and SPIR-V targets have no matrix hooks yet. */
+int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch)
+{
+  (void)arch;
+  return t == DSV4_TARGET_PTX;
+}
+
+/* Per-CTA shared memory an opt-in launch may take (CUDA's "max shared memory
+ * per block optin"): 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 and
+ * sm_89.  The runtimes pass dynamic shared memory only to CUDA. */
+int dsv4_target_max_shared(dsv4_target_kind t, const char *arch)
+{
+  if (t != DSV4_TARGET_PTX)
+    return 0;
+  int v = 0;
+  sscanf(arch, "sm_%d", &v);
+  return v >= 90 ? 232448 : v == 80 ? 166912 : 101376;
+}
+
+int dsv4_kernel_shared_bytes(const dsv4_kernel *k)
+{
+  if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
+    return dsv4_decode_shared_bytes(k->layout.dim, k->tile.tokens_per_cta);
+  return 0;
+}
 int dsv4_target_warp(dsv4_target_kind t, const char *arch)
 {
   (void)arch;

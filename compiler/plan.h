@@ -39,6 +39,7 @@ typedef struct {
   int tokens_per_thread; /* tokens each thread handles (loads of all issued first) */
   int interleave;        /* a lane's values come in this many pieces, dim / interleave apart */
   int streaming;         /* 1: cache reads and output writes bypass caches where the target can */
+  int matrix;            /* sparse_decode: the warp-matrix form (PTX sm_80+: mma.sync bf16) */
   int threads;           /* derived: dim / values_per_thread * tokens_per_cta / tokens_per_thread */
 } dsv4_tile;
 
@@ -86,6 +87,12 @@ int dsv4_target_from_name(const char *s); /* -1 if unknown */
 /* Compile-time facts about a target (never a device query). */
 int dsv4_target_max_threads(dsv4_target_kind t);
 int dsv4_target_warp(dsv4_target_kind t, const char *arch);
+/* 1 if (t, arch) has bf16 warp matrix instructions a generator can use. */
+int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch);
+/* Dynamic shared memory (bytes) a kernel's launch needs, and the most a
+ * CTA of target t may have. */
+int dsv4_kernel_shared_bytes(const dsv4_kernel *k);
+int dsv4_target_max_shared(dsv4_target_kind t, const char *arch);
 /* 1 if arch is one this target can emit; list is a space-separated list. */
 int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch);
 const char *dsv4_target_arch_list(dsv4_target_kind t);

@@ -644,7 +644,7 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
-  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", NULL};
+  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", NULL};
   static const char *const topk_known[] = {"threads", NULL};
   int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
@@ -677,6 +677,42 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
   bad |= get_bool(&t, "streaming", 1, &tl->streaming);
   bad |= get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
+  if (decode)
+    bad |= get_bool(&t, "matrix", 0, &tl->matrix);
+  if (!bad && tl->matrix) {
+    /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two
+     * halves of 16-dim n-tile pairs */
+    const char *why = NULL;
+    if (tl->tokens_per_cta % 16 || tl->tokens_per_cta > 64) {
+      FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (two warps a 16-head row block)",
+           tl->tokens_per_cta);
+      bad = 1;
+    } else if (kn->layout.dim % 16)
+      why = "the layout's dim must be a multiple of 16";
+    else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta * 4)
+      why = "the CTA (4 threads a head) must dequantize at least 8 K rows at a time (dim / values_per_thread "
+            "threads a row): raise values_per_thread";
+    if (why) {
+      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
+      bad = 1;
+    }
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
+      dsv4_target_kind tk = (dsv4_target_kind)i;
+      if (!kn->target[i].enabled)
+        continue;
+      int need = dsv4_decode_shared_bytes(kn->layout.dim, tl->tokens_per_cta);
+      if (!dsv4_target_has_bf16_mma(tk, kn->target[i].arch)) {
+        FERR(&t, "matrix", "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
+             dsv4_target_name(tk), kn->target[i].arch);
+        bad = 1;
+      } else if (need > dsv4_target_max_shared(tk, kn->target[i].arch)) {
+        FERR(&t, "heads_per_cta", "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
+             tl->tokens_per_cta, need, dsv4_target_name(tk), kn->target[i].arch,
+             dsv4_target_max_shared(tk, kn->target[i].arch));
+        bad = 1;
+      }
+    }
+  }
   if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
     FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
     bad = 1;
@@ -722,7 +758,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   }
   if (!bad) {
     tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
-                                  tl->tokens_per_thread, kn->heads);
+                                  tl->tokens_per_thread, kn->heads, tl->matrix);
     for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
       if (!kn->target[i].enabled)
         continue;
@@ -887,7 +923,11 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
          l->dim, v);
     bad = 1;
   }
-  if (!bad && dsv4_pow2ceil(l->dim / v) > 32) {
+  if (!bad && kn->tile.matrix && kn->v_dim % 32) {
+    FERR(k, "v_dim", "= %d: tile.matrix needs a multiple of 32 (two halves of 16-dim n-tile pairs)", kn->v_dim);
+    bad = 1;
+  }
+  if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
     FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
          "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
     bad = 1;
@@ -1249,7 +1289,10 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     if (k->op == DSV4_OP_TOPK)
       sb_printf(&b, "  k %d\n", k->topk);
     if (k->op == DSV4_OP_SPARSE_DECODE)
-      sb_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
+      sb_printf(&b, "  v_dim %d, %d heads per CTA%s\n", k->v_dim, k->tile.tokens_per_cta,
+                k->tile.matrix ? ", warp matrix form" : "");
+    if (dsv4_kernel_shared_bytes(k))
+      sb_printf(&b, "  dynamic shared memory %d bytes\n", dsv4_kernel_shared_bytes(k));
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,

@@ -169,6 +169,38 @@ static int ptx_mma_e4m3(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValu
   return 1;
 }
 
+/* mma.sync m16n8k16 bf16 x bf16 -> f32 and ldmatrix (sm_80+): NVVM
+ * intrinsics, so LLVM sees their memory effects. */
+static int ptx_mma_bf16(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValueRef *c, LLVMValueRef *d)
+{
+  if (arch_number(kb->arch) < 80 || !d)
+    return arch_number(kb->arch) >= 80;
+  LLVMTypeRef f4[4] = {kb->f32, kb->f32, kb->f32, kb->f32};
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, 4, 0);
+  LLVMTypeRef ps[10] = {kb->i32, kb->i32, kb->i32, kb->i32, kb->i32, kb->i32, kb->f32, kb->f32, kb->f32, kb->f32};
+  LLVMValueRef args[10] = {a[0], a[1], a[2], a[3], bf[0], bf[1], c[0], c[1], c[2], c[3]};
+  LLVMValueRef r = kb_call(kb, "llvm.nvvm.mma.m16n8k16.row.col.bf16", st, ps, args, 10, LLVMCCallConv);
+  for (unsigned i = 0; i < 4; i++)
+    d[i] = LLVMBuildExtractValue(kb->b, r, i, "");
+  return 1;
+}
+
+static int ptx_ldmatrix_x4(dsv4_kb *kb, LLVMValueRef sptr, int trans, LLVMValueRef *out)
+{
+  if (arch_number(kb->arch) < 75 || !out)
+    return arch_number(kb->arch) >= 75;
+  LLVMTypeRef i4[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, i4, 4, 0);
+  LLVMTypeRef pt = kb_ptr_to(kb, kb->i8, 3);
+  LLVMValueRef r = kb_call(kb,
+                           trans ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
+                                 : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3",
+                           st, &pt, &sptr, 1, LLVMCCallConv);
+  for (unsigned i = 0; i < 4; i++)
+    out[i] = LLVMBuildExtractValue(kb->b, r, i, "");
+  return 1;
+}
+
 static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
 {
   LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
@@ -202,6 +234,8 @@ static const dsv4_target_ir ptx_ir = {
     .mma_e4m3_16x8x32 = ptx_mma_e4m3,
     .shfl_xor = ptx_shfl_xor,
     .shfl_idx = ptx_shfl_idx,
+    .mma_bf16_16x8x16 = ptx_mma_bf16,
+    .ldmatrix_x4 = ptx_ldmatrix_x4,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

@@ -104,13 +104,384 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const list_args *la, LL
     st->acc[j] = loop.vars[2 + j];
 }
 
+/* ---- the warp-matrix form (tile.matrix) ------------------------------------
+ *
+ * One CTA per (token, heads_per_cta heads): HC = 16 R heads, 2 R warps.  q
+ * (HC x D bf16) is staged once in dynamic shared memory.  The index lists
+ * are walked in tiles of DSV4_DECODE_TILE (64) K rows: all threads
+ * dequantize a tile into shared memory with the gathers' layout-driven code
+ * (bf16, exactly the dequantized cache; invalid rows become zeros), then
+ * warp (r, half) of row block r computes S = q K^T for its 16 heads and its
+ * half of the tile's rows with mma.sync m16n8k16 (operands by ldmatrix),
+ * the two halves exchange row maxima through shared memory for the online
+ * softmax (base 2), write P to shared memory as a high and a low bf16 part,
+ * and each accumulates P V for its half of the V dims (V = the first v_dim dims of the same
+ * rows, ldmatrix.trans).  At the end the halves add their row sums and
+ * each thread writes its accumulator rows scaled as OPS.md section 3 says.
+ */
+enum { TILE = DSV4_DECODE_TILE };
+
+typedef struct {
+  int HC, R, D, DV, NT2, RB, PB, threads;
+  LLVMValueRef qs, ks, ps, red, vm;      /* shared regions (byte pointers) */
+  LLVMValueRef tid, lane, g, c, r, hf;   /* i32 */
+  LLVMValueRef qa, ka, pa, va;           /* i64 per-lane ldmatrix offsets */
+  LLVMValueRef t, scale2;
+} mctx;
+
+#define NT2_MAX 64
+
+static LLVMValueRef f32c(dsv4_kb *kb, double v) { return LLVMConstReal(kb->f32, v); }
+
+/* v of the lanes sharing this quad (lane ^ 1, ^ 2) folded with max or add. */
+static LLVMValueRef quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
+{
+  for (int m = 1; m <= 2; m *= 2) {
+    LLVMValueRef o = kb->t->shfl_xor(kb, v, m);
+    v = add ? LLVMBuildFAdd(kb->b, v, o, "") : fmax2(kb, v, o);
+  }
+  return v;
+}
+
+/* Dequantize K rows [tile*TILE, tile*TILE + TILE) of list la into shared
+ * memory, with a validity word per row. */
+static void stage_tile(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const list_args *la, LLVMValueRef n,
+                       LLVMValueRef tile)
+{
+  LLVMBuilderRef b = kb->b;
+  int lanes = x->D / k->tile.values_per_thread, tp = x->threads / lanes, passes = (TILE + tp - 1) / tp;
+  LLVMValueRef local = LLVMBuildUDiv(b, x->tid, kb_i32(kb, lanes), ""), ln = LLVMBuildURem(b, x->tid, kb_i32(kb, lanes), "");
+  LLVMValueRef topk = kb_arg(kb, la->topk);
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, la->block_size));
+  LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, la->num_blocks)), bs, "");
+  LLVMValueRef row_off = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), "");
+  dsv4_lane_token tok[8];
+  for (int u = 0; u < passes; u++) {
+    LLVMValueRef j = LLVMBuildAdd(b, kb_i32(kb, u * tp), local, "");
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, j, kb_i32(kb, TILE), "");
+    in = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntULT, local, kb_i32(kb, tp), ""), "");
+    LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, tile, kb_i32(kb, TILE), ""), j, "pos");
+    LLVMValueRef want = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, p, n, ""), "");
+    LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, row_off, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
+    LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, kb_arg(kb, la->indices), ioff, 4, kb_i32(kb, -1)));
+    LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntSLT, idx, nslots, ""), "");
+    valid = LLVMBuildAnd(b, valid, want, "valid");
+    LLVMValueRef s0 = LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), "");
+    tok[u].row = LLVMBuildURem(b, s0, bs, "");
+    tok[u].blk = kb_byte_ptr(kb, kb_arg(kb, la->cache), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, la->block_stride), ""));
+    tok[u].valid = valid;
+    tok[u].write = in;
+    LLVMValueRef jr = kb_zext64(kb, LLVMBuildSelect(b, in, j, kb_i32(kb, 0), ""));
+    tok[u].out_row = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, jr, kb_i64(kb, x->RB), ""));
+    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntEQ, ln, kb_i32(kb, 0), ""), ""), "vmask");
+    kb_store(kb, LLVMBuildZExt(b, valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, jr, kb_i64(kb, 4), "")), 4);
+    kb_endif(kb, &f);
+  }
+  dsv4_kernel kd = *k;
+  kd.tile.streaming = 0; /* the rows go to shared memory */
+  dsv4_emit_dequant_tokens(kb, &kd, ln, bs, f32c(kb, 1.0), tok, passes);
+}
+
+/* S (4 n-tiles of 8 rows: this warp's half of the tile) = q K^T. */
+static void qk(dsv4_kb *kb, const mctx *x, LLVMValueRef S[4][4])
+{
+  for (int j = 0; j < 4; j++)
+    for (int e = 0; e < 4; e++)
+      S[j][e] = f32c(kb, 0.0);
+  for (int kk = 0; kk < x->D / 16; kk++) {
+    LLVMValueRef a[4], bq[2][4];
+    kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->qs, LLVMBuildAdd(kb->b, x->qa, kb_i64(kb, kk * 32), "")), 0, a);
+    for (int jp = 0; jp < 2; jp++)
+      kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->ks, LLVMBuildAdd(kb->b, x->ka, kb_i64(kb, (long long)jp * 16 * x->RB + kk * 32), "")), 0,
+                         bq[jp]);
+    for (int j = 0; j < 4; j++)
+      kb->t->mma_bf16_16x8x16(kb, a, &bq[j / 2][(j % 2) * 2], S[j], S[j]);
+  }
+}
+
+typedef struct {
+  LLVMValueRef m[2], l[2], acc[NT2_MAX][4];
+} mstate;
+
+static void pack(const mctx *x, const mstate *st, LLVMValueRef *v)
+{
+  v[0] = st->m[0], v[1] = st->m[1], v[2] = st->l[0], v[3] = st->l[1];
+  for (int j = 0; j < x->NT2; j++)
+    for (int e = 0; e < 4; e++)
+      v[4 + j * 4 + e] = st->acc[j][e];
+}
+
+static void unpack(const mctx *x, mstate *st, const LLVMValueRef *v)
+{
+  st->m[0] = v[0], st->m[1] = v[1], st->l[0] = v[2], st->l[1] = v[3];
+  for (int j = 0; j < x->NT2; j++)
+    for (int e = 0; e < 4; e++)
+      st->acc[j][e] = v[4 + j * 4 + e];
+}
+
+/* Fold list la of the token into the state, a tile at a time. */
+static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const list_args *la, mstate *st)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef topk = kb_arg(kb, la->topk);
+  LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
+                              LLVMBuildMul(b, kb_zext64(kb, x->t), kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
+  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
+  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
+  LLVMValueRef ntiles = LLVMBuildSDiv(b, LLVMBuildAdd(b, n, kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "ntiles");
+  int nv = 4 + 4 * x->NT2;
+  LLVMValueRef init[KB_LOOP_MAX_VARS];
+  pack(x, st, init);
+  kb_loop_t loop;
+  kb_for(kb, &loop, kb_i32(kb, 0), ntiles, nv, init);
+  mstate cur;
+  unpack(x, &cur, loop.vars);
+
+  stage_tile(kb, k, x, la, n, loop.iv);
+  kb->t->barrier(kb);
+
+  LLVMValueRef S[4][4];
+  qk(kb, x, S);
+  /* scores in base 2; rows past the list or with bad indices are -inf */
+  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->hf, kb_i32(kb, 32), ""), LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
+  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
+  for (int j = 0; j < 4; j++)
+    for (int e = 0; e < 2; e++) {
+      LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8 + e), "");
+      LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 4);
+      ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
+      for (int h = 0; h < 2; h++) {
+        LLVMValueRef v = LLVMBuildFMul(b, S[j][h * 2 + e], x->scale2, "");
+        S[j][h * 2 + e] = LLVMBuildSelect(b, ok, v, f32c(kb, -INFINITY), "");
+        mx[h] = fmax2(kb, mx[h], S[j][h * 2 + e]);
+      }
+    }
+  /* row maxima: quad, then the other half through shared memory */
+  LLVMValueRef rowoff[2], other[2];
+  for (int h = 0; h < 2; h++) {
+    mx[h] = quad_fold(kb, mx[h], 0);
+    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, x->r, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
+    rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, 4), "");
+  }
+  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->hf), kb_i64(kb, (long long)x->HC * 4), "");
+  LLVMValueRef theirs = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, kb_i32(kb, 1), x->hf, "")), kb_i64(kb, (long long)x->HC * 4), "");
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "rmax");
+  for (int h = 0; h < 2; h++)
+    kb_store(kb, mx[h], kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
+  kb_endif(kb, &f);
+  kb->t->barrier(kb);
+  mstate nx;
+  for (int h = 0; h < 2; h++) {
+    other[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, theirs, rowoff[h], "")), 4);
+    LLVMValueRef mn = fmax2(kb, cur.m[h], fmax2(kb, mx[h], other[h]));
+    LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), "");
+    LLVMValueRef mu = LLVMBuildSelect(b, inf, f32c(kb, 0.0), mn, "");
+    LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
+    LLVMValueRef sum = f32c(kb, 0.0);
+    for (int j = 0; j < 4; j++)
+      for (int e = 0; e < 2; e++) {
+        S[j][h * 2 + e] = kb_exp2(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
+        sum = LLVMBuildFAdd(b, sum, S[j][h * 2 + e], "");
+      }
+    nx.m[h] = mn;
+    nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr, ""), sum, "");
+    for (int j = 0; j < x->NT2; j++)
+      for (int e = 0; e < 2; e++)
+        nx.acc[j][h * 2 + e] = LLVMBuildFMul(b, cur.acc[j][h * 2 + e], corr, "");
+  }
+  /* P for the whole row block, as two bf16 parts: hi = bf16(p), lo =
+   * bf16(p - hi).  P V = hi V + lo V keeps p to 16 bits where one bf16
+   * rounding (8 bits) puts outputs with large, cancelling V values outside
+   * FlashMLA's tolerances (its own fixtures included). */
+  LLVMValueRef ps_lo = kb_byte_ptr(kb, x->ps, kb_i64(kb, (long long)x->HC * x->PB));
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef prow = LLVMBuildMul(b, LLVMBuildUDiv(b, rowoff[h], kb_i64(kb, 4), ""), kb_i64(kb, x->PB), "");
+    for (int j = 0; j < 4; j++) {
+      LLVMValueRef hi[2], lo[2], rest[2];
+      kb_f32x2_to_bf16(kb, S[j][h * 2], S[j][h * 2 + 1], hi);
+      for (int e = 0; e < 2; e++)
+        rest[e] = LLVMBuildFSub(b, S[j][h * 2 + e], kb_bf16_to_f32(kb, hi[e]), "");
+      kb_f32x2_to_bf16(kb, rest[0], rest[1], lo);
+      LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8), "");
+      LLVMValueRef off = LLVMBuildAdd(b, prow, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""), "");
+      LLVMValueRef *pair[2] = {hi, lo};
+      LLVMValueRef base[2] = {x->ps, ps_lo};
+      for (int q = 0; q < 2; q++) {
+        LLVMValueRef w = LLVMBuildOr(b, kb_zext64(kb, pair[q][0]), LLVMBuildShl(b, kb_zext64(kb, pair[q][1]), kb_i64(kb, 16), ""), "");
+        kb_store(kb, LLVMBuildTrunc(b, w, kb->i32, ""), kb_byte_ptr(kb, base[q], off), 4);
+      }
+    }
+  }
+  kb->t->barrier(kb);
+  /* acc += P V over this warp's V half */
+  for (int kk = 0; kk < TILE / 16; kk++) {
+    LLVMValueRef a[4], al[4];
+    kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->ps, LLVMBuildAdd(b, x->pa, kb_i64(kb, kk * 32), "")), 0, a);
+    kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, ps_lo, LLVMBuildAdd(b, x->pa, kb_i64(kb, kk * 32), "")), 0, al);
+    for (int dp = 0; dp < x->NT2 / 2; dp++) {
+      LLVMValueRef bv[4];
+      long long off = (long long)kk * 16 * x->RB + dp * 32;
+      kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->ks, LLVMBuildAdd(b, x->va, kb_i64(kb, off), "")), 1, bv);
+      for (int n = 0; n < 2; n++) {
+        kb->t->mma_bf16_16x8x16(kb, al, &bv[2 * n], nx.acc[2 * dp + n], nx.acc[2 * dp + n]);
+        kb->t->mma_bf16_16x8x16(kb, a, &bv[2 * n], nx.acc[2 * dp + n], nx.acc[2 * dp + n]);
+      }
+    }
+  }
+  kb->t->barrier(kb); /* the next tile overwrites K, P and the maxima */
+  LLVMValueRef next[KB_LOOP_MAX_VARS];
+  pack(x, &nx, next);
+  kb_for_end(kb, &loop, next);
+  unpack(x, st, loop.vars);
+}
+
+static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  mctx x;
+  x.HC = k->tile.tokens_per_cta, x.R = x.HC / 16, x.D = k->layout.dim, x.DV = k->v_dim, x.NT2 = x.DV / 16;
+  x.RB = dsv4_decode_row_bytes(x.D), x.PB = TILE * 2 + 16, x.threads = k->tile.threads;
+  int lanes = x.D / k->tile.values_per_thread;
+  if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || T->warp != 32 ||
+      !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) || x.NT2 > NT2_MAX ||
+      lanes > x.threads || (TILE + x.threads / lanes - 1) / (x.threads / lanes) > 8) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of sparse_decode",
+               k->name, kb->arch);
+    return 1;
+  }
+  LLVMValueRef sm = kb_dyn_shared(kb);
+  x.qs = sm;
+  x.ks = kb_byte_ptr(kb, sm, kb_i64(kb, (long long)x.HC * x.RB));
+  x.ps = kb_byte_ptr(kb, x.ks, kb_i64(kb, (long long)TILE * x.RB));
+  x.red = kb_byte_ptr(kb, x.ps, kb_i64(kb, 2LL * x.HC * x.PB));
+  x.vm = kb_byte_ptr(kb, x.red, kb_i64(kb, (long long)x.HC * 16));
+  x.tid = T->thread_id(kb);
+  LLVMValueRef warp = LLVMBuildUDiv(b, x.tid, kb_i32(kb, 32), "warp");
+  x.lane = LLVMBuildURem(b, x.tid, kb_i32(kb, 32), "lane");
+  x.g = LLVMBuildLShr(b, x.lane, kb_i32(kb, 2), "g");
+  x.c = LLVMBuildAnd(b, x.lane, kb_i32(kb, 3), "c");
+  x.r = LLVMBuildURem(b, warp, kb_i32(kb, x.R), "rblk");
+  x.hf = LLVMBuildUDiv(b, warp, kb_i32(kb, x.R), "half");
+  x.t = T->block_id(kb, 1);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
+  LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.HC), "h0");
+  LLVMValueRef H = kb_arg(kb, HEADS);
+  /* ldmatrix row addresses: lane l gives row (l & 7) + 8 ((l >> 3) & 1) or
+   * (l & 7) + 8 (l >> 4) of a 16 x 16 block, column 8 (l >> 4) or 8 ((l >> 3) & 1) */
+  LLVMValueRef l7 = kb_zext64(kb, LLVMBuildAnd(b, x.lane, kb_i32(kb, 7), ""));
+  LLVMValueRef b3 = kb_zext64(kb, LLVMBuildAnd(b, LLVMBuildLShr(b, x.lane, kb_i32(kb, 3), ""), kb_i32(kb, 1), ""));
+  LLVMValueRef b4 = kb_zext64(kb, LLVMBuildLShr(b, x.lane, kb_i32(kb, 4), ""));
+  LLVMValueRef rowA = LLVMBuildAdd(b, l7, LLVMBuildMul(b, b3, kb_i64(kb, 8), ""), ""); /* A: rows 0-15 */
+  LLVMValueRef colA = LLVMBuildMul(b, b4, kb_i64(kb, 16), "");                         /* bytes */
+  LLVMValueRef r16 = LLVMBuildMul(b, kb_zext64(kb, x.r), kb_i64(kb, 16), "");
+  LLVMValueRef h32 = LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, 32), "");
+  x.qa = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x.RB), ""), colA, "qa");
+  x.pa = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x.PB), ""), colA, "pa");
+  LLVMValueRef rowB = LLVMBuildAdd(b, l7, LLVMBuildMul(b, b4, kb_i64(kb, 8), ""), ""); /* K rows (tokens) */
+  x.ka = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, h32, rowB, ""), kb_i64(kb, x.RB), ""),
+                      LLVMBuildMul(b, b3, kb_i64(kb, 16), ""), "ka");
+  LLVMValueRef vcol = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, (long long)x.DV), ""),
+                                   LLVMBuildMul(b, b4, kb_i64(kb, 16), ""), ""); /* bytes: half * DV/2 dims * 2 */
+  x.va = LLVMBuildAdd(b, LLVMBuildMul(b, rowA, kb_i64(kb, x.RB), ""), vcol, "va");
+
+  /* q rows h0 .. h0+HC of token t (zeros past the heads) */
+  int chunks = x.HC * x.D / 8, cpr = x.D / 8;
+  for (int c0 = 0; c0 < chunks; c0 += x.threads) {
+    LLVMValueRef ci = LLVMBuildAdd(b, x.tid, kb_i32(kb, c0), "");
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, ci, kb_i32(kb, chunks), "");
+    LLVMValueRef i = LLVMBuildUDiv(b, ci, kb_i32(kb, cpr), ""), col = LLVMBuildURem(b, ci, kb_i32(kb, cpr), "");
+    LLVMValueRef h = LLVMBuildAdd(b, h0, i, "");
+    LLVMValueRef ok = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, H, ""), "");
+    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h), "");
+    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, (long long)x.D * 2), ""),
+                                    LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 16), ""), "");
+    LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
+    LLVMValueRef v = kb_load_if(kb, ok, v4, kb_arg(kb, Q), off, 16, LLVMConstNull(v4));
+    kb_if_t f = kb_if(kb, in, "qst");
+    LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, i), kb_i64(kb, x.RB), ""),
+                                   LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 16), ""), "");
+    kb_store(kb, v, kb_byte_ptr(kb, x.qs, so), 16);
+    kb_endif(kb, &f);
+  }
+  int fold = 0;
+  for (int i = 0; i < k->layout.nseg; i++)
+    fold |= k->layout.seg[i].scale_tensor;
+  LLVMValueRef scale = kb_arg(kb, SOFTMAX_SCALE);
+  if (fold)
+    scale = LLVMBuildFMul(b, scale, kb_arg(kb, TENSOR_SCALE), "");
+  x.scale2 = LLVMBuildFMul(b, scale, f32c(kb, LOG2E), "scale2");
+  /* stage_tile's first barrier also publishes q */
+  mstate st;
+  for (int h = 0; h < 2; h++)
+    st.m[h] = f32c(kb, -INFINITY), st.l[h] = f32c(kb, 0.0);
+  for (int j = 0; j < x.NT2; j++)
+    for (int e = 0; e < 4; e++)
+      st.acc[j][e] = f32c(kb, 0.0);
+  matrix_list(kb, k, &x, &MAIN, &st);
+  matrix_list(kb, k, &x, &EXTRA, &st);
+
+  /* row sums: the quad, then the two halves (through shared memory) */
+  LLVMValueRef rowoff[2], rowi[2];
+  LLVMValueRef sums = kb_byte_ptr(kb, x.red, kb_i64(kb, (long long)x.HC * 8));
+  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, (long long)x.HC * 4), "");
+  LLVMValueRef theirs = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, kb_i32(kb, 1), x.hf, "")), kb_i64(kb, (long long)x.HC * 4), "");
+  for (int h = 0; h < 2; h++) {
+    st.l[h] = quad_fold(kb, st.l[h], 1);
+    rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, x.r, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x.g, kb_i32(kb, h * 8), ""), "");
+    rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "");
+  }
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x.c, kb_i32(kb, 0), ""), "lsum");
+  for (int h = 0; h < 2; h++)
+    kb_store(kb, st.l[h], kb_byte_ptr(kb, sums, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
+  kb_endif(kb, &f);
+  T->barrier(kb);
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef l = LLVMBuildFAdd(b, st.l[h], kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, theirs, rowoff[h], "")), 4), "l");
+    LLVMValueRef head = LLVMBuildAdd(b, h0, rowi[h], "head");
+    LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
+    LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, f32c(kb, 0.0), "empty");
+    LLVMValueRef lse2 = LLVMBuildFAdd(b, st.m[h], kb_log2(kb, l), "lse2");
+    LLVMValueRef lse = LLVMBuildSelect(b, empty, f32c(kb, INFINITY), LLVMBuildFMul(b, lse2, f32c(kb, LN2), ""), "lse");
+    LLVMValueRef factor = LLVMBuildFDiv(b, f32c(kb, 1.0), l, "");
+    LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSelect(b, live, head, kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+    LLVMValueRef sk = kb_load_if(kb, LLVMBuildAnd(b, has, live, ""), kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
+    LLVMValueRef e = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildFMul(b, sk, f32c(kb, LOG2E), ""), lse2, ""));
+    factor = LLVMBuildFMul(b, factor, LLVMBuildFDiv(b, f32c(kb, 1.0), LLVMBuildFAdd(b, f32c(kb, 1.0), e, ""), ""), "");
+    if (fold)
+      factor = LLVMBuildFMul(b, factor, kb_arg(kb, TENSOR_SCALE), "");
+    factor = LLVMBuildSelect(b, empty, f32c(kb, 0.0), factor, "factor");
+    kb_if_t w = kb_if(kb, live, "out");
+    LLVMValueRef th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
+    LLVMValueRef ob = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, (long long)x.DV * 2), ""),
+                                   LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, (long long)x.DV), ""),
+                                                LLVMBuildMul(b, kb_zext64(kb, x.c), kb_i64(kb, 4), ""), ""), "");
+    for (int j = 0; j < x.NT2; j++) {
+      LLVMValueRef h16[2];
+      kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, st.acc[j][h * 2], factor, ""), LLVMBuildFMul(b, st.acc[j][h * 2 + 1], factor, ""), h16);
+      LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
+      kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
+    }
+    kb_if_t g = kb_if(kb, LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x.c, kb_i32(kb, 0), ""),
+                                       LLVMBuildICmp(b, LLVMIntEQ, x.hf, kb_i32(kb, 0), ""), ""), "lse");
+    kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
+    kb_endif(kb, &g);
+    kb_endif(kb, &w);
+  }
+  return 0;
+}
+
+
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
-  (void)d;
   unsigned char kinds[32];
   const char *names[32];
   int na = dsv4_op_signature(k->op, kinds, names);
   kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
+  if (k->tile.matrix)
+    return matrix_decode(kb, k, d);
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
   int vpt = k->tile.values_per_thread, D = L->dim, lanes = D / vpt, P = dsv4_pow2ceil(lanes);

@@ -192,10 +192,13 @@ static inline int dsv4_pow2ceil(int n)
  * runtime's bundle check.  The gathers give each token dim/vpt lanes; the
  * writer pads a token's lanes to a power of two so that scale groups are
  * aligned thread groups. */
-static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads)
+static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,
+                                  int matrix)
 {
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
+  if (op == DSV4_OP_SPARSE_DECODE && matrix) /* two warps per 16 heads */
+    return tokens_per_cta % 16 ? 0 : tokens_per_cta * 4;
   if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
     return tokens_per_cta * (heads / vpt);
   if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */
@@ -205,7 +208,22 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
   return dim / vpt * (tokens_per_cta / tokens_per_thread);
 }
 
-/* ---- bundle file format (version 1), all integers little-endian ----------
+/* The warp-matrix form of sparse_decode (tile.matrix) stages, in dynamic
+ * shared memory: q (heads_per_cta rows) and one tile of DSV4_DECODE_TILE
+ * dequantized K rows (bf16, rows padded by 16 bytes so that the 8 rows one
+ * ldmatrix reads fall in distinct banks), P as two bf16 parts (high and
+ * low, heads x tile each, padded the same way), two row maxima and two row
+ * sums a head, and a validity word a K row.  One rule, for the generator
+ * and the bundle check. */
+#define DSV4_DECODE_TILE 64
+static inline int dsv4_decode_row_bytes(int dim) { return dim * 2 + 16; }
+static inline int dsv4_decode_shared_bytes(int dim, int heads_per_cta)
+{
+  return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(dim) +
+         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 16 + DSV4_DECODE_TILE * 4;
+}
+
+/* ---- bundle file format (version 2), all integers little-endian ----------
  *
  *   header   magic "DSV4BNDL", u32 version, u32 nentries, u64 file_size,
  *            u32 crc32 of bytes [32, file_size), u32 reserved     (32 bytes)
@@ -213,7 +231,7 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
  *   blobs    code bytes, each 16-byte aligned, at the offsets entries give
  */
 #define DSV4_BUNDLE_MAGIC "DSV4BNDL"
-#define DSV4_BUNDLE_VERSION 1u
+#define DSV4_BUNDLE_VERSION 2u
 #define DSV4_BUNDLE_HEADER_BYTES 32
 
 typedef struct {
@@ -227,10 +245,12 @@ typedef struct {
   uint32_t tokens_per_thread;
   uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */
   uint32_t q_dim;                 /* kv_insert: head size of the q branch (0: none) */
-  uint32_t quant_floor;
+  uint32_t quant_floor;           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
   uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */
   uint32_t heads;                 /* paged_mqa_logits: query heads */
-  uint32_t topk;                  /* topk: K */           /* kv_insert: 0 floor amax at 1e-4 (vLLM), 1 floor amax/448 (FlashMLA tests) */
+  uint32_t topk;                  /* topk: K */
+  uint32_t matrix;               /* sparse_decode: the warp-matrix form (tile.matrix) */
+  uint32_t shared_bytes;         /* dynamic shared memory a launch needs (0: none) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;

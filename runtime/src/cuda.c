@@ -20,6 +20,8 @@ typedef struct CUevent_st *CUevent;
 enum {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
 };
@@ -44,6 +46,7 @@ enum {
   F(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))                 \
   F(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                              \
   F(cuModuleUnload, CUresult, (CUmodule))                                                               \
+  F(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                               \
   F(cuLaunchKernel, CUresult,                                                                           \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, \
      void **))                                                                                          \
@@ -61,7 +64,8 @@ typedef struct {
 #undef F
   CUdevice dev;
   CUcontext cu;
-  int cc; /* compute capability, e.g. 90 */
+  int cc;         /* compute capability, e.g. 90 */
+  int max_shared; /* opt-in shared memory per CTA */
   CUevent ev[2];
 } cuda_state;
 
@@ -131,6 +135,7 @@ static int cu_init(dsv4rt_context *ctx, int device)
   if ((r = st->cuDeviceGet(&st->dev, device)) || (r = st->cuDeviceGetName(name, sizeof name, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev)) ||
+      (r = st->cuDeviceGetAttribute(&st->max_shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, st->dev)) ||
       (r = st->cuDevicePrimaryCtxRetain(&st->cu, st->dev)) || (r = st->cuCtxSetCurrent(st->cu)) ||
       (r = st->cuEventCreate(&st->ev[0], 0)) || (r = st->cuEventCreate(&st->ev[1], 0))) {
     int rc = cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "device set-up");
@@ -175,12 +180,15 @@ static int cu_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, in
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyDtoD") : 0;
 }
 
-/* PTX for sm_XY runs on capability >= XY; sm_XYa only on exactly XY. */
+/* PTX for sm_XY runs on capability >= XY; sm_XYa only on exactly XY; and
+ * only where the CTA's shared memory fits. */
 static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
 {
   int v = 0;
   char suffix = 0;
   if (e->target != 0 || sscanf(e->arch, "sm_%d%c", &v, &suffix) < 1)
+    return 0;
+  if (e->shared_bytes > (uint32_t)S(ctx)->max_shared)
     return 0;
   return suffix == 'a' ? S(ctx)->cc == v : S(ctx)->cc >= v;
 }
@@ -214,6 +222,12 @@ static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_
     st->cuModuleUnload(m);
     return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuModuleGetFunction");
   }
+  /* beyond 48 KiB of dynamic shared memory a kernel must opt in */
+  if (e->shared_bytes > 49152 &&
+      (r = st->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->shared_bytes))) {
+    st->cuModuleUnload(m);
+    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuFuncSetAttribute (dynamic shared memory)");
+  }
   *module = m, *kernel = f;
   return 0;
 }
@@ -225,7 +239,7 @@ static void cu_unload(dsv4rt_context *ctx, void *module, void *kernel)
 }
 
 static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
-                     const rt_arg *args, int nargs)
+                     uint32_t shared, const rt_arg *args, int nargs)
 {
   void *params[DSV4_MAX_ARGS];
   CUdeviceptr ptrs[DSV4_MAX_ARGS];
@@ -237,7 +251,7 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
       params[i] = (void *)&args[i].v; /* i32, i64 and f32 all sit at the union's start */
   }
   CUresult r = S(ctx)->cuLaunchKernel((CUfunction)kernel, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                      0, NULL, params, NULL);
+                                      shared, NULL, params, NULL);
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernel") : 0;
 }
 

@@ -225,7 +225,8 @@ static int ocl_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, i
 
 static int ocl_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
 {
-  return e->target == 2 && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
+  /* dynamic local memory would be an extra kernel argument: none asked yet */
+  return e->target == 2 && e->shared_bytes == 0 && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
 }
 
 static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
@@ -267,9 +268,10 @@ static void ocl_unload(dsv4rt_context *ctx, void *module, void *kernel)
   S(ctx)->clReleaseProgram(module);
 }
 
-static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
+static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
                       const rt_arg *args, int nargs)
 {
+  (void)shared; /* always 0: ocl_accepts takes no entry that needs it */
   cl_state *st = S(ctx);
   for (int i = 0; i < nargs; i++) {
     cl_int r;

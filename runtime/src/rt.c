@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 552, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 560, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -244,7 +244,9 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
   if (!e->values_per_thread || !e->tokens_per_cta || !e->tokens_per_thread || e->threads == 0 ||
       e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
       e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
-                                              (int)e->tokens_per_thread, (int)e->heads) ||
+                                              (int)e->tokens_per_thread, (int)e->heads, (int)e->matrix) ||
+      e->matrix > 1 || (e->matrix && e->op != DSV4_OP_SPARSE_DECODE) ||
+      e->shared_bytes != (e->matrix ? (uint32_t)dsv4_decode_shared_bytes(l->dim, (int)e->tokens_per_cta) : 0u) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
@@ -378,6 +380,13 @@ int dsv4rt_bundle_entry_is_first(const dsv4rt_bundle *b, int i)
   return 1;
 }
 
+int dsv4rt_bundle_entry_runs(const dsv4rt_bundle *b, int i)
+{
+  if (!b || i < 0 || i >= b->n)
+    return 0;
+  return b->ctx->be->accepts(b->ctx, &b->entries[i]) ? 1 : 0;
+}
+
 dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out)
 {
   if (!b || !out || i < 0 || i >= b->n)
@@ -446,5 +455,5 @@ dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const r
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return DSV4RT_OK; /* nothing to do */
   uint32_t block[3] = {e->threads, 1, 1};
-  return (dsv4rt_status)ctx->be->launch(ctx, ld->kernel, grid, block, args, nargs);
+  return (dsv4rt_status)ctx->be->launch(ctx, ld->kernel, grid, block, e->shared_bytes, args, nargs);
 }

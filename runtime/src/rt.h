@@ -34,8 +34,9 @@ typedef struct rt_backend {
   int (*load)(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
               void **module, void **kernel);
   void (*unload)(dsv4rt_context *ctx, void *module, void *kernel);
+  /* shared: dynamic shared memory bytes (0 unless the entry says) */
   int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
-                const rt_arg *args, int nargs);
+                uint32_t shared, const rt_arg *args, int nargs);
   int (*sync)(dsv4rt_context *ctx);
   int (*timer_start)(dsv4rt_context *ctx);
   int (*timer_stop)(dsv4rt_context *ctx, double *ms);

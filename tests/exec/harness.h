@@ -44,7 +44,8 @@ typedef struct {
 } kern;
 
 /* 1 when entry e of b is the first entry of a kernel of op (one test per
- * kernel, not per target), filling *k; else 0. */
+ * kernel, not per target) and the device runs one of its entries, filling
+ * *k; else 0 (printing SKIPPED for a kernel of op the device cannot run). */
 int harness_kernel(const dsv4rt_bundle *b, int e, const char *op, kern *k);
 
 /* Print "N passed, M failed"; the exit status. */

@@ -278,6 +278,7 @@ int main(int argc, char **argv)
     random_case(&k, 5, 64, 1, 64);  /* C4: extra cache of 64-token pages */
     random_case(&k, 3, 128, 1, 2);  /* C128: pages of 2 entries */
     random_case(&k, 4, 64, 0, 64);  /* SWA only */
+    random_case(&k, 3, 20, 1, 64);  /* heads not a multiple of the CTA's */
     if (!strcmp(k.L.name, "fp8_ds_mla_v4")) {
       golden_case_run(&k, argv[2], "v4_sparse_decode_c128_h64");
       golden_case_run(&k, argv[2], "v4_sparse_decode_c4_h128");

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsv4_abi.h"
 #include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
@@ -444,11 +445,11 @@ static void test_bundles(const char *path)
     CHECK(s != DSV4RT_OK && x == NULL, "byte %ld flipped: accepted", at);
     b[at] = old;
   }
-  uint32_t v = 2;
+  uint32_t v = DSV4_BUNDLE_VERSION + 1;
   memcpy(b + 8, &v, 4);
   dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, b, (size_t)n, &x);
-  CHECK(s == DSV4RT_ERR_BUNDLE_VERSION && strstr(dsv4rt_last_error(ctx), "version"), "version 2 bundle: status %d: %s",
-        s, dsv4rt_last_error(ctx));
+  CHECK(s == DSV4RT_ERR_BUNDLE_VERSION && strstr(dsv4rt_last_error(ctx), "version"), "version %u bundle: status %d: %s",
+        v, s, dsv4rt_last_error(ctx));
   free(b);
   s = dsv4rt_bundle_open(ctx, "/nonexistent/x.dsv4b", &x);
   CHECK(s == DSV4RT_ERR_IO, "missing bundle file: status %d", s);
