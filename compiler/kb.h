@@ -61,6 +61,12 @@ typedef struct dsv4_target_ir {
    * matrix i.  Both return 0 when the target or arch has none. */
   int (*mma_bf16_16x8x16)(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c, LLVMValueRef *d);
   int (*ldmatrix_x4)(dsv4_kb *kb, LLVMValueRef sptr, int trans, LLVMValueRef *out);
+  /* Optional asynchronous global -> shared copies of 4, 8 or 16 bytes
+   * (src_bytes, i32, of them read, the rest zero-filled) and a wait for all
+   * of this thread's outstanding ones; cp_async returns 0 when the target
+   * or arch has none (a NULL dst asks only that). */
+  int (*cp_async)(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int bytes, LLVMValueRef src_bytes);
+  void (*cp_async_wait_all)(dsv4_kb *kb);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;

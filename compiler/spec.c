@@ -687,7 +687,11 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (two warps a 16-head row block)",
            tl->tokens_per_cta);
       bad = 1;
-    } else if (kn->layout.dim % 16)
+    } else if (kn->layout.row_bytes % 16 || kn->layout.align % 16 ||
+               (kn->layout.scale_place == DSV4_SCALES_BLOCK_TAIL && kn->layout.scale_row_bytes % 4))
+      why = "the layout's rows must be copied in 16-byte pieces (row bytes and alignment multiples of 16, "
+            "scale rows of 4)";
+    else if (kn->layout.dim % 16)
       why = "the layout's dim must be a multiple of 16";
     else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta * 4)
       why = "the CTA (4 threads a head) must dequantize at least 8 K rows at a time (dim / values_per_thread "
@@ -700,7 +704,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       dsv4_target_kind tk = (dsv4_target_kind)i;
       if (!kn->target[i].enabled)
         continue;
-      int need = dsv4_decode_shared_bytes(kn->layout.dim, tl->tokens_per_cta);
+      int need = dsv4_decode_shared_bytes(&kn->layout, tl->tokens_per_cta);
       if (!dsv4_target_has_bf16_mma(tk, kn->target[i].arch)) {
         FERR(&t, "matrix", "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
              dsv4_target_name(tk), kn->target[i].arch);

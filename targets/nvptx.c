@@ -201,6 +201,29 @@ static int ptx_ldmatrix_x4(dsv4_kb *kb, LLVMValueRef sptr, int trans, LLVMValueR
   return 1;
 }
 
+/* cp.async (sm_80+): .cg (L2 only) for 16 bytes, .ca for 4 and 8. */
+static int ptx_cp_async(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int bytes, LLVMValueRef src_bytes)
+{
+  if (arch_number(kb->arch) < 80 || (bytes != 4 && bytes != 8 && bytes != 16))
+    return 0;
+  if (!sdst)
+    return 1;
+  char name[64];
+  snprintf(name, sizeof name, "llvm.nvvm.cp.async.%s.shared.global.%d.s", bytes == 16 ? "cg" : "ca", bytes);
+  LLVMTypeRef ps[3] = {kb_ptr_to(kb, kb->i8, 3), kb_ptr_to(kb, kb->i8, 1), kb->i32};
+  LLVMValueRef args[3] = {sdst, gsrc, src_bytes};
+  kb_call(kb, name, kb->v, ps, args, 3, LLVMCCallConv);
+  return 1;
+}
+
+static void ptx_cp_async_wait_all(dsv4_kb *kb)
+{
+  kb_call(kb, "llvm.nvvm.cp.async.commit.group", kb->v, NULL, NULL, 0, LLVMCCallConv);
+  LLVMTypeRef i = kb->i32;
+  LLVMValueRef z = kb_i32(kb, 0);
+  kb_call(kb, "llvm.nvvm.cp.async.wait.group", kb->v, &i, &z, 1, LLVMCCallConv);
+}
+
 static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
 {
   LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
@@ -236,6 +259,8 @@ static const dsv4_target_ir ptx_ir = {
     .shfl_idx = ptx_shfl_idx,
     .mma_bf16_16x8x16 = ptx_mma_bf16,
     .ldmatrix_x4 = ptx_ldmatrix_x4,
+    .cp_async = ptx_cp_async,
+    .cp_async_wait_all = ptx_cp_async_wait_all,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

@@ -107,26 +107,34 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const list_args *la, LL
 /* ---- the warp-matrix form (tile.matrix) ------------------------------------
  *
  * One CTA per (token, heads_per_cta heads): HC = 16 R heads, 2 R warps.  q
- * (HC x D bf16) is staged once in dynamic shared memory.  The index lists
- * are walked in tiles of DSV4_DECODE_TILE (64) K rows: all threads
- * dequantize a tile into shared memory with the gathers' layout-driven code
- * (bf16, exactly the dequantized cache; invalid rows become zeros), then
- * warp (r, half) of row block r computes S = q K^T for its 16 heads and its
- * half of the tile's rows with mma.sync m16n8k16 (operands by ldmatrix),
- * the two halves exchange row maxima through shared memory for the online
- * softmax (base 2), write P to shared memory as a high and a low bf16 part,
- * and each accumulates P V for its half of the V dims (V = the first v_dim dims of the same
- * rows, ldmatrix.trans).  At the end the halves add their row sums and
- * each thread writes its accumulator rows scaled as OPS.md section 3 says.
+ * (HC x D bf16) is staged once in dynamic shared memory.  The two index
+ * lists are one sequence of tiles of DSV4_DECODE_TILE (64) K rows (the main
+ * list's tiles, then the extra list's), software-pipelined: while tile i
+ * computes, the cache bytes of tile i+1 are copied asynchronously (cp.async;
+ * rows past a list or with a bad index are zero-filled) into a block of 64
+ * rows in the layout, and after tile i the CTA dequantizes that block with
+ * the gathers' layout-driven code (bf16, exactly the dequantized cache).
+ *
+ * Per tile, warp (r, half) of row block r computes S = q K^T for its 16
+ * heads and its half of the tile's rows with mma.sync m16n8k16 (operands by
+ * ldmatrix), the two halves exchange row maxima through shared memory for
+ * the online softmax (base 2), write P to shared memory as a high and a low
+ * bf16 part (hi = bf16(p), lo = bf16(p - hi): one bf16 rounding of p puts
+ * outputs with large, cancelling V values outside FlashMLA's tolerances,
+ * its own fixtures included), and each accumulates P V = hi V + lo V for
+ * its half of the V dims (V = the first v_dim dims of the same rows,
+ * ldmatrix.trans).  At the end the halves add their row sums and each
+ * thread writes its accumulator rows scaled as OPS.md section 3 says.
  */
 enum { TILE = DSV4_DECODE_TILE };
 
 typedef struct {
   int HC, R, D, DV, NT2, RB, PB, threads;
-  LLVMValueRef qs, ks, ps, red, vm;      /* shared regions (byte pointers) */
-  LLVMValueRef tid, lane, g, c, r, hf;   /* i32 */
-  LLVMValueRef qa, ka, pa, va;           /* i64 per-lane ldmatrix offsets */
+  LLVMValueRef qs, ks, ps, pl, red, vm, raw, addr; /* shared regions (byte pointers) */
+  LLVMValueRef tid, lane, g, c, r, hf;             /* i32 */
+  LLVMValueRef qa, ka, pa, va;                     /* i64 per-lane ldmatrix offsets */
   LLVMValueRef t, scale2;
+  LLVMValueRef n[2], ntiles[2]; /* valid-prefix length and tiles of each list */
 } mctx;
 
 #define NT2_MAX 64
@@ -143,44 +151,107 @@ static LLVMValueRef quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
   return v;
 }
 
-/* Dequantize K rows [tile*TILE, tile*TILE + TILE) of list la into shared
- * memory, with a validity word per row. */
-static void stage_tile(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const list_args *la, LLVMValueRef n,
-                       LLVMValueRef tile)
+/* n = min(lens[t], topk), at least 0 (lens read only when topk > 0). */
+static LLVMValueRef list_len(dsv4_kb *kb, const list_args *la, LLVMValueRef t)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef topk = kb_arg(kb, la->topk);
+  LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
+                              LLVMBuildMul(b, kb_zext64(kb, t), kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
+  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
+  return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
+}
+
+/* Tile i's K rows: threads 0..63 find row tid's slot and store its row and
+ * scale-row addresses (global, as i64) and its validity (vm[buf]). */
+static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValueRef i, LLVMValueRef buf)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &k->layout;
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x->tid, kb_i32(kb, TILE), ""), "rows");
+  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, x->ntiles[0], "extra");
+#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
+  LLVMValueRef lt = PICK(i, LLVMBuildSub(b, i, x->ntiles[0], ""));
+  LLVMValueRef n = PICK(x->n[0], x->n[1]);
+  LLVMValueRef topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
+  LLVMValueRef bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
+  LLVMValueRef nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
+  LLVMValueRef stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
+  LLVMValueRef cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
+  LLVMValueRef ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
+#undef PICK
+  LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, lt, kb_i32(kb, TILE), ""), x->tid, "pos");
+  LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, n, "");
+  LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), ""),
+                                                   kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
+  LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, ind, ioff, 4, kb_i32(kb, -1)));
+  LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
+                                    LLVMBuildICmp(b, LLVMIntSLT, idx, LLVMBuildMul(b, nb, bs, ""), ""), "valid");
+  LLVMValueRef s0 = LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), "");
+  LLVMValueRef row = LLVMBuildURem(b, s0, bs, ""), blk = LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), stride, "");
+  LLVMValueRef rp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), ""));
+  LLVMValueRef sp = rp;
+  if (L->scale_place == DSV4_SCALES_BLOCK_TAIL)
+    sp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""),
+                                                                  LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""), ""), ""));
+  LLVMValueRef a0 = LLVMBuildMul(b, kb_zext64(kb, x->tid), kb_i64(kb, 16), "");
+  kb_store(kb, LLVMBuildPtrToInt(b, rp, kb->i64, ""), kb_byte_ptr(kb, x->addr, a0), 8);
+  kb_store(kb, LLVMBuildPtrToInt(b, sp, kb->i64, ""), kb_byte_ptr(kb, x->addr, LLVMBuildAdd(b, a0, kb_i64(kb, 8), "")), 8);
+  LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, TILE * 4), ""),
+                                 LLVMBuildMul(b, kb_zext64(kb, x->tid), kb_i64(kb, 4), ""), "");
+  kb_store(kb, LLVMBuildZExt(b, valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, vo), 4);
+  kb_endif(kb, &f);
+}
+
+/* Copy the rows find_rows chose into the raw block (zeros for invalid
+ * rows): rows at j * row_bytes, tail scale rows after TILE rows. */
+static void copy_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValueRef buf)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &k->layout;
+  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+  for (int part = 0; part < 1 + tail; part++) {
+    int rb = part ? L->scale_row_bytes : L->row_bytes;
+    int sz = rb % 16 == 0 ? 16 : rb % 8 == 0 ? 8 : 4, per = rb / sz, total = TILE * per;
+    long long dst0 = part ? (long long)TILE * L->row_bytes : 0;
+    for (int c0 = 0; c0 < total; c0 += x->threads) {
+      LLVMValueRef ci = LLVMBuildAdd(b, x->tid, kb_i32(kb, c0), "");
+      kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, ci, kb_i32(kb, total), ""), "cp");
+      LLVMValueRef j = kb_zext64(kb, LLVMBuildUDiv(b, ci, kb_i32(kb, per), ""));
+      LLVMValueRef q = kb_zext64(kb, LLVMBuildURem(b, ci, kb_i32(kb, per), ""));
+      LLVMValueRef a = kb_load(kb, kb->i64, kb_byte_ptr(kb, x->addr, LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, 16), ""), kb_i64(kb, part * 8), "")), 8);
+      LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, TILE * 4), ""), LLVMBuildMul(b, j, kb_i64(kb, 4), ""), "");
+      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, x->vm, vo), 4), kb_i32(kb, 0), "");
+      LLVMValueRef src = kb_byte_ptr(kb, LLVMBuildIntToPtr(b, a, kb->gptr, ""), LLVMBuildMul(b, q, kb_i64(kb, sz), ""));
+      LLVMValueRef dst = kb_byte_ptr(kb, x->raw, LLVMBuildAdd(b, kb_i64(kb, dst0), LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, rb), ""),
+                                                                                              LLVMBuildMul(b, q, kb_i64(kb, sz), ""), ""), ""));
+      kb->t->cp_async(kb, dst, src, sz, LLVMBuildSelect(b, ok, kb_i32(kb, sz), kb_i32(kb, 0), ""));
+      kb_endif(kb, &f);
+    }
+  }
+}
+
+/* Dequantize the raw block into the K tile (bf16 rows). */
+static void dequant_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x)
 {
   LLVMBuilderRef b = kb->b;
   int lanes = x->D / k->tile.values_per_thread, tp = x->threads / lanes, passes = (TILE + tp - 1) / tp;
   LLVMValueRef local = LLVMBuildUDiv(b, x->tid, kb_i32(kb, lanes), ""), ln = LLVMBuildURem(b, x->tid, kb_i32(kb, lanes), "");
-  LLVMValueRef topk = kb_arg(kb, la->topk);
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, la->block_size));
-  LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, la->num_blocks)), bs, "");
-  LLVMValueRef row_off = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), "");
   dsv4_lane_token tok[8];
   for (int u = 0; u < passes; u++) {
     LLVMValueRef j = LLVMBuildAdd(b, kb_i32(kb, u * tp), local, "");
-    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, j, kb_i32(kb, TILE), "");
-    in = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntULT, local, kb_i32(kb, tp), ""), "");
-    LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, tile, kb_i32(kb, TILE), ""), j, "pos");
-    LLVMValueRef want = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, p, n, ""), "");
-    LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, row_off, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
-    LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, kb_arg(kb, la->indices), ioff, 4, kb_i32(kb, -1)));
-    LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntSLT, idx, nslots, ""), "");
-    valid = LLVMBuildAnd(b, valid, want, "valid");
-    LLVMValueRef s0 = LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), "");
-    tok[u].row = LLVMBuildURem(b, s0, bs, "");
-    tok[u].blk = kb_byte_ptr(kb, kb_arg(kb, la->cache), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, la->block_stride), ""));
-    tok[u].valid = valid;
-    tok[u].write = in;
+    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, j, kb_i32(kb, TILE), ""),
+                                   LLVMBuildICmp(b, LLVMIntULT, local, kb_i32(kb, tp), ""), "");
     LLVMValueRef jr = kb_zext64(kb, LLVMBuildSelect(b, in, j, kb_i32(kb, 0), ""));
+    tok[u].blk = x->raw;
+    tok[u].row = jr;
+    tok[u].valid = in; /* invalid rows were zero-filled: they dequantize to +0.0 */
+    tok[u].write = in;
     tok[u].out_row = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, jr, kb_i64(kb, x->RB), ""));
-    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntEQ, ln, kb_i32(kb, 0), ""), ""), "vmask");
-    kb_store(kb, LLVMBuildZExt(b, valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, jr, kb_i64(kb, 4), "")), 4);
-    kb_endif(kb, &f);
   }
   dsv4_kernel kd = *k;
-  kd.tile.streaming = 0; /* the rows go to shared memory */
-  dsv4_emit_dequant_tokens(kb, &kd, ln, bs, f32c(kb, 1.0), tok, passes);
+  kd.tile.streaming = 0; /* shared memory on both sides */
+  dsv4_emit_dequant_tokens(kb, &kd, ln, kb_i64(kb, TILE), f32c(kb, 1.0), tok, passes);
 }
 
 /* S (4 n-tiles of 8 rows: this warp's half of the tile) = q K^T. */
@@ -220,36 +291,46 @@ static void unpack(const mctx *x, mstate *st, const LLVMValueRef *v)
       st->acc[j][e] = v[4 + j * 4 + e];
 }
 
-/* Fold list la of the token into the state, a tile at a time. */
-static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const list_args *la, mstate *st)
+/* Fold every tile of the token into the state. */
+static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstate *st)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef topk = kb_arg(kb, la->topk);
-  LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
-                              LLVMBuildMul(b, kb_zext64(kb, x->t), kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
-  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
-  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
-  LLVMValueRef ntiles = LLVMBuildSDiv(b, LLVMBuildAdd(b, n, kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "ntiles");
+  LLVMValueRef nt = LLVMBuildAdd(b, x->ntiles[0], x->ntiles[1], "nt");
+  /* prologue: tile 0 into the K tile */
+  kb_if_t any = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGT, nt, kb_i32(kb, 0), ""), "tiles");
+  find_rows(kb, k, x, kb_i32(kb, 0), kb_i32(kb, 0));
+  kb->t->barrier(kb);
+  copy_rows(kb, k, x, kb_i32(kb, 0));
+  kb->t->cp_async_wait_all(kb);
+  kb->t->barrier(kb);
+  dequant_rows(kb, k, x);
+  kb->t->barrier(kb);
+  kb_endif(kb, &any);
+
   int nv = 4 + 4 * x->NT2;
   LLVMValueRef init[KB_LOOP_MAX_VARS];
   pack(x, st, init);
   kb_loop_t loop;
-  kb_for(kb, &loop, kb_i32(kb, 0), ntiles, nv, init);
+  kb_for(kb, &loop, kb_i32(kb, 0), nt, nv, init);
   mstate cur;
   unpack(x, &cur, loop.vars);
-
-  stage_tile(kb, k, x, la, n, loop.iv);
-  kb->t->barrier(kb);
+  LLVMValueRef i = loop.iv, i1 = LLVMBuildAdd(b, i, kb_i32(kb, 1), "");
+  LLVMValueRef more = LLVMBuildICmp(b, LLVMIntSLT, i1, nt, "more");
+  LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), ""), nbuf = LLVMBuildAnd(b, i1, kb_i32(kb, 1), "");
+  kb_if_t f1 = kb_if(kb, more, "next");
+  find_rows(kb, k, x, i1, nbuf);
+  kb_endif(kb, &f1);
 
   LLVMValueRef S[4][4];
   qk(kb, x, S);
   /* scores in base 2; rows past the list or with bad indices are -inf */
   LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->hf, kb_i32(kb, 32), ""), LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
+  LLVMValueRef vbase = LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, TILE * 4), "");
   LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
   for (int j = 0; j < 4; j++)
     for (int e = 0; e < 2; e++) {
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8 + e), "");
-      LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 4);
+      LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, x->vm, LLVMBuildAdd(b, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), ""), "")), 4);
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
       for (int h = 0; h < 2; h++) {
         LLVMValueRef v = LLVMBuildFMul(b, S[j][h * 2 + e], x->scale2, "");
@@ -270,7 +351,10 @@ static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const 
   for (int h = 0; h < 2; h++)
     kb_store(kb, mx[h], kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
   kb_endif(kb, &f);
-  kb->t->barrier(kb);
+  kb->t->barrier(kb); /* maxima, and the next tile's rows, published */
+  kb_if_t f2 = kb_if(kb, more, "copy");
+  copy_rows(kb, k, x, nbuf);
+  kb_endif(kb, &f2);
   mstate nx;
   for (int h = 0; h < 2; h++) {
     other[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, theirs, rowoff[h], "")), 4);
@@ -290,11 +374,7 @@ static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const 
       for (int e = 0; e < 2; e++)
         nx.acc[j][h * 2 + e] = LLVMBuildFMul(b, cur.acc[j][h * 2 + e], corr, "");
   }
-  /* P for the whole row block, as two bf16 parts: hi = bf16(p), lo =
-   * bf16(p - hi).  P V = hi V + lo V keeps p to 16 bits where one bf16
-   * rounding (8 bits) puts outputs with large, cancelling V values outside
-   * FlashMLA's tolerances (its own fixtures included). */
-  LLVMValueRef ps_lo = kb_byte_ptr(kb, x->ps, kb_i64(kb, (long long)x->HC * x->PB));
+  /* P as hi + lo bf16 parts for the whole row block */
   for (int h = 0; h < 2; h++) {
     LLVMValueRef prow = LLVMBuildMul(b, LLVMBuildUDiv(b, rowoff[h], kb_i64(kb, 4), ""), kb_i64(kb, x->PB), "");
     for (int j = 0; j < 4; j++) {
@@ -306,7 +386,7 @@ static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const 
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8), "");
       LLVMValueRef off = LLVMBuildAdd(b, prow, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""), "");
       LLVMValueRef *pair[2] = {hi, lo};
-      LLVMValueRef base[2] = {x->ps, ps_lo};
+      LLVMValueRef base[2] = {x->ps, x->pl};
       for (int q = 0; q < 2; q++) {
         LLVMValueRef w = LLVMBuildOr(b, kb_zext64(kb, pair[q][0]), LLVMBuildShl(b, kb_zext64(kb, pair[q][1]), kb_i64(kb, 16), ""), "");
         kb_store(kb, LLVMBuildTrunc(b, w, kb->i32, ""), kb_byte_ptr(kb, base[q], off), 4);
@@ -318,7 +398,7 @@ static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const 
   for (int kk = 0; kk < TILE / 16; kk++) {
     LLVMValueRef a[4], al[4];
     kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->ps, LLVMBuildAdd(b, x->pa, kb_i64(kb, kk * 32), "")), 0, a);
-    kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, ps_lo, LLVMBuildAdd(b, x->pa, kb_i64(kb, kk * 32), "")), 0, al);
+    kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->pl, LLVMBuildAdd(b, x->pa, kb_i64(kb, kk * 32), "")), 0, al);
     for (int dp = 0; dp < x->NT2 / 2; dp++) {
       LLVMValueRef bv[4];
       long long off = (long long)kk * 16 * x->RB + dp * 32;
@@ -329,7 +409,12 @@ static void matrix_list(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, const 
       }
     }
   }
-  kb->t->barrier(kb); /* the next tile overwrites K, P and the maxima */
+  kb->t->cp_async_wait_all(kb);
+  kb->t->barrier(kb); /* K and P read; the next tile's bytes arrived */
+  kb_if_t f3 = kb_if(kb, more, "deq");
+  dequant_rows(kb, k, x);
+  kb_endif(kb, &f3);
+  kb->t->barrier(kb);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
   pack(x, &nx, next);
   kb_for_end(kb, &loop, next);
@@ -344,19 +429,31 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.HC = k->tile.tokens_per_cta, x.R = x.HC / 16, x.D = k->layout.dim, x.DV = k->v_dim, x.NT2 = x.DV / 16;
   x.RB = dsv4_decode_row_bytes(x.D), x.PB = TILE * 2 + 16, x.threads = k->tile.threads;
   int lanes = x.D / k->tile.values_per_thread;
-  if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || T->warp != 32 ||
-      !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) || x.NT2 > NT2_MAX ||
-      lanes > x.threads || (TILE + x.threads / lanes - 1) / (x.threads / lanes) > 8) {
+  if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || !T->cp_async || !T->cp_async_wait_all ||
+      T->warp != 32 || !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) ||
+      !T->cp_async(kb, NULL, NULL, 16, NULL) || x.NT2 > NT2_MAX || lanes > x.threads ||
+      (TILE + x.threads / lanes - 1) / (x.threads / lanes) > 8 || x.threads < TILE) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of sparse_decode",
                k->name, kb->arch);
     return 1;
   }
   LLVMValueRef sm = kb_dyn_shared(kb);
-  x.qs = sm;
-  x.ks = kb_byte_ptr(kb, sm, kb_i64(kb, (long long)x.HC * x.RB));
-  x.ps = kb_byte_ptr(kb, x.ks, kb_i64(kb, (long long)TILE * x.RB));
-  x.red = kb_byte_ptr(kb, x.ps, kb_i64(kb, 2LL * x.HC * x.PB));
-  x.vm = kb_byte_ptr(kb, x.red, kb_i64(kb, (long long)x.HC * 16));
+  long long o = 0;
+#define REGION(v, bytes) (x.v = kb_byte_ptr(kb, sm, kb_i64(kb, o)), o += (bytes))
+  REGION(qs, (long long)x.HC * x.RB);
+  REGION(ks, (long long)TILE * x.RB);
+  REGION(ps, (long long)x.HC * x.PB);
+  REGION(pl, (long long)x.HC * x.PB);
+  REGION(raw, dsv4_decode_raw_bytes(&k->layout));
+  REGION(addr, TILE * 16);
+  REGION(red, (long long)x.HC * 16);
+  REGION(vm, TILE * 8);
+#undef REGION
+  if (o != dsv4_decode_shared_bytes(&k->layout, x.HC)) {
+    dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,
+               o, dsv4_decode_shared_bytes(&k->layout, x.HC));
+    return 1;
+  }
   x.tid = T->thread_id(kb);
   LLVMValueRef warp = LLVMBuildUDiv(b, x.tid, kb_i32(kb, 32), "warp");
   x.lane = LLVMBuildURem(b, x.tid, kb_i32(kb, 32), "lane");
@@ -368,6 +465,11 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
   LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.HC), "h0");
   LLVMValueRef H = kb_arg(kb, HEADS);
+  const list_args *lists[2] = {&MAIN, &EXTRA};
+  for (int li = 0; li < 2; li++) {
+    x.n[li] = list_len(kb, lists[li], x.t);
+    x.ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, x.n[li], kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "");
+  }
   /* ldmatrix row addresses: lane l gives row (l & 7) + 8 ((l >> 3) & 1) or
    * (l & 7) + 8 (l >> 4) of a 16 x 16 block, column 8 (l >> 4) or 8 ((l >> 3) & 1) */
   LLVMValueRef l7 = kb_zext64(kb, LLVMBuildAnd(b, x.lane, kb_i32(kb, 7), ""));
@@ -412,15 +514,14 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   if (fold)
     scale = LLVMBuildFMul(b, scale, kb_arg(kb, TENSOR_SCALE), "");
   x.scale2 = LLVMBuildFMul(b, scale, f32c(kb, LOG2E), "scale2");
-  /* stage_tile's first barrier also publishes q */
+  /* the prologue's barriers also publish q */
   mstate st;
   for (int h = 0; h < 2; h++)
     st.m[h] = f32c(kb, -INFINITY), st.l[h] = f32c(kb, 0.0);
   for (int j = 0; j < x.NT2; j++)
     for (int e = 0; e < 4; e++)
       st.acc[j][e] = f32c(kb, 0.0);
-  matrix_list(kb, k, &x, &MAIN, &st);
-  matrix_list(kb, k, &x, &EXTRA, &st);
+  matrix_tiles(kb, k, &x, &st);
 
   /* row sums: the quad, then the two halves (through shared memory) */
   LLVMValueRef rowoff[2], rowi[2];

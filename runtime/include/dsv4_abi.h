@@ -213,14 +213,22 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
  * dequantized K rows (bf16, rows padded by 16 bytes so that the 8 rows one
  * ldmatrix reads fall in distinct banks), P as two bf16 parts (high and
  * low, heads x tile each, padded the same way), two row maxima and two row
- * sums a head, and a validity word a K row.  One rule, for the generator
- * and the bundle check. */
+ * sums a head, two validity words a K row (double-buffered), the next
+ * tile's cache bytes as one block of DSV4_DECODE_TILE rows in the layout
+ * (copied asynchronously while the current tile computes), and that
+ * tile's row and scale-row addresses.  One rule, for the generator and the
+ * bundle check. */
 #define DSV4_DECODE_TILE 64
 static inline int dsv4_decode_row_bytes(int dim) { return dim * 2 + 16; }
-static inline int dsv4_decode_shared_bytes(int dim, int heads_per_cta)
+static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
 {
-  return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(dim) +
-         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 16 + DSV4_DECODE_TILE * 4;
+  return (int)((dsv4_layout_min_block_bytes(l, DSV4_DECODE_TILE) + 15) / 16 * 16);
+}
+static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta)
+{
+  return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
+         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 16 + DSV4_DECODE_TILE * 8 +
+         dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 
 /* ---- bundle file format (version 2), all integers little-endian ----------
