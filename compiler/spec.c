@@ -684,8 +684,8 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
      * halves of 16-dim n-tile pairs */
     const char *why = NULL;
     if (tl->tokens_per_cta % 16 || tl->tokens_per_cta > 64) {
-      FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (two warps a 16-head row block)",
-           tl->tokens_per_cta);
+      FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (%d warps a 16-head row block)",
+           tl->tokens_per_cta, DSV4_DECODE_WARPS);
       bad = 1;
     } else if (kn->layout.row_bytes % 16 || kn->layout.align % 16 ||
                (kn->layout.scale_place == DSV4_SCALES_BLOCK_TAIL && kn->layout.scale_row_bytes % 4))
@@ -693,9 +693,9 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
             "scale rows of 4)";
     else if (kn->layout.dim % 16)
       why = "the layout's dim must be a multiple of 16";
-    else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta * 4)
-      why = "the CTA (4 threads a head) must dequantize at least 8 K rows at a time (dim / values_per_thread "
-            "threads a row): raise values_per_thread";
+    else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32)
+      why = "the CTA must dequantize at least 8 K rows at a time (dim / values_per_thread threads a row): "
+            "raise values_per_thread";
     if (why) {
       FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
       bad = 1;
@@ -927,8 +927,9 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
          l->dim, v);
     bad = 1;
   }
-  if (!bad && kn->tile.matrix && kn->v_dim % 32) {
-    FERR(k, "v_dim", "= %d: tile.matrix needs a multiple of 32 (two halves of 16-dim n-tile pairs)", kn->v_dim);
+  if (!bad && kn->tile.matrix && kn->v_dim % (16 * DSV4_DECODE_WARPS)) {
+    FERR(k, "v_dim", "= %d: tile.matrix needs a multiple of %d (%d parts of 16-dim n-tile pairs)", kn->v_dim,
+         16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
     bad = 1;
   }
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {

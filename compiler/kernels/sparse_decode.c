@@ -106,7 +106,8 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const list_args *la, LL
 
 /* ---- the warp-matrix form (tile.matrix) ------------------------------------
  *
- * One CTA per (token, heads_per_cta heads): HC = 16 R heads, 2 R warps.  q
+ * One CTA per (token, heads_per_cta heads): HC = 16 R heads, W R warps
+ * (W = DSV4_DECODE_WARPS).  q
  * (HC x D bf16) is staged once in dynamic shared memory.  The two index
  * lists are one sequence of tiles of DSV4_DECODE_TILE (64) K rows (the main
  * list's tiles, then the extra list's), software-pipelined: while tile i
@@ -115,23 +116,23 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const list_args *la, LL
  * rows in the layout, and after tile i the CTA dequantizes that block with
  * the gathers' layout-driven code (bf16, exactly the dequantized cache).
  *
- * Per tile, warp (r, half) of row block r computes S = q K^T for its 16
- * heads and its half of the tile's rows with mma.sync m16n8k16 (operands by
- * ldmatrix), the two halves exchange row maxima through shared memory for
- * the online softmax (base 2), write P to shared memory as a high and a low
+ * Per tile, warp (r, part) of row block r computes S = q K^T for its 16
+ * heads and its part (1/W) of the tile's rows with mma.sync m16n8k16
+ * (operands by ldmatrix), the row block's warps exchange row maxima
+ * through shared memory for the online softmax (base 2), write P to shared memory as a high and a low
  * bf16 part (hi = bf16(p), lo = bf16(p - hi): one bf16 rounding of p puts
  * outputs with large, cancelling V values outside FlashMLA's tolerances,
  * its own fixtures included), and each accumulates P V = hi V + lo V for
- * its half of the V dims (V = the first v_dim dims of the same rows,
- * ldmatrix.trans).  At the end the halves add their row sums and each
+ * its part of the V dims (V = the first v_dim dims of the same rows,
+ * ldmatrix.trans).  At the end the warps add their row sums and each
  * thread writes its accumulator rows scaled as OPS.md section 3 says.
  */
 enum { TILE = DSV4_DECODE_TILE };
 
 typedef struct {
-  int HC, R, D, DV, NT2, RB, PB, threads;
+  int HC, R, W, TPW, NTQ, D, DV, NT2, RB, PB, threads;
   LLVMValueRef qs, ks, ps, pl, red, vm, raw, addr; /* shared regions (byte pointers) */
-  LLVMValueRef tid, lane, g, c, r, hf;             /* i32 */
+  LLVMValueRef tid, lane, g, c, r, part;           /* i32 */
   LLVMValueRef qa, ka, pa, va;                     /* i64 per-lane ldmatrix offsets */
   LLVMValueRef t, scale2;
   LLVMValueRef n[2], ntiles[2]; /* valid-prefix length and tiles of each list */
@@ -254,19 +255,19 @@ static void dequant_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x)
   dsv4_emit_dequant_tokens(kb, &kd, ln, kb_i64(kb, TILE), f32c(kb, 1.0), tok, passes);
 }
 
-/* S (4 n-tiles of 8 rows: this warp's half of the tile) = q K^T. */
+/* S (NTQ n-tiles of 8 rows: this warp's part of the tile) = q K^T. */
 static void qk(dsv4_kb *kb, const mctx *x, LLVMValueRef S[4][4])
 {
-  for (int j = 0; j < 4; j++)
+  for (int j = 0; j < x->NTQ; j++)
     for (int e = 0; e < 4; e++)
       S[j][e] = f32c(kb, 0.0);
   for (int kk = 0; kk < x->D / 16; kk++) {
     LLVMValueRef a[4], bq[2][4];
     kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->qs, LLVMBuildAdd(kb->b, x->qa, kb_i64(kb, kk * 32), "")), 0, a);
-    for (int jp = 0; jp < 2; jp++)
+    for (int jp = 0; jp < x->NTQ / 2; jp++)
       kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->ks, LLVMBuildAdd(kb->b, x->ka, kb_i64(kb, (long long)jp * 16 * x->RB + kk * 32), "")), 0,
                          bq[jp]);
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < x->NTQ; j++)
       kb->t->mma_bf16_16x8x16(kb, a, &bq[j / 2][(j % 2) * 2], S[j], S[j]);
   }
 }
@@ -324,10 +325,10 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstat
   LLVMValueRef S[4][4];
   qk(kb, x, S);
   /* scores in base 2; rows past the list or with bad indices are -inf */
-  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->hf, kb_i32(kb, 32), ""), LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
+  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, x->TPW), ""), LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
   LLVMValueRef vbase = LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, TILE * 4), "");
   LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
-  for (int j = 0; j < 4; j++)
+  for (int j = 0; j < x->NTQ; j++)
     for (int e = 0; e < 2; e++) {
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8 + e), "");
       LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, x->vm, LLVMBuildAdd(b, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), ""), "")), 4);
@@ -338,15 +339,14 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstat
         mx[h] = fmax2(kb, mx[h], S[j][h * 2 + e]);
       }
     }
-  /* row maxima: quad, then the other half through shared memory */
-  LLVMValueRef rowoff[2], other[2];
+  /* row maxima: quad, then the row block's other warps through shared memory */
+  LLVMValueRef rowoff[2];
   for (int h = 0; h < 2; h++) {
     mx[h] = quad_fold(kb, mx[h], 0);
     LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, x->r, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
     rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, 4), "");
   }
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->hf), kb_i64(kb, (long long)x->HC * 4), "");
-  LLVMValueRef theirs = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, kb_i32(kb, 1), x->hf, "")), kb_i64(kb, (long long)x->HC * 4), "");
+  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->HC * 4), "");
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "rmax");
   for (int h = 0; h < 2; h++)
     kb_store(kb, mx[h], kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
@@ -357,13 +357,14 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstat
   kb_endif(kb, &f2);
   mstate nx;
   for (int h = 0; h < 2; h++) {
-    other[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, theirs, rowoff[h], "")), 4);
-    LLVMValueRef mn = fmax2(kb, cur.m[h], fmax2(kb, mx[h], other[h]));
+    LLVMValueRef mn = cur.m[h];
+    for (int w = 0; w < x->W; w++)
+      mn = fmax2(kb, mn, kb_load(kb, kb->f32, kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->HC * 4), rowoff[h], "")), 4));
     LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), "");
     LLVMValueRef mu = LLVMBuildSelect(b, inf, f32c(kb, 0.0), mn, "");
     LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
     LLVMValueRef sum = f32c(kb, 0.0);
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < x->NTQ; j++)
       for (int e = 0; e < 2; e++) {
         S[j][h * 2 + e] = kb_exp2(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
         sum = LLVMBuildFAdd(b, sum, S[j][h * 2 + e], "");
@@ -377,7 +378,7 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstat
   /* P as hi + lo bf16 parts for the whole row block */
   for (int h = 0; h < 2; h++) {
     LLVMValueRef prow = LLVMBuildMul(b, LLVMBuildUDiv(b, rowoff[h], kb_i64(kb, 4), ""), kb_i64(kb, x->PB), "");
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < x->NTQ; j++) {
       LLVMValueRef hi[2], lo[2], rest[2];
       kb_f32x2_to_bf16(kb, S[j][h * 2], S[j][h * 2 + 1], hi);
       for (int e = 0; e < 2; e++)
@@ -394,7 +395,7 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstat
     }
   }
   kb->t->barrier(kb);
-  /* acc += P V over this warp's V half */
+  /* acc += P V over this warp's part of V */
   for (int kk = 0; kk < TILE / 16; kk++) {
     LLVMValueRef a[4], al[4];
     kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->ps, LLVMBuildAdd(b, x->pa, kb_i64(kb, kk * 32), "")), 0, a);
@@ -426,7 +427,8 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
   mctx x;
-  x.HC = k->tile.tokens_per_cta, x.R = x.HC / 16, x.D = k->layout.dim, x.DV = k->v_dim, x.NT2 = x.DV / 16;
+  x.HC = k->tile.tokens_per_cta, x.R = x.HC / 16, x.D = k->layout.dim, x.DV = k->v_dim;
+  x.W = DSV4_DECODE_WARPS, x.TPW = TILE / x.W, x.NTQ = x.TPW / 8, x.NT2 = x.DV / x.W / 8;
   x.RB = dsv4_decode_row_bytes(x.D), x.PB = TILE * 2 + 16, x.threads = k->tile.threads;
   int lanes = x.D / k->tile.values_per_thread;
   if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || !T->cp_async || !T->cp_async_wait_all ||
@@ -446,7 +448,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   REGION(pl, (long long)x.HC * x.PB);
   REGION(raw, dsv4_decode_raw_bytes(&k->layout));
   REGION(addr, TILE * 16);
-  REGION(red, (long long)x.HC * 16);
+  REGION(red, (long long)x.HC * 8 * x.W);
   REGION(vm, TILE * 8);
 #undef REGION
   if (o != dsv4_decode_shared_bytes(&k->layout, x.HC)) {
@@ -460,7 +462,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.g = LLVMBuildLShr(b, x.lane, kb_i32(kb, 2), "g");
   x.c = LLVMBuildAnd(b, x.lane, kb_i32(kb, 3), "c");
   x.r = LLVMBuildURem(b, warp, kb_i32(kb, x.R), "rblk");
-  x.hf = LLVMBuildUDiv(b, warp, kb_i32(kb, x.R), "half");
+  x.part = LLVMBuildUDiv(b, warp, kb_i32(kb, x.R), "part");
   x.t = T->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
   LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.HC), "h0");
@@ -478,14 +480,14 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef rowA = LLVMBuildAdd(b, l7, LLVMBuildMul(b, b3, kb_i64(kb, 8), ""), ""); /* A: rows 0-15 */
   LLVMValueRef colA = LLVMBuildMul(b, b4, kb_i64(kb, 16), "");                         /* bytes */
   LLVMValueRef r16 = LLVMBuildMul(b, kb_zext64(kb, x.r), kb_i64(kb, 16), "");
-  LLVMValueRef h32 = LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, 32), "");
+  LLVMValueRef h32 = LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, x.TPW), "");
   x.qa = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x.RB), ""), colA, "qa");
   x.pa = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x.PB), ""), colA, "pa");
   LLVMValueRef rowB = LLVMBuildAdd(b, l7, LLVMBuildMul(b, b4, kb_i64(kb, 8), ""), ""); /* K rows (tokens) */
   x.ka = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, h32, rowB, ""), kb_i64(kb, x.RB), ""),
                       LLVMBuildMul(b, b3, kb_i64(kb, 16), ""), "ka");
-  LLVMValueRef vcol = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, (long long)x.DV), ""),
-                                   LLVMBuildMul(b, b4, kb_i64(kb, 16), ""), ""); /* bytes: half * DV/2 dims * 2 */
+  LLVMValueRef vcol = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, (long long)x.DV / x.W * 2), ""),
+                                   LLVMBuildMul(b, b4, kb_i64(kb, 16), ""), ""); /* bytes */
   x.va = LLVMBuildAdd(b, LLVMBuildMul(b, rowA, kb_i64(kb, x.RB), ""), vcol, "va");
 
   /* q rows h0 .. h0+HC of token t (zeros past the heads) */
@@ -523,11 +525,10 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       st.acc[j][e] = f32c(kb, 0.0);
   matrix_tiles(kb, k, &x, &st);
 
-  /* row sums: the quad, then the two halves (through shared memory) */
+  /* row sums: the quad, then the row block's warps (through shared memory) */
   LLVMValueRef rowoff[2], rowi[2];
-  LLVMValueRef sums = kb_byte_ptr(kb, x.red, kb_i64(kb, (long long)x.HC * 8));
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, (long long)x.HC * 4), "");
-  LLVMValueRef theirs = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, kb_i32(kb, 1), x.hf, "")), kb_i64(kb, (long long)x.HC * 4), "");
+  LLVMValueRef sums = kb_byte_ptr(kb, x.red, kb_i64(kb, (long long)x.HC * 4 * x.W));
+  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, (long long)x.HC * 4), "");
   for (int h = 0; h < 2; h++) {
     st.l[h] = quad_fold(kb, st.l[h], 1);
     rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, x.r, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x.g, kb_i32(kb, h * 8), ""), "");
@@ -540,7 +541,9 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   T->barrier(kb);
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
   for (int h = 0; h < 2; h++) {
-    LLVMValueRef l = LLVMBuildFAdd(b, st.l[h], kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, theirs, rowoff[h], "")), 4), "l");
+    LLVMValueRef l = f32c(kb, 0.0);
+    for (int w = 0; w < x.W; w++) /* every warp's sum, in a fixed order: the same l in each */
+      l = LLVMBuildFAdd(b, l, kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x.HC * 4), rowoff[h], "")), 4), "l");
     LLVMValueRef head = LLVMBuildAdd(b, h0, rowi[h], "head");
     LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
     LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, f32c(kb, 0.0), "empty");
@@ -557,7 +560,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     kb_if_t w = kb_if(kb, live, "out");
     LLVMValueRef th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
     LLVMValueRef ob = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, (long long)x.DV * 2), ""),
-                                   LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.hf), kb_i64(kb, (long long)x.DV), ""),
+                                   LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, (long long)x.DV / x.W * 2), ""),
                                                 LLVMBuildMul(b, kb_zext64(kb, x.c), kb_i64(kb, 4), ""), ""), "");
     for (int j = 0; j < x.NT2; j++) {
       LLVMValueRef h16[2];
@@ -566,7 +569,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
     }
     kb_if_t g = kb_if(kb, LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x.c, kb_i32(kb, 0), ""),
-                                       LLVMBuildICmp(b, LLVMIntEQ, x.hf, kb_i32(kb, 0), ""), ""), "lse");
+                                       LLVMBuildICmp(b, LLVMIntEQ, x.part, kb_i32(kb, 0), ""), ""), "lse");
     kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
     kb_endif(kb, &g);
     kb_endif(kb, &w);

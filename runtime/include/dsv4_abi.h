@@ -188,6 +188,11 @@ static inline int dsv4_pow2ceil(int n)
   return p;
 }
 
+/* sparse_decode's warp-matrix form: K rows a tile, warps a 16-head row
+ * block (each takes a quarter of a tile's rows and of V). */
+#define DSV4_DECODE_TILE 64
+#define DSV4_DECODE_WARPS 4
+
 /* Threads per CTA of an op's kernel: one rule, for the compiler and the
  * runtime's bundle check.  The gathers give each token dim/vpt lanes; the
  * writer pads a token's lanes to a power of two so that scale groups are
@@ -197,8 +202,8 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
 {
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
-  if (op == DSV4_OP_SPARSE_DECODE && matrix) /* two warps per 16 heads */
-    return tokens_per_cta % 16 ? 0 : tokens_per_cta * 4;
+  if (op == DSV4_OP_SPARSE_DECODE && matrix) /* DSV4_DECODE_WARPS warps per 16 heads */
+    return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
   if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
     return tokens_per_cta * (heads / vpt);
   if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */
@@ -212,13 +217,12 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
  * shared memory: q (heads_per_cta rows) and one tile of DSV4_DECODE_TILE
  * dequantized K rows (bf16, rows padded by 16 bytes so that the 8 rows one
  * ldmatrix reads fall in distinct banks), P as two bf16 parts (high and
- * low, heads x tile each, padded the same way), two row maxima and two row
- * sums a head, two validity words a K row (double-buffered), the next
+ * low, heads x tile each, padded the same way), a row maximum and a row
+ * sum a head and warp of its row block, two validity words a K row (double-buffered), the next
  * tile's cache bytes as one block of DSV4_DECODE_TILE rows in the layout
  * (copied asynchronously while the current tile computes), and that
  * tile's row and scale-row addresses.  One rule, for the generator and the
  * bundle check. */
-#define DSV4_DECODE_TILE 64
 static inline int dsv4_decode_row_bytes(int dim) { return dim * 2 + 16; }
 static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
 {
@@ -227,7 +231,7 @@ static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
 static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta)
 {
   return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
-         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 16 + DSV4_DECODE_TILE * 8 +
+         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS + DSV4_DECODE_TILE * 8 +
          dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 

@@ -1,4 +1,4 @@
--- 16 heads are 64 threads: 16-value lanes would dequantize 2 K rows a pass.
+-- 16 heads are 128 threads: 16-value lanes would dequantize 4 K rows a pass.
 local L = include "../../specs/layouts.lua"
 kernel {
   name = "d",
