@@ -9,7 +9,7 @@
 
 #include "dsv4_abi.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 560, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+_Static_assert(sizeof(dsv4_bundle_entry) == 568, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 
 static uint64_t align16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 

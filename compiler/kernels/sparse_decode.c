@@ -17,13 +17,15 @@
  * kv_scale into the softmax scale and into the output (OPS.md section 8).
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "gen.h"
 
 enum {
   OUT, LSE, Q, CACHE, INDICES, LENS, XCACHE, XINDICES, XLENS, SINK, N_TOKENS, HEADS, TOPK, NUM_BLOCKS, BLOCK_SIZE,
-  BLOCK_STRIDE, XTOPK, XNUM_BLOCKS, XBLOCK_SIZE, XBLOCK_STRIDE, HAS_SINK, SOFTMAX_SCALE, TENSOR_SCALE
+  BLOCK_STRIDE, XTOPK, XNUM_BLOCKS, XBLOCK_SIZE, XBLOCK_STRIDE, HAS_SINK, SOFTMAX_SCALE, TENSOR_SCALE, WORK, SPLITS
 };
+enum { C_OUT, C_LSE, C_WORK, C_SINK, C_TOKENS, C_HEADS, C_SPLITS, C_HAS_SINK, C_TENSOR_SCALE };
 
 #define MAXV 64
 #define LOG2E 1.4426950408889634
@@ -44,6 +46,27 @@ typedef struct {
 static LLVMValueRef fmax2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c)
 {
   return LLVMBuildSelect(kb->b, LLVMBuildFCmp(kb->b, LLVMRealOGT, c, a, ""), c, a, "");
+}
+
+/* The last step of OPS.md section 3 for a row whose base-2 running max is
+ * m2 and whose sum is l: *lse (natural log; +inf when no index was valid)
+ * and *factor, what the accumulator is scaled by: 1/l, the sink only in
+ * the denominator (sink: f32, -inf for none), times ts (the folded tensor
+ * scale, or NULL); 0 when no index was valid. */
+static void finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef sink, LLVMValueRef ts,
+                       LLVMValueRef *lse, LLVMValueRef *factor)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef one = LLVMConstReal(kb->f32, 1.0);
+  LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstReal(kb->f32, 0.0), "empty");
+  LLVMValueRef lse2 = LLVMBuildFAdd(b, m2, kb_log2(kb, l), "lse2");
+  *lse = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, INFINITY), LLVMBuildFMul(b, lse2, LLVMConstReal(kb->f32, LN2), ""),
+                         "lse");
+  LLVMValueRef e = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildFMul(b, sink, LLVMConstReal(kb->f32, LOG2E), ""), lse2, ""));
+  LLVMValueRef f = LLVMBuildFMul(b, LLVMBuildFDiv(b, one, l, ""), LLVMBuildFDiv(b, one, LLVMBuildFAdd(b, one, e, ""), ""), "");
+  if (ts)
+    f = LLVMBuildFMul(b, f, ts, "");
+  *factor = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, 0.0), f, "factor");
 }
 
 /* Fold one index list of token t into the state. */
@@ -292,16 +315,17 @@ static void unpack(const mctx *x, mstate *st, const LLVMValueRef *v)
       st->acc[j][e] = v[4 + j * 4 + e];
 }
 
-/* Fold every tile of the token into the state. */
-static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstate *st)
+/* Fold tiles [lo, hi) of the token into the state. */
+static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValueRef lo, LLVMValueRef hi, mstate *st)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef nt = LLVMBuildAdd(b, x->ntiles[0], x->ntiles[1], "nt");
-  /* prologue: tile 0 into the K tile */
-  kb_if_t any = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGT, nt, kb_i32(kb, 0), ""), "tiles");
-  find_rows(kb, k, x, kb_i32(kb, 0), kb_i32(kb, 0));
+  LLVMValueRef nt = hi;
+  /* prologue: tile lo into the K tile */
+  LLVMValueRef lbuf = LLVMBuildAnd(b, lo, kb_i32(kb, 1), "");
+  kb_if_t any = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, lo, hi, ""), "tiles");
+  find_rows(kb, k, x, lo, lbuf);
   kb->t->barrier(kb);
-  copy_rows(kb, k, x, kb_i32(kb, 0));
+  copy_rows(kb, k, x, lbuf);
   kb->t->cp_async_wait_all(kb);
   kb->t->barrier(kb);
   dequant_rows(kb, k, x);
@@ -312,7 +336,7 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, mstat
   LLVMValueRef init[KB_LOOP_MAX_VARS];
   pack(x, st, init);
   kb_loop_t loop;
-  kb_for(kb, &loop, kb_i32(kb, 0), nt, nv, init);
+  kb_for(kb, &loop, lo, nt, nv, init);
   mstate cur;
   unpack(x, &cur, loop.vars);
   LLVMValueRef i = loop.iv, i1 = LLVMBuildAdd(b, i, kb_i32(kb, 1), "");
@@ -523,7 +547,13 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   for (int j = 0; j < x.NT2; j++)
     for (int e = 0; e < 4; e++)
       st.acc[j][e] = f32c(kb, 0.0);
-  matrix_tiles(kb, k, &x, &st);
+  /* this CTA's share of the token's tiles: split z of `splits` */
+  LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, x.ntiles[0], x.ntiles[1], "nt"));
+  LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SPLITS)), z64 = kb_zext64(kb, T->block_id(kb, 2));
+  LLVMValueRef lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
+  LLVMValueRef hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
+                                   kb->i32, "hi");
+  matrix_tiles(kb, k, &x, lo, hi, &st);
 
   /* row sums: the quad, then the row block's warps (through shared memory) */
   LLVMValueRef rowoff[2], rowi[2];
@@ -540,43 +570,135 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_endif(kb, &f);
   T->barrier(kb);
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
+  LLVMValueRef S = kb_arg(kb, SPLITS), z = T->block_id(kb, 2);
+  LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
   for (int h = 0; h < 2; h++) {
     LLVMValueRef l = f32c(kb, 0.0);
     for (int w = 0; w < x.W; w++) /* every warp's sum, in a fixed order: the same l in each */
       l = LLVMBuildFAdd(b, l, kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x.HC * 4), rowoff[h], "")), 4), "l");
     LLVMValueRef head = LLVMBuildAdd(b, h0, rowi[h], "head");
     LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
-    LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, f32c(kb, 0.0), "empty");
-    LLVMValueRef lse2 = LLVMBuildFAdd(b, st.m[h], kb_log2(kb, l), "lse2");
-    LLVMValueRef lse = LLVMBuildSelect(b, empty, f32c(kb, INFINITY), LLVMBuildFMul(b, lse2, f32c(kb, LN2), ""), "lse");
-    LLVMValueRef factor = LLVMBuildFDiv(b, f32c(kb, 1.0), l, "");
-    LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSelect(b, live, head, kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
-    LLVMValueRef sk = kb_load_if(kb, LLVMBuildAnd(b, has, live, ""), kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
-    LLVMValueRef e = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildFMul(b, sk, f32c(kb, LOG2E), ""), lse2, ""));
-    factor = LLVMBuildFMul(b, factor, LLVMBuildFDiv(b, f32c(kb, 1.0), LLVMBuildFAdd(b, f32c(kb, 1.0), e, ""), ""), "");
-    if (fold)
-      factor = LLVMBuildFMul(b, factor, kb_arg(kb, TENSOR_SCALE), "");
-    factor = LLVMBuildSelect(b, empty, f32c(kb, 0.0), factor, "factor");
-    kb_if_t w = kb_if(kb, live, "out");
     LLVMValueRef th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
-    LLVMValueRef ob = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, (long long)x.DV * 2), ""),
-                                   LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, (long long)x.DV / x.W * 2), ""),
-                                                LLVMBuildMul(b, kb_zext64(kb, x.c), kb_i64(kb, 4), ""), ""), "");
-    for (int j = 0; j < x.NT2; j++) {
-      LLVMValueRef h16[2];
-      kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, st.acc[j][h * 2], factor, ""), LLVMBuildFMul(b, st.acc[j][h * 2 + 1], factor, ""), h16);
-      LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
-      kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
+    LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x.c, kb_i32(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntEQ, x.part, kb_i32(kb, 0), ""), "");
+    LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, (long long)x.DV / x.W), ""),
+                                     LLVMBuildMul(b, kb_zext64(kb, x.c), kb_i64(kb, 2), ""), "dim0");
+    kb_if_t w = kb_if(kb, live, "out");
+    kb_if_t sp = kb_if(kb, split, "partial");
+    { /* split-KV: this split's (m, l) and unnormalized acc for <name>_combine */
+      LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
+      LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, x.DV), ""), dim0, ""), kb_i64(kb, 4), "");
+      for (int j = 0; j < x.NT2; j++) {
+        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
+        for (int e = 0; e < 2; e++)
+          v = LLVMBuildInsertElement(b, v, st.acc[j][h * 2 + e], kb_i32(kb, e), "");
+        kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, WORK), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
+      }
+      kb_if_t g = kb_if(kb, first, "ml");
+      LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, N_TOKENS)), kb_sext64(kb, H), ""), kb_sext64(kb, S), "");
+      LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)x.DV * 4), ""),
+                                     LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "");
+      LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(kb->f32, 2)), st.m[h], kb_i32(kb, 0), "");
+      v = LLVMBuildInsertElement(b, v, l, kb_i32(kb, 1), "");
+      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, WORK), mo), 8);
+      kb_endif(kb, &g);
     }
-    kb_if_t g = kb_if(kb, LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x.c, kb_i32(kb, 0), ""),
-                                       LLVMBuildICmp(b, LLVMIntEQ, x.part, kb_i32(kb, 0), ""), ""), "lse");
-    kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
-    kb_endif(kb, &g);
+    kb_else(kb, &sp);
+    {
+      LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, head), kb_i64(kb, 4), "");
+      LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
+      LLVMValueRef lse, factor;
+      finish_row(kb, st.m[h], l, sk, fold ? kb_arg(kb, TENSOR_SCALE) : NULL, &lse, &factor);
+      LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, x.DV), ""), dim0, ""), kb_i64(kb, 2), "");
+      for (int j = 0; j < x.NT2; j++) {
+        LLVMValueRef h16[2];
+        kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, st.acc[j][h * 2], factor, ""), LLVMBuildFMul(b, st.acc[j][h * 2 + 1], factor, ""), h16);
+        LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
+        kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
+      }
+      kb_if_t g = kb_if(kb, first, "lse");
+      kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
+      kb_endif(kb, &g);
+    }
+    kb_endif(kb, &sp);
     kb_endif(kb, &w);
   }
   return 0;
 }
 
+
+/* <name>_combine: one CTA per (token, head) row merges the splits'
+ * partial states, 4 dims a thread:  M = max m_z, w_z = 2^(m_z - M),
+ * L = sum l_z w_z, O = sum acc_z w_z, then the row is finished as in the
+ * one-CTA form. */
+static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  unsigned char kinds[DSV4_MAX_ARGS];
+  const char *names[DSV4_MAX_ARGS];
+  int n = 0;
+#define A(nm, kind) kinds[n] = DSV4_ARG_##kind, names[n++] = #nm;
+  DSV4_ARGS_DECODE_COMBINE(A)
+#undef A
+  char name[DSV4_NAME_MAX + 16];
+  snprintf(name, sizeof name, "%s_combine", k->name);
+  int DV = k->v_dim, threads = dsv4_decode_combine_threads(DV);
+  kb_kernel(kb, name, kinds, names, n, threads);
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef H = kb_sext64(kb, kb_arg(kb, C_HEADS)), S = kb_arg(kb, C_SPLITS);
+  LLVMValueRef rows = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, C_TOKENS)), H, "rows");
+  LLVMValueRef row = kb_zext64(kb, kb->t->block_id(kb, 0));
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, row, rows, ""));
+  LLVMValueRef tid = kb->t->thread_id(kb);
+  LLVMValueRef dim = LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 4), "dim");
+  LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, dim, kb_i64(kb, DV), "");
+  LLVMValueRef slot0 = LLVMBuildMul(b, row, kb_sext64(kb, S), "");
+  LLVMValueRef mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, S), ""), kb_i64(kb, (long long)DV * 4), "");
+  LLVMTypeRef v2 = LLVMVectorType(kb->f32, 2), v4 = LLVMVectorType(kb->f32, 4);
+  /* M */
+  kb_loop_t lm;
+  LLVMValueRef init = f32c(kb, -INFINITY);
+  kb_for(kb, &lm, kb_i32(kb, 0), S, 1, &init);
+  LLVMValueRef slot = LLVMBuildAdd(b, slot0, kb_zext64(kb, lm.iv), "");
+  LLVMValueRef ml = kb_load(kb, v2, kb_byte_ptr(kb, kb_arg(kb, C_WORK), LLVMBuildAdd(b, mlb, LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "")), 8);
+  LLVMValueRef nm = fmax2(kb, lm.vars[0], LLVMBuildExtractElement(b, ml, kb_i32(kb, 0), ""));
+  kb_for_end(kb, &lm, &nm);
+  LLVMValueRef M = lm.vars[0];
+  LLVMValueRef Mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, M, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), M, "");
+  /* L and O */
+  LLVMValueRef init2[5] = {f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0)};
+  kb_loop_t ls;
+  kb_for(kb, &ls, kb_i32(kb, 0), S, 5, init2);
+  slot = LLVMBuildAdd(b, slot0, kb_zext64(kb, ls.iv), "");
+  ml = kb_load(kb, v2, kb_byte_ptr(kb, kb_arg(kb, C_WORK), LLVMBuildAdd(b, mlb, LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "")), 8);
+  LLVMValueRef wz = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildExtractElement(b, ml, kb_i32(kb, 0), ""), Mu, ""));
+  LLVMValueRef nx[5];
+  nx[0] = LLVMBuildFAdd(b, ls.vars[0], LLVMBuildFMul(b, LLVMBuildExtractElement(b, ml, kb_i32(kb, 1), ""), wz, ""), "");
+  LLVMValueRef aoff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), dim, ""), kb_i64(kb, 4), "");
+  LLVMValueRef acc = kb_load_if(kb, in, v4, kb_arg(kb, C_WORK), aoff, 16, LLVMConstNull(v4));
+  for (int e = 0; e < 4; e++)
+    nx[1 + e] = LLVMBuildFAdd(b, ls.vars[1 + e], LLVMBuildFMul(b, LLVMBuildExtractElement(b, acc, kb_i32(kb, e), ""), wz, ""), "");
+  kb_for_end(kb, &ls, nx);
+  LLVMValueRef h = LLVMBuildSRem(b, row, H, "head");
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, C_HAS_SINK), kb_i32(kb, 0), "");
+  LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, C_SINK), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4, f32c(kb, -INFINITY));
+  int fold = 0;
+  for (int i = 0; i < k->layout.nseg; i++)
+    fold |= k->layout.seg[i].scale_tensor;
+  LLVMValueRef lse, factor;
+  finish_row(kb, M, ls.vars[0], sk, fold ? kb_arg(kb, C_TENSOR_SCALE) : NULL, &lse, &factor);
+  kb_if_t f = kb_if(kb, in, "out");
+  LLVMValueRef h16[4];
+  for (int e = 0; e < 4; e += 2)
+    kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, ls.vars[1 + e], factor, ""), LLVMBuildFMul(b, ls.vars[2 + e], factor, ""), &h16[e]);
+  LLVMValueRef o = LLVMGetUndef(LLVMVectorType(kb->i16, 4));
+  for (int e = 0; e < 4; e++)
+    o = LLVMBuildInsertElement(b, o, h16[e], kb_i32(kb, e), "");
+  kb_store(kb, o, kb_byte_ptr(kb, kb_arg(kb, C_OUT), LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, DV), ""), dim, ""), kb_i64(kb, 2), "")), 8);
+  kb_endif(kb, &f);
+  kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, tid, kb_i32(kb, 0), ""), "lse");
+  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, C_LSE), LLVMBuildMul(b, row, kb_i64(kb, 4), "")), 4);
+  kb_endif(kb, &g);
+}
 
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
@@ -584,8 +706,13 @@ int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   const char *names[32];
   int na = dsv4_op_signature(k->op, kinds, names);
   kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
-  if (k->tile.matrix)
-    return matrix_decode(kb, k, d);
+  if (k->tile.matrix) {
+    if (matrix_decode(kb, k, d))
+      return 1;
+    LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
+    decode_combine(kb, k);
+    return 0;
+  }
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
   int vpt = k->tile.values_per_thread, D = L->dim, lanes = D / vpt, P = dsv4_pow2ceil(lanes);
@@ -643,25 +770,11 @@ int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   fold_list(kb, k, &EXTRA, tt, lane, qv, scale2, &st);
 
   /* finish: lse = (m + log2 l) ln 2; the sink only in the denominator */
-  LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, st.l, LLVMConstReal(kb->f32, 0.0), "empty");
-  LLVMValueRef lse2 = LLVMBuildFAdd(b, st.m, kb_log2(kb, st.l), "lse2");
-  LLVMValueRef lse = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, INFINITY),
-                                     LLVMBuildFMul(b, lse2, LLVMConstReal(kb->f32, LN2), ""), "lse");
-  LLVMValueRef factor = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0), st.l, "");
-  {
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-    LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
-    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, has, live, ""), "sink");
-    LLVMValueRef sk = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, SINK), LLVMBuildMul(b, kb_sext64(kb, h), kb_i64(kb, 4), "")), 4);
-    LLVMValueRef e = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildFMul(b, sk, LLVMConstReal(kb->f32, LOG2E), ""), lse2, ""));
-    LLVMValueRef g = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0), LLVMBuildFAdd(b, LLVMConstReal(kb->f32, 1.0), e, ""), "");
-    LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
-    kb_endif(kb, &f);
-    factor = LLVMBuildFMul(b, factor, kb_phi(kb, g, got, LLVMConstReal(kb->f32, 1.0), pre), "");
-  }
-  if (fold)
-    factor = LLVMBuildFMul(b, factor, kb_arg(kb, TENSOR_SCALE), "");
-  factor = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, 0.0), factor, "factor");
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
+  LLVMValueRef sk = kb_load_if(kb, LLVMBuildAnd(b, has, live, ""), kb->f32, kb_arg(kb, SINK),
+                               LLVMBuildMul(b, kb_sext64(kb, h), kb_i64(kb, 4), ""), 4, LLVMConstReal(kb->f32, -INFINITY));
+  LLVMValueRef lse, factor;
+  finish_row(kb, st.m, st.l, sk, fold ? kb_arg(kb, TENSOR_SCALE) : NULL, &lse, &factor);
 
   /* out: the lanes holding V dims; lse: lane 0 */
   int vlanes = k->v_dim / vpt;

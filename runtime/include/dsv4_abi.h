@@ -94,8 +94,13 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(kv_ctas, I32)
 
 /* sparse_decode(out, lse, q, cache, indices, lens, extra_cache, ...)
- * grid = (ceil(heads / heads_per_cta), n_tokens); the extra list is absent
- * when extra_topk is 0, the sink when has_sink is 0. */
+ * grid = (ceil(heads / heads_per_cta), n_tokens, splits); the extra list is
+ * absent when extra_topk is 0, the sink when has_sink is 0.  The warp-matrix
+ * form splits a token's tiles over `splits` CTAs (split-KV): with splits > 1
+ * each writes its partial state to work (dsv4_decode_work_floats()) and the
+ * module's second kernel, <name>_combine (DSV4_ARGS_DECODE_COMBINE, grid
+ * n_tokens * heads, dsv4_decode_combine_threads()), merges them into out and
+ * lse.  The portable form ignores work and splits (always 1). */
 #define DSV4_ARGS_SPARSE_DECODE(A) \
   A(out, PTR)                      \
   A(lse, PTR)                      \
@@ -119,6 +124,22 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(extra_block_stride, I64)       \
   A(has_sink, I32)                 \
   A(softmax_scale, F32)            \
+  A(tensor_scale, F32)             \
+  A(work, PTR)                     \
+  A(splits, I32)
+
+/* The combine kernel of sparse_decode's split-KV: per (token, head) row the
+ * splits' partial (m, l, unnormalized acc) states from work, merged with the
+ * sink and tensor scale as the one-CTA form finishes a row. */
+#define DSV4_ARGS_DECODE_COMBINE(A) \
+  A(out, PTR)                       \
+  A(lse, PTR)                       \
+  A(work, IN)                       \
+  A(attn_sink, IN)                  \
+  A(n_tokens, I32)                  \
+  A(heads, I32)                     \
+  A(splits, I32)                    \
+  A(has_sink, I32)                  \
   A(tensor_scale, F32)
 
 /* paged_mqa_logits(logits, q, cache, weights, context_lens, block_table, ...)
@@ -177,7 +198,7 @@ static inline int dsv4_op_args(int op, unsigned char *kinds, const char **names)
 /* An op that reads no cache (its kernels carry no layout). */
 static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
 
-#define DSV4_MAX_ARGS 24
+#define DSV4_MAX_ARGS 32
 
 /* Smallest power of two >= n. */
 static inline int dsv4_pow2ceil(int n)
@@ -192,6 +213,14 @@ static inline int dsv4_pow2ceil(int n)
  * block (each takes a quarter of a tile's rows and of V). */
 #define DSV4_DECODE_TILE 64
 #define DSV4_DECODE_WARPS 4
+
+/* Split-KV work space (floats) and the combine kernel's CTA size: a row's
+ * partials are acc[v_dim] per split, after all of them (m, l) per split. */
+static inline long long dsv4_decode_work_floats(long long tokens, long long heads, int splits, int v_dim)
+{
+  return tokens * heads * splits * (long long)(v_dim + 2);
+}
+static inline int dsv4_decode_combine_threads(int v_dim) { return (v_dim / 4 + 31) / 32 * 32; }
 
 /* Threads per CTA of an op's kernel: one rule, for the compiler and the
  * runtime's bundle check.  The gathers give each token dim/vpt lanes; the

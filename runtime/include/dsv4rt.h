@@ -123,6 +123,8 @@ typedef struct dsv4rt_kernel_info {
   int v_dim;                 /* sparse_decode: output dims */
   int heads;                 /* paged_mqa_logits: query heads */
   int topk;                  /* topk: K */
+  int matrix;                /* sparse_decode: the warp-matrix form (split-KV capable) */
+  int shared_bytes;          /* dynamic shared memory a launch takes */
 } dsv4rt_kernel_info;
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);
 
@@ -132,6 +134,8 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i,
 typedef struct dsv4rt_launch_opts {
   const char *kernel;     /* a kernel name in the bundle; NULL = the first for this op and device */
   int check_contents;     /* 1: also read indices / tables back and range-check them before launch */
+  int splits;             /* sparse_decode, warp-matrix kernels: split each token's index lists over this many
+                             CTAs (split-KV, then a combine kernel); 0: chosen from the device's size; 1..64 */
 } dsv4rt_launch_opts;
 
 /* out[i, :] = dequant(cache slot indices[i]); a negative index gives zeros. */

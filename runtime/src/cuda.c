@@ -21,6 +21,7 @@ enum {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
@@ -136,6 +137,7 @@ static int cu_init(dsv4rt_context *ctx, int device)
       (r = st->cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&st->max_shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, st->dev)) ||
+      (r = st->cuDeviceGetAttribute(&ctx->units, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev)) ||
       (r = st->cuDevicePrimaryCtxRetain(&st->cu, st->dev)) || (r = st->cuCtxSetCurrent(st->cu)) ||
       (r = st->cuEventCreate(&st->ev[0], 0)) || (r = st->cuEventCreate(&st->ev[1], 0))) {
     int rc = cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "device set-up");
@@ -232,6 +234,16 @@ static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_
   return 0;
 }
 
+static int cu_symbol(dsv4rt_context *ctx, void *module, const char *name, void **kernel)
+{
+  CUfunction f = NULL;
+  CUresult r = S(ctx)->cuModuleGetFunction(&f, (CUmodule)module, name);
+  if (r)
+    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuModuleGetFunction");
+  *kernel = f;
+  return 0;
+}
+
 static void cu_unload(dsv4rt_context *ctx, void *module, void *kernel)
 {
   (void)kernel;
@@ -287,6 +299,7 @@ const rt_backend rt_cuda_backend = {
     .fini = cu_fini,
     .alloc = cu_alloc,
     .release = cu_release,
+    .symbol = cu_symbol,
     .write = cu_write,
     .read = cu_read,
     .copy = cu_copy,

@@ -26,6 +26,7 @@ enum {
   CL_DEVICE_TYPE_ALL = (int)0xFFFFFFFF,
   CL_DEVICE_NAME = 0x102B,
   CL_DEVICE_VERSION = 0x102F,
+  CL_DEVICE_MAX_COMPUTE_UNITS = 0x1002,
   CL_DEVICE_EXTENSIONS = 0x1030,
   CL_DEVICE_IL_VERSION = 0x105B,
   CL_PLATFORM_NAME = 0x0902,
@@ -167,6 +168,9 @@ static int ocl_init(dsv4rt_context *ctx, int device)
   ext[0] = 0;
   st->clGetDeviceInfo(st->dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   st->clGetDeviceInfo(st->dev, CL_DEVICE_VERSION, sizeof ver, ver, NULL);
+  cl_uint units = 1;
+  st->clGetDeviceInfo(st->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
+  ctx->units = (int)units;
   st->clGetDeviceInfo(st->dev, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
   st->clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
   if (st->clGetDeviceInfo(st->dev, CL_DEVICE_IL_VERSION, sizeof il, il, NULL))

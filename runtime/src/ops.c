@@ -379,6 +379,22 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
        (extra && (s = check_list(ctx, a->extra_indices, a->extra_lens, T, a->extra_topk,
                                  a->extra_num_blocks * a->extra_block_size, "extra_indices")))))
     return s;
+  /* split-KV (warp-matrix kernels): enough CTAs to fill the device when
+   * the (token, head group) pairs alone do not, at most one a tile */
+  int64_t groups = (H + en->tokens_per_cta - 1) / en->tokens_per_cta * T;
+  int64_t tiles = (a->topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE +
+                  (extra ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
+  int64_t S = 1;
+  if (opts && (opts->splits < 0 || opts->splits > 64))
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: splits %d is outside [0, 64]", fn, opts->splits);
+  if (en->matrix) {
+    S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= ctx->units ? ctx->units / groups : 1;
+    S = S > tiles ? tiles : S;
+    S = S < 1 ? 1 : S > 64 ? 64 : S;
+  }
+  dsv4rt_buffer *work = NULL;
+  if (S > 1 && (s = rt_work(b, e, (size_t)dsv4_decode_work_floats(T, H, (int)S, (int)vd) * 4, &work)))
+    return s;
   const dsv4rt_buffer *dummy = a->lens; /* stands in for absent buffers; never read */
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
@@ -404,9 +420,25 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
       {DSV4_ARG_F32, {.f32 = a->softmax_scale}},
       {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+      {DSV4_ARG_PTR, {.buf = work}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)S}},
   };
-  uint32_t grid[3] = {(uint32_t)((H + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)T, 1};
-  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+  uint32_t grid[3] = {(uint32_t)((H + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
+  if ((s = rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args))) || S == 1)
+    return s;
+  rt_arg cargs[] = {
+      {DSV4_ARG_PTR, {.buf = a->out}},
+      {DSV4_ARG_PTR, {.buf = a->lse}},
+      {DSV4_ARG_IN, {.buf = work}},
+      {DSV4_ARG_IN, {.buf = a->attn_sink ? a->attn_sink : dummy}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)T}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)H}},
+      {DSV4_ARG_I32, {.i32 = (int32_t)S}},
+      {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
+      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+  };
+  uint32_t cgrid[3] = {(uint32_t)(T * H), 1, 1};
+  return rt_launch2(b, e, cgrid, (uint32_t)dsv4_decode_combine_threads((int)vd), cargs, (int)(sizeof cargs / sizeof *cargs));
 }
 
 dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,

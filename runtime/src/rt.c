@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 560, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 568, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -338,9 +338,11 @@ void dsv4rt_bundle_destroy(dsv4rt_bundle *b)
 {
   if (!b)
     return;
-  for (int i = 0; i < b->n; i++)
+  for (int i = 0; i < b->n; i++) {
     if (b->loaded[i].loaded == 1)
       b->ctx->be->unload(b->ctx, b->loaded[i].module, b->loaded[i].kernel);
+    dsv4rt_buffer_destroy(b->loaded[i].work);
+  }
   free(b->data);
   free(b);
 }
@@ -411,6 +413,8 @@ dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_ker
   out->v_dim = (int)e->v_dim;
   out->heads = (int)e->heads;
   out->topk = (int)e->topk;
+  out->matrix = (int)e->matrix;
+  out->shared_bytes = (int)e->shared_bytes;
   return DSV4RT_OK;
 }
 
@@ -438,22 +442,67 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry
                  name ? " named " : "", name ? name : "", b->ctx->device, b->ctx->be->name);
 }
 
-dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
+dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
 {
   dsv4rt_context *ctx = b->ctx;
   rt_loaded *ld = &b->loaded[i];
   const dsv4_bundle_entry *e = &b->entries[i];
   if (ld->loaded == -1)
     return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s failed to load earlier", e->name);
-  if (ld->loaded == 0) {
-    int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
-                           &ld->kernel);
-    ld->loaded = rc ? -1 : 1;
+  if (ld->loaded == 1)
+    return DSV4RT_OK;
+  int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
+                         &ld->kernel);
+  if (!rc && e->matrix) { /* the combine kernel of the split-KV form */
+    char name[sizeof e->name + 16];
+    snprintf(name, sizeof name, "%s_combine", e->name);
+    rc = ctx->be->symbol ? ctx->be->symbol(ctx, ld->module, name, &ld->kernel2)
+                         : (int)rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: %s cannot look up %s", e->name, ctx->be->name, name);
     if (rc)
-      return (dsv4rt_status)rc;
+      ctx->be->unload(ctx, ld->module, ld->kernel);
   }
+  ld->loaded = rc ? -1 : 1;
+  return (dsv4rt_status)rc;
+}
+
+dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
+{
+  dsv4rt_context *ctx = b->ctx;
+  const dsv4_bundle_entry *e = &b->entries[i];
+  dsv4rt_status s = rt_load(b, i);
+  if (s)
+    return s;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return DSV4RT_OK; /* nothing to do */
   uint32_t block[3] = {e->threads, 1, 1};
-  return (dsv4rt_status)ctx->be->launch(ctx, ld->kernel, grid, block, e->shared_bytes, args, nargs);
+  return (dsv4rt_status)ctx->be->launch(ctx, b->loaded[i].kernel, grid, block, e->shared_bytes, args, nargs);
+}
+
+dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
+                         int nargs)
+{
+  dsv4rt_status s = rt_load(b, i);
+  if (s)
+    return s;
+  if (!b->loaded[i].kernel2)
+    return rt_fail(b->ctx, DSV4RT_ERR_BACKEND, "kernel %s has no second kernel", b->entries[i].name);
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+    return DSV4RT_OK;
+  uint32_t block[3] = {threads, 1, 1};
+  return (dsv4rt_status)b->ctx->be->launch(b->ctx, b->loaded[i].kernel2, grid, block, 0, args, nargs);
+}
+
+dsv4rt_status rt_work(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)
+{
+  rt_loaded *ld = &b->loaded[i];
+  if (!ld->work || ld->work->size < n) {
+    dsv4rt_buffer *w = NULL;
+    dsv4rt_status s = dsv4rt_buffer_create(b->ctx, n, &w);
+    if (s)
+      return s;
+    dsv4rt_buffer_destroy(ld->work); /* waits for launches that use it: the backends free synchronously */
+    ld->work = w;
+  }
+  *out = ld->work;
+  return DSV4RT_OK;
 }

@@ -34,6 +34,8 @@ typedef struct rt_backend {
   int (*load)(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
               void **module, void **kernel);
   void (*unload)(dsv4rt_context *ctx, void *module, void *kernel);
+  /* a further kernel of a loaded module by name (NULL: the backend has none) */
+  int (*symbol)(dsv4rt_context *ctx, void *module, const char *name, void **kernel);
   /* shared: dynamic shared memory bytes (0 unless the entry says) */
   int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
                 uint32_t shared, const rt_arg *args, int nargs);
@@ -45,6 +47,7 @@ typedef struct rt_backend {
 struct dsv4rt_context {
   const rt_backend *be;
   void *state; /* the backend's */
+  int units; /* compute units (SMs): how many CTAs fill the device */
   char device[256];
   char err[1024];
 };
@@ -58,6 +61,8 @@ struct dsv4rt_buffer {
 
 typedef struct {
   void *module, *kernel;
+  void *kernel2;        /* sparse_decode matrix form: <name>_combine */
+  dsv4rt_buffer *work;  /* its split-KV work space, grown on demand */
   int loaded; /* 0 not yet, 1 loaded, -1 failed */
 } rt_loaded;
 
@@ -76,6 +81,14 @@ dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...
 
 /* Launch entry e of bundle b (loading it first if needed). */
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int entry, const uint32_t grid[3], const rt_arg *args, int nargs);
+/* Load entry's code if not yet (0 or a status). */
+dsv4rt_status rt_load(dsv4rt_bundle *b, int entry);
+/* Launch entry's second kernel (kernel2) with block.x threads and no
+ * dynamic shared memory. */
+dsv4rt_status rt_launch2(dsv4rt_bundle *b, int entry, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
+                         int nargs);
+/* Entry's work space of at least n bytes (grown, contents undefined). */
+dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
 /* Find the entry for op (and name, if given) that runs on b's device. */
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry);
 

@@ -134,22 +134,32 @@ static void random_case(const kern *k, int64_t T, int64_t H, int with_extra, int
                                  .extra_block_size = xbs, .extra_block_stride = xstride, .extra_indices = xib,
                                  .extra_lens = xlb, .extra_topk = xtopk, .attn_sink = sb, .softmax_scale = scale,
                                  .tensor_scale = ts};
-  dsv4rt_launch_opts o = {.kernel = k->name, .check_contents = 1};
-  dsv4rt_status s = dsv4rt_sparse_decode(bundle, &a, &o);
-  if (!s)
-    s = dsv4rt_synchronize(ctx);
-  CHECK(s == DSV4RT_OK, "%s: launch: %s", k->name, dsv4rt_last_error(ctx));
-  dsv4rt_buffer_read(ob, 0, got, (size_t)(T * H * V) * 2);
-  dsv4rt_buffer_read(lseb, 0, lgot, (size_t)(T * H) * 4);
+  /* the warp-matrix form: split-KV as the runtime chooses, one CTA a
+   * token, and an uneven split; each run on freshly poisoned outputs */
+  static const int splits[] = {0, 1, 3};
   float *fo = malloc((size_t)(T * H * V) * 4), *fw = malloc((size_t)(T * H * V) * 4);
-  for (int64_t i = 0; i < T * H * V; i++)
-    fo[i] = dsv4_ref_bf16_to_f32(got[i]), fw[i] = dsv4_ref_bf16_to_f32(want[i]);
-  char what[160];
-  snprintf(what, sizeof what, "%s T=%lld H=%lld extra=%s: out", k->name, (long long)T, (long long)H,
-           with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none");
-  close_enough(what, fo, fw, (size_t)(T * H * V), 1e-3, 2.01 / 128);
-  snprintf(what, sizeof what, "%s T=%lld H=%lld: lse", k->name, (long long)T, (long long)H);
-  close_enough(what, lgot, lwant, (size_t)(T * H), 1e-6, 8.0 / 65536);
+  for (int si = 0; si < (k->info.matrix ? 3 : 1); si++) {
+    dsv4_check_fill16(got, (size_t)(T * H * V), 0x7F81);
+    for (int64_t i = 0; i < T * H; i++)
+      lgot[i] = NAN;
+    dsv4rt_buffer_write(ob, 0, got, (size_t)(T * H * V) * 2);
+    dsv4rt_buffer_write(lseb, 0, lgot, (size_t)(T * H) * 4);
+    dsv4rt_launch_opts o = {.kernel = k->name, .check_contents = 1, .splits = splits[si]};
+    dsv4rt_status s = dsv4rt_sparse_decode(bundle, &a, &o);
+    if (!s)
+      s = dsv4rt_synchronize(ctx);
+    CHECK(s == DSV4RT_OK, "%s: launch: %s", k->name, dsv4rt_last_error(ctx));
+    dsv4rt_buffer_read(ob, 0, got, (size_t)(T * H * V) * 2);
+    dsv4rt_buffer_read(lseb, 0, lgot, (size_t)(T * H) * 4);
+    for (int64_t i = 0; i < T * H * V; i++)
+      fo[i] = dsv4_ref_bf16_to_f32(got[i]), fw[i] = dsv4_ref_bf16_to_f32(want[i]);
+    char what[160];
+    snprintf(what, sizeof what, "%s T=%lld H=%lld extra=%s splits=%d: out", k->name, (long long)T, (long long)H,
+             with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none", splits[si]);
+    close_enough(what, fo, fw, (size_t)(T * H * V), 1e-3, 2.01 / 128);
+    snprintf(what, sizeof what, "%s T=%lld H=%lld splits=%d: lse", k->name, (long long)T, (long long)H, splits[si]);
+    close_enough(what, lgot, lwant, (size_t)(T * H), 1e-6, 8.0 / 65536);
+  }
   dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(lb),
       dsv4rt_buffer_destroy(xcb), dsv4rt_buffer_destroy(xib), dsv4rt_buffer_destroy(xlb), dsv4rt_buffer_destroy(sb),
       dsv4rt_buffer_destroy(ob), dsv4rt_buffer_destroy(lseb);
@@ -233,12 +243,15 @@ static void validation(const kern *k)
                                   .lens = lb, .topk = topk, .softmax_scale = 0.04f, .tensor_scale = 1};
   dsv4rt_launch_opts opt = {.kernel = k->name, .check_contents = 1};
   dsv4rt_sparse_decode_args a;
-  const char *what[6];
-  dsv4rt_status st[6];
+  const char *what[8];
+  dsv4rt_status st[8];
   int n = 0;
   a = ok, a.heads = 8, what[n] = "q smaller than n_tokens x heads", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   a = ok, a.topk = 5, what[n] = "indices smaller than n_tokens x topk", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   a = ok, a.softmax_scale = NAN, what[n] = "softmax_scale NaN", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  dsv4rt_launch_opts bad = opt;
+  bad.splits = 65, what[n] = "splits 65", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
+  bad.splits = -1, what[n] = "splits -1", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
   a = ok, a.block_stride = stride - 16, what[n] = "stride below the page", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   idx[5] = (int32_t)(nb * bs); /* past the cache */
   dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
