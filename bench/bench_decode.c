@@ -1,6 +1,6 @@
 /* bench_decode.c -- sparse MLA decode throughput on the issue's shapes.
  *
- *   bench_decode BUNDLE [cuda|opencl]
+ *   bench_decode BUNDLE [cuda|opencl] [KERNEL]
  *
  * TFLOP/s counted as T * H * (valid indices) * 2048 (QK and PV, 512 dims,
  * two FLOPs a multiply-add) over the kernel time, and the time beside the
@@ -120,7 +120,7 @@ static void shape(const char *label, const char *kernel, const dsv4_layout *L, i
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_decode BUNDLE [cuda|opencl]\n");
+    fprintf(stderr, "usage: bench_decode BUNDLE [cuda|opencl] [KERNEL]\n");
     return 2;
   }
   bench_name = "bench_decode";
@@ -134,8 +134,11 @@ int main(int argc, char **argv)
   double cms, copy = bench_copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
   printf("d2d copy: %.0f GB/s\n", copy);
   /* the warp-matrix form (where the device runs it) beside the portable form */
-  static const char *const kernels[] = {"sparse_decode_v4_mma", "sparse_decode_v4"};
-  for (int i = 0; i < 2; i++) {
+  static const char *kernels[] = {"sparse_decode_v4_mma", "sparse_decode_v4"};
+  int nk = 2;
+  if (argc > 3) /* one kernel of the bundle (variants of a spec) */
+    kernels[0] = argv[3], nk = 1;
+  for (int i = 0; i < nk; i++) {
     int runs = 0;
     for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
       const char *n;
