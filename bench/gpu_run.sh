@@ -42,7 +42,7 @@ e0.record()
 for _ in range(10): a@b
 e1.record();torch.cuda.synchronize();print('bf16 matmul 8192^3: %.0f TFLOP/s'%(2*8192**3*10/(e0.elapsed_time(e1)*1e-3)/1e12))
 " 2>&1 | tail -1
-  ./bench_decode sparse_decode.dsv4b cuda | tail -5
+  ./bench_decode sparse_decode.dsv4b cuda | grep -v "^device"
   echo "== bench_indexer (specs/indexer.lua)"
   ./bench_indexer indexer.dsv4b cuda | tail -4
 fi

@@ -50,3 +50,13 @@ kernel {
   tile = { values_per_thread = 16, heads_per_cta = 4 },
   targets = all,
 }
+
+-- The same on the matrix units where the target has them (PTX: mma.sync
+-- bf16, split-KV; see sparse_decode.lua for the tile's measurements).
+kernel {
+  name = "sparse_decode_v4_mma",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8 },
+  targets = { ptx = { arch = "sm_90a" } },
+}

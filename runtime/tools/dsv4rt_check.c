@@ -304,6 +304,16 @@ int main(int argc, char **argv)
     dsv4rt_bundle_entry(b, i, &name, &op, &target, &arch);
     if (!dsv4rt_bundle_entry_is_first(b, i)) /* one run per kernel, not per target */
       continue;
+    int runs = 0;
+    for (int j = i; j < dsv4rt_bundle_count(b); j++) {
+      const char *nj;
+      dsv4rt_bundle_entry(b, j, &nj, NULL, NULL, NULL);
+      runs |= !strcmp(nj, name) && dsv4rt_bundle_entry_runs(b, j);
+    }
+    if (!runs) {
+      printf("  %-22s skipped: no code for this device\n", name);
+      continue;
+    }
     int r = !strcmp(op, "dequant_gather")  ? check_dequant(b, name)
             : !strcmp(op, "paged_gather")  ? check_paged(b, name)
             : !strcmp(op, "kv_insert")     ? check_insert(b, i, name)
