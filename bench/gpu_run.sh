@@ -44,5 +44,5 @@ e1.record();torch.cuda.synchronize();print('bf16 matmul 8192^3: %.0f TFLOP/s'%(2
 " 2>&1 | tail -1
   ./bench_decode sparse_decode.dsv4b cuda | grep -v "^device"
   echo "== bench_indexer (specs/indexer.lua)"
-  ./bench_indexer indexer.dsv4b cuda | tail -4
+  ./bench_indexer indexer.dsv4b cuda | grep -v "^device"
 fi

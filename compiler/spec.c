@@ -645,7 +645,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
   static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", NULL};
-  static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", NULL};
+  static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
   int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
   if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
@@ -670,16 +670,44 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
     return 1;
   int bad = check_known(&t, decode ? decode_known : logits ? logits_known : known);
   dsv4_tile *tl = &kn->tile;
-  /* logits: a thread sums heads_per_thread heads of one position */
-  bad |= get_int(&t, logits ? "heads_per_thread" : "values_per_thread", 1, 1, 64, 0, &tl->values_per_thread);
+  if (decode || logits)
+    bad |= get_bool(&t, "matrix", 0, &tl->matrix);
+  /* logits: a thread sums heads_per_thread heads of one position (the
+   * matrix form has its own mapping and ignores it) */
+  int lm = logits && tl->matrix;
+  bad |= get_int(&t, logits ? "heads_per_thread" : "values_per_thread", !lm, 1, 64, 1, &tl->values_per_thread);
   /* the decode kernel's CTA holds heads of one token, the others' tokens */
   bad |= get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
   bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
   bad |= get_bool(&t, "streaming", 1, &tl->streaming);
   bad |= get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
-  if (decode)
-    bad |= get_bool(&t, "matrix", 0, &tl->matrix);
-  if (!bad && tl->matrix) {
+  if (!bad && lm) {
+    /* four warps, two 16-position m-tiles each a step; 8-head n-tiles;
+     * a quad's four threads read D/4 bytes each in 16-byte pieces */
+    const dsv4_layout *l = &kn->layout;
+    const char *why = NULL;
+    if (tl->tokens_per_cta % (DSV4_LOGITS_WARPS * 32)) {
+      FERR(&t, "tokens_per_cta", "= %d: tile.matrix walks positions %d at a time: give a multiple", tl->tokens_per_cta,
+           DSV4_LOGITS_WARPS * 32);
+      bad = 1;
+    } else if (kn->heads % 8 || kn->heads > 128)
+      why = "heads must be a multiple of 8, at most 128";
+    else if (l->dim % 64 || l->dim > 256)
+      why = "the layout's dim must be a multiple of 64, at most 256";
+    else if (l->row_bytes % 16 || l->align % 16 || l->seg[0].offset % 16)
+      why = "the layout's rows must start and its values lie on 16-byte boundaries";
+    if (why) {
+      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
+      bad = 1;
+    }
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
+      if (kn->target[i].enabled && !dsv4_target_has_e4m3_mma((dsv4_target_kind)i, kn->target[i].arch)) {
+        FERR(&t, "matrix", "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx sm_89 and later)",
+             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch);
+        bad = 1;
+      }
+  }
+  if (!bad && tl->matrix && decode) {
     /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two
      * halves of 16-dim n-tile pairs */
     const char *why = NULL;
@@ -721,7 +749,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
     FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
     bad = 1;
   }
-  if (!bad && logits) {
+  if (!bad && logits && !lm) {
     int v = tl->values_per_thread, groups = kn->heads / v;
     if (kn->heads % v || groups & (groups - 1) || groups > 32) {
       FERR(&t, "heads_per_thread", "= %d must divide the %d heads into a power of two (at most 32) of groups", v,

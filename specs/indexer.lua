@@ -37,3 +37,14 @@ kernel {
   tile = { threads = 512 },
   targets = targets,
 }
+
+-- The warp-matrix form (PTX mma.sync e4m3, sm_89 and later): K rows as the
+-- A operand, q^T in registers, 1024 positions a CTA of 4 warps.
+kernel {
+  name = "mqa_logits_v4_mma",
+  op = "paged_mqa_logits",
+  layout = L.indexer_fp8,
+  heads = 64,
+  tile = { tokens_per_cta = 1024, matrix = true },
+  targets = { ptx = { arch = "sm_90a" } },
+}

@@ -213,6 +213,9 @@ static inline int dsv4_pow2ceil(int n)
  * block (each takes a quarter of a tile's rows and of V). */
 #define DSV4_DECODE_TILE 64
 #define DSV4_DECODE_WARPS 4
+/* paged_mqa_logits' warp-matrix form: warps a CTA (two 16-position
+ * m-tiles each a step: tokens_per_cta a multiple of 128). */
+#define DSV4_LOGITS_WARPS 4
 
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split. */
@@ -233,6 +236,8 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
     return 0;
   if (op == DSV4_OP_SPARSE_DECODE && matrix) /* DSV4_DECODE_WARPS warps per 16 heads */
     return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
+  if (op == DSV4_OP_PAGED_MQA_LOGITS && matrix)
+    return DSV4_LOGITS_WARPS * 32;
   if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
     return tokens_per_cta * (heads / vpt);
   if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */

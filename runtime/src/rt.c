@@ -245,8 +245,9 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
       e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
       e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
                                               (int)e->tokens_per_thread, (int)e->heads, (int)e->matrix) ||
-      e->matrix > 1 || (e->matrix && e->op != DSV4_OP_SPARSE_DECODE) ||
-      e->shared_bytes != (e->matrix ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta) : 0u) ||
+      e->matrix > 1 || (e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
+      e->shared_bytes != (e->matrix && e->op == DSV4_OP_SPARSE_DECODE
+                              ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta) : 0u) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
@@ -453,7 +454,7 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
     return DSV4RT_OK;
   int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
                          &ld->kernel);
-  if (!rc && e->matrix) { /* the combine kernel of the split-KV form */
+  if (!rc && e->matrix && e->op == DSV4_OP_SPARSE_DECODE) { /* the combine kernel of the split-KV form */
     char name[sizeof e->name + 16];
     snprintf(name, sizeof name, "%s_combine", e->name);
     rc = ctx->be->symbol ? ctx->be->symbol(ctx, ld->module, name, &ld->kernel2)
