@@ -219,113 +219,140 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
   int H = k->heads, D = L->dim, NT = H / 8, KS = D / 32, CW = D / 64; /* 16-byte pieces of a thread's D/4-byte slice */
+  int NM = DSV4_LOGITS_MAX_NEXT_N, QS = D + 16, threads = MLW * 32;
   LLVMValueRef tid = kb->t->thread_id(kb);
   LLVMValueRef warp = LLVMBuildUDiv(b, tid, kb_i32(kb, 32), "warp"), lane = LLVMBuildURem(b, tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
-  LLVMValueRef r = kb->t->block_id(kb, 1);
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ROWS), "")); /* whole CTAs */
-  LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, CTX), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
-  LLVMValueRef breq = LLVMBuildUDiv(b, r64, kb_sext64(kb, kb_arg(kb, NEXT_N)), "b");
+  /* one CTA per (batch entry, chunk of positions): all next_n rows of the
+   * entry share its K rows, loaded once */
+  LLVMValueRef bq = kb->t->block_id(kb, 1), NN = kb_arg(kb, NEXT_N);
+  LLVMValueRef r0 = LLVMBuildMul(b, bq, NN, "r0");
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r0, kb_arg(kb, ROWS), "")); /* whole CTAs */
+  LLVMValueRef breq = kb_zext64(kb, bq);
   LLVMValueRef slice = LLVMBuildMul(b, kb_zext64(kb, c), kb_i64(kb, D / 4), "slice");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
-  /* q staged once in shared memory (rows padded by 16 bytes: a quarter
-   * warp's 16-byte reads of 2 rows x 4 slices hit distinct banks), read
-   * per m-tile as q^T fragments: registers for the K side instead */
-  int QS = D + 16;
-  LLVMValueRef qs = kb_shared_array(kb, kb->i8, H * QS, "dsv4_q");
-  LLVMValueRef qbase = LLVMBuildMul(b, r64, kb_i64(kb, (long long)H * D), "");
-  for (int c0 = 0; c0 < H * D; c0 += 16 * MLW * 32) {
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
+  /* the rows' q and weights staged once in shared memory (q rows padded by
+   * 16 bytes: a quarter warp's 16-byte reads of 2 rows x 4 slices hit
+   * distinct banks), read per m-tile as q^T fragments and column weights */
+  LLVMValueRef qs = kb_shared_array(kb, kb->i8, NM * H * QS, "dsv4_q");
+  LLVMValueRef ws = kb_shared_array(kb, kb->f32, NM * H, "dsv4_w");
+  LLVMValueRef qbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * D), "");
+  LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), "");
+  for (int c0 = 0; c0 < NM * H * D; c0 += 16 * threads) {
     LLVMValueRef off = LLVMBuildAdd(b, kb_i64(kb, c0), LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 16), ""), "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, off, kb_i64(kb, (long long)H * D), ""), "qcopy");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, off, qbytes, ""), "qcopy");
     LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildAdd(b, qbase, off, "")), 16);
     LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, off, kb_i64(kb, D), ""), kb_i64(kb, QS), ""),
                                    LLVMBuildURem(b, off, kb_i64(kb, D), ""), "");
     kb_store(kb, v, kb_byte_ptr(kb, qs, so), 16);
     kb_endif(kb, &in);
   }
+  LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
+  for (int c0 = 0; c0 < NM * H; c0 += threads) {
+    LLVMValueRef i = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, i, LLVMBuildMul(b, NN, kb_i32(kb, H), ""), ""), "wcopy");
+    LLVMValueRef i4 = LLVMBuildMul(b, kb_zext64(kb, i), kb_i64(kb, 4), "");
+    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, i4, "")), 4),
+             kb_byte_ptr(kb, ws, i4), 4);
+    kb_endif(kb, &in);
+  }
   kb->t->barrier(kb);
+  /* the rows' context lengths; K rows are loaded up to the longest */
+  LLVMValueRef ctxj[8], cmax = kb_i32(kb, 0);
+  for (int j = 0; j < NM; j++) {
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, j), NN, "");
+    LLVMValueRef ro = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), "")), kb_i64(kb, 4), "");
+    ctxj[j] = kb_load_if(kb, in, kb->i32, kb_arg(kb, CTX), ro, 4, kb_i32(kb, 0));
+    cmax = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, ctxj[j], cmax, ""), ctxj[j], cmax, "");
+  }
   LLVMValueRef qlane = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, g), kb_i64(kb, QS), ""), slice, "qlane");
-  LLVMValueRef w[16][2];
-  for (int nt = 0; nt < NT; nt++)
-    for (int e = 0; e < 2; e++) { /* weights of the accumulator's columns: heads 8 nt + 2c + e */
-      LLVMValueRef h = LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, nt * 8 + e), "");
-      w[nt][e] = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""), kb_zext64(kb, h), ""), kb_i64(kb, 4), "")), 4);
-    }
-  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
-  enum { U = 1 }; /* m-tiles a step */
-  int P = k->tile.tokens_per_cta, iters = P / (MLW * 16 * U);
-  LLVMValueRef base = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), "");
+  int P = k->tile.tokens_per_cta, iters = P / (MLW * 16);
+  LLVMValueRef base = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), ""),
+                                   LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), "base");
+  /* step `it` of this warp: positions base + it * 64 + [0, 16) */
+#define MT_P0(it) LLVMBuildAdd(b, base, LLVMBuildMul(b, (it), kb_i32(kb, MLW * 16), ""), "p0")
+  int nw = 2 * CW * 4; /* i32 words of the two rows' slices */
+  LLVMValueRef cur[40];
+  /* load one m-tile's K slices (zeros where invalid) and scales (-inf) */
+#define LOAD_MT(p0, out)                                                                                          \
+  do {                                                                                                            \
+    for (int hh = 0; hh < 2; hh++) {                                                                              \
+      LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, (p0), LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), ""));     \
+      LLVMValueRef blk;                                                                                           \
+      LLVMValueRef ok = locate(kb, pos, cmax, breq, &blk);                                                        \
+      LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));                                                    \
+      LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");                                                           \
+      LLVMValueRef bb = LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), "");                                       \
+      LLVMValueRef kr = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),   \
+                                                         LLVMBuildAdd(b, slice, kb_i64(kb, L->seg[0].offset), ""), ""), ""); \
+      int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;                                                        \
+      LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");           \
+      if (tail)                                                                                                   \
+        so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");                          \
+      so = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "");                  \
+      LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);                                                              \
+      kb_if_t f = kb_if(kb, ok, "kload");                                                                         \
+      LLVMValueRef ld[4], sc, ph[4];                                                                              \
+      for (int q = 0; q < CW; q++)                                                                                \
+        ld[q] = kb_load(kb, v4, kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildAdd(b, kr, kb_i64(kb, q * 16), "")), 16); \
+      sc = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, CACHE), so), 4);                                       \
+      LLVMBasicBlockRef got = LLVMGetInsertBlock(b);                                                              \
+      kb_endif(kb, &f);                                                                                           \
+      for (int q = 0; q < CW; q++)                                                                                \
+        ph[q] = kb_phi(kb, ld[q], got, LLVMConstNull(v4), pre);                                                   \
+      (out)[nw + hh] = LLVMBuildBitCast(b, kb_phi(kb, sc, got, ninf, pre), kb->i32, "");                          \
+      for (int q = 0; q < CW; q++)                                                                                \
+        for (int e = 0; e < 4; e++)                                                                               \
+          (out)[hh * CW * 4 + q * 4 + e] = LLVMBuildExtractElement(b, ph[q], kb_i32(kb, e), "");                  \
+    }                                                                                                             \
+  } while (0)
+  /* each step's loads, then its math: more CTAs a SM (fewer registers)
+   * hid the latency better on the H200 than prefetching the next step */
   kb_loop_t lp;
   kb_for(kb, &lp, kb_i32(kb, 0), kb_i32(kb, iters), 0, NULL);
-  LLVMValueRef A[2][8][4], KSC[2][2], POS[2][2];
-  for (int u = 0; u < U; u++) { /* every load first */
-    LLVMValueRef mt = LLVMBuildAdd(b, LLVMBuildMul(b, lp.iv, kb_i32(kb, U * MLW), ""),
-                                   LLVMBuildAdd(b, kb_i32(kb, u * MLW), warp, ""), "");
-    LLVMValueRef p0 = LLVMBuildAdd(b, base, LLVMBuildMul(b, mt, kb_i32(kb, 16), ""), "p0");
-    LLVMValueRef words[2][8];
-    for (int hh = 0; hh < 2; hh++) { /* rows g and g + 8 */
-      LLVMValueRef pos32 = LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), "");
-      POS[u][hh] = pos32;
-      LLVMValueRef pos = kb_zext64(kb, pos32);
-      LLVMValueRef blk;
-      LLVMValueRef ok = locate(kb, pos, ctx, breq, &blk);
-      LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
-      LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");
-      LLVMValueRef bb = LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), "");
-      LLVMValueRef kr = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
-                                                         LLVMBuildAdd(b, slice, kb_i64(kb, L->seg[0].offset), ""), ""), "");
-      int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-      LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
-      if (tail)
-        so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
-      so = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "");
-      LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-      kb_if_t f = kb_if(kb, ok, "kload");
-      LLVMValueRef ld[4], sc;
-      for (int q = 0; q < CW; q++)
-        ld[q] = kb_load(kb, v4, kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildAdd(b, kr, kb_i64(kb, q * 16), "")), 16);
-      sc = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, CACHE), so), 4);
-      LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
-      kb_endif(kb, &f);
-      LLVMValueRef ph[4];
-      for (int q = 0; q < CW; q++) /* the phis first: they head the block */
-        ph[q] = kb_phi(kb, ld[q], got, LLVMConstNull(v4), pre);
-      /* an invalid position's scale is -inf: its logit becomes -inf below */
-      KSC[u][hh] = kb_phi(kb, sc, got, ninf, pre);
-      for (int q = 0; q < CW; q++)
-        for (int e = 0; e < 4; e++)
-          words[hh][q * 4 + e] = LLVMBuildExtractElement(b, ph[q], kb_i32(kb, e), "");
-    }
-    for (int ks = 0; ks < KS; ks++) {
-      A[u][ks][0] = words[0][2 * ks], A[u][ks][2] = words[0][2 * ks + 1];
-      A[u][ks][1] = words[1][2 * ks], A[u][ks][3] = words[1][2 * ks + 1];
-    }
+  LOAD_MT(MT_P0(lp.iv), cur);
+  LLVMValueRef *wd = cur, A[8][4];
+  for (int ks = 0; ks < KS; ks++) { /* rows g (a0, a2) and g + 8 (a1, a3) */
+    A[ks][0] = wd[2 * ks], A[ks][2] = wd[2 * ks + 1];
+    A[ks][1] = wd[CW * 4 + 2 * ks], A[ks][3] = wd[CW * 4 + 2 * ks + 1];
   }
-  for (int u = 0; u < U; u++) {
+  LLVMValueRef p0 = MT_P0(lp.iv);
+  for (int j = 0; j < NM; j++) {
+    kb_if_t fj = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, j), NN, ""), "rowj");
     LLVMValueRef part[2] = {zero, zero};
     for (int nt = 0; nt < NT; nt++) {
-      LLVMValueRef bq[8][2], acc[4] = {zero, zero, zero, zero};
-      for (int q = 0; q < CW; q++) { /* head 8 nt + g, this thread's slice */
-        LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, qs, LLVMBuildAdd(b, qlane, kb_i64(kb, (long long)nt * 8 * QS + q * 16), "")), 16);
+      LLVMValueRef bqf[8][2], acc[4] = {zero, zero, zero, zero}, wv[2];
+      for (int q = 0; q < CW; q++) { /* head 8 nt + g of row j, this thread's slice */
+        long long off = ((long long)j * H + nt * 8) * QS + q * 16;
+        LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, qs, LLVMBuildAdd(b, qlane, kb_i64(kb, off), "")), 16);
         for (int e = 0; e < 4; e++)
-          bq[(q * 4 + e) / 2][e % 2] = LLVMBuildExtractElement(b, v, kb_i32(kb, e), "");
+          bqf[(q * 4 + e) / 2][e % 2] = LLVMBuildExtractElement(b, v, kb_i32(kb, e), "");
       }
       for (int ks = 0; ks < KS; ks++)
-        kb->t->mma_e4m3_16x8x32(kb, A[u][ks], bq[ks], acc, acc);
+        kb->t->mma_e4m3_16x8x32(kb, A[ks], bqf[ks], acc, acc);
+      LLVMValueRef wo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, j * H + nt * 8), "")),
+                                     kb_i64(kb, 4), "");
+      LLVMValueRef w2 = kb_load(kb, LLVMVectorType(kb->f32, 2), kb_byte_ptr(kb, ws, wo), 8);
+      for (int e = 0; e < 2; e++)
+        wv[e] = LLVMBuildExtractElement(b, w2, kb_i32(kb, e), "");
       for (int hh = 0; hh < 2; hh++)
         for (int e = 0; e < 2; e++) {
           LLVMValueRef x = acc[hh * 2 + e];
           x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, zero, ""), x, zero, "");
-          part[hh] = LLVMBuildFAdd(b, part[hh], LLVMBuildFMul(b, x, w[nt][e], ""), "");
+          part[hh] = LLVMBuildFAdd(b, part[hh], LLVMBuildFMul(b, x, wv[e], ""), "");
         }
     }
+    LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), ""));
     for (int hh = 0; hh < 2; hh++) {
       for (int m = 1; m <= 2; m *= 2)
         part[hh] = LLVMBuildFAdd(b, part[hh], kb->t->shfl_xor(kb, part[hh], m), "");
-      LLVMValueRef n = kb_zext64(kb, POS[u][hh]);
-      LLVMValueRef valid = LLVMBuildFCmp(b, LLVMRealONE, KSC[u][hh], ninf, "");
-      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], KSC[u][hh], ""), ninf, "");
+      LLVMValueRef pos = LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), "");
+      LLVMValueRef n = kb_zext64(kb, pos);
+      LLVMValueRef ksc = LLVMBuildBitCast(b, wd[nw + hh], kb->f32, "");
+      LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, ksc, ninf, ""),
+                                        LLVMBuildICmp(b, LLVMIntSLT, pos, ctxj[j], ""), "");
+      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc, ""), ninf, "");
       LLVMValueRef st = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
                                      LLVMBuildICmp(b, LLVMIntSLT, n, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
       kb_if_t f = kb_if(kb, st, "store");
@@ -333,8 +360,11 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
       kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
       kb_endif(kb, &f);
     }
+    kb_endif(kb, &fj);
   }
   kb_for_end(kb, &lp, NULL);
+#undef LOAD_MT
+#undef MT_P0
 }
 
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)

@@ -143,8 +143,10 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(tensor_scale, F32)
 
 /* paged_mqa_logits(logits, q, cache, weights, context_lens, block_table, ...)
- * grid = (ceil(L / tokens_per_cta), rows = B * next_n); heads and head dim
- * are the kernel's (spec), context_lens is [B, next_n]. */
+ * grid = (ceil(L / tokens_per_cta), rows = B * next_n), or B for the
+ * warp-matrix form (each CTA all next_n <= DSV4_LOGITS_MAX_NEXT_N rows of
+ * one batch entry); heads and head dim are the kernel's (spec),
+ * context_lens is [B, next_n]. */
 #define DSV4_ARGS_PAGED_MQA_LOGITS(A) \
   A(logits, PTR)                      \
   A(q, IN)                            \
@@ -216,6 +218,9 @@ static inline int dsv4_pow2ceil(int n)
 /* paged_mqa_logits' warp-matrix form: warps a CTA (two 16-position
  * m-tiles each a step: tokens_per_cta a multiple of 128). */
 #define DSV4_LOGITS_WARPS 4
+/* its CTA holds every next_n row of one batch entry (the issue's 1 and 2;
+ * 4 rows took 142 registers against 104 and ran 7% slower at next_n 2) */
+#define DSV4_LOGITS_MAX_NEXT_N 2
 
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split. */

@@ -453,7 +453,8 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   const dsv4_bundle_entry *en = &b->entries[e];
   const dsv4_layout *l = &en->layout;
   int64_t B = a->batch, nn = a->next_n, R = B * nn, H = en->heads;
-  if ((s = need_range(ctx, fn, "batch", B, 0, 65535)) || (s = need_range(ctx, fn, "next_n", nn, 1, 64)) ||
+  if ((s = need_range(ctx, fn, "batch", B, 0, 65535)) ||
+      (s = need_range(ctx, fn, "next_n", nn, 1, en->matrix ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
       (s = need_range(ctx, fn, "row_len", a->row_len, 0, I32_MAX)) ||
       (s = need_range(ctx, fn, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
       (s = need_range(ctx, fn, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
@@ -496,7 +497,9 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
       {DSV4_ARG_I64, {.i64 = a->row_stride}},
   };
-  uint32_t grid[3] = {(uint32_t)((a->row_len + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)R, 1};
+  /* the warp-matrix form's CTA takes every next_n row of one batch entry */
+  uint32_t grid[3] = {(uint32_t)((a->row_len + en->tokens_per_cta - 1) / en->tokens_per_cta),
+                      (uint32_t)(en->matrix ? B : R), 1};
   return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
 }
 

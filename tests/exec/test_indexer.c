@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsv4_abi.h"
 #include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
@@ -83,7 +84,8 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
   }
 }
 
-static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties)
+static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties,
+                        int matrix)
 {
   int64_t D = L->dim, bs = 64, maxb = 40, nb = B * maxb, stride = L->block_stride ? L->block_stride : 8448;
   int64_t Lr = maxb * bs - 37, rstride = Lr + 64; /* row length not a multiple of 64; padded stride */
@@ -125,6 +127,12 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
                               .cache = cb, .num_blocks = nb, .block_size = bs, .block_stride = stride, .weights = wb,
                               .context_lens = clb, .block_table = btb, .max_blocks = maxb};
   dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
+  if (matrix) { /* the warp-matrix form holds at most DSV4_LOGITS_MAX_NEXT_N rows a CTA: more is refused */
+    dsv4rt_mqa_logits_args big = a;
+    big.next_n = DSV4_LOGITS_MAX_NEXT_N + 1, big.batch = 1;
+    CHECK(dsv4rt_paged_mqa_logits(bundle, &big, &o) == DSV4RT_ERR_INVALID_ARG, "%s: next_n %d accepted", kname,
+          DSV4_LOGITS_MAX_NEXT_N + 1);
+  }
   dsv4rt_status s = dsv4rt_paged_mqa_logits(bundle, &a, &o);
   if (!s)
     s = dsv4rt_synchronize(ctx);
@@ -207,9 +215,13 @@ int main(int argc, char **argv)
     kern k;
     if (!harness_kernel(bundle, e, "paged_mqa_logits", &k))
       continue;
-    random_case(k.name, &k.L, k.info.heads, 3, 1, 0);
-    random_case(k.name, &k.L, k.info.heads, 2, 2, 0);
-    random_case(k.name, &k.L, k.info.heads, 2, 1, 1); /* many equal logits: ties at the threshold */
+    random_case(k.name, &k.L, k.info.heads, 3, 1, 0, k.info.matrix);
+    random_case(k.name, &k.L, k.info.heads, 2, 2, 0, k.info.matrix);
+    if (!k.info.matrix) { /* MTP: next_n 3 and 4 (the matrix form refuses them, checked in every case) */
+      random_case(k.name, &k.L, k.info.heads, 2, 3, 0, 0);
+      random_case(k.name, &k.L, k.info.heads, 1, 4, 0, 0);
+    }
+    random_case(k.name, &k.L, k.info.heads, 2, 1, 1, k.info.matrix); /* many equal logits: ties at the threshold */
     golden(k.name, argv[2], "indexer_logits_n1");
     golden(k.name, argv[2], "indexer_logits_n2");
     ran++;
