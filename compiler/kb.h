@@ -67,6 +67,12 @@ typedef struct dsv4_target_ir {
    * or arch has none (a NULL dst asks only that). */
   int (*cp_async)(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int bytes, LLVMValueRef src_bytes);
   void (*cp_async_wait_all)(dsv4_kb *kb);
+  /* Close this thread's current group of copies; wait until at most n
+   * groups are outstanding (NULL: the target has no groups). */
+  void (*cp_async_commit)(dsv4_kb *kb);
+  void (*cp_async_wait)(dsv4_kb *kb, int n);
+  /* Optional barrier of the warp's threads (memory ordered among them). */
+  void (*warp_sync)(dsv4_kb *kb);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;

@@ -216,6 +216,25 @@ static int ptx_cp_async(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int b
   return 1;
 }
 
+static void ptx_cp_async_commit(dsv4_kb *kb)
+{
+  kb_call(kb, "llvm.nvvm.cp.async.commit.group", kb->v, NULL, NULL, 0, LLVMCCallConv);
+}
+
+static void ptx_cp_async_wait(dsv4_kb *kb, int n)
+{
+  LLVMTypeRef i = kb->i32;
+  LLVMValueRef z = kb_i32(kb, n);
+  kb_call(kb, "llvm.nvvm.cp.async.wait.group", kb->v, &i, &z, 1, LLVMCCallConv);
+}
+
+static void ptx_warp_sync(dsv4_kb *kb)
+{
+  LLVMTypeRef i = kb->i32;
+  LLVMValueRef m = kb_i32(kb, -1);
+  kb_call(kb, "llvm.nvvm.bar.warp.sync", kb->v, &i, &m, 1, LLVMCCallConv);
+}
+
 static void ptx_cp_async_wait_all(dsv4_kb *kb)
 {
   kb_call(kb, "llvm.nvvm.cp.async.commit.group", kb->v, NULL, NULL, 0, LLVMCCallConv);
@@ -261,6 +280,9 @@ static const dsv4_target_ir ptx_ir = {
     .ldmatrix_x4 = ptx_ldmatrix_x4,
     .cp_async = ptx_cp_async,
     .cp_async_wait_all = ptx_cp_async_wait_all,
+    .cp_async_commit = ptx_cp_async_commit,
+    .cp_async_wait = ptx_cp_async_wait,
+    .warp_sync = ptx_warp_sync,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

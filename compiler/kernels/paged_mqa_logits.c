@@ -270,49 +270,89 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   int P = k->tile.tokens_per_cta, iters = P / (MLW * 16);
   LLVMValueRef base = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), ""),
                                    LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), "base");
-  /* step `it` of this warp: positions base + it * 64 + [0, 16) */
+  /* each warp's ring of STG m-tiles in shared memory, filled with cp.async
+   * STG - 1 steps ahead: K bytes in flight without registers.  A stage is
+   * 16 rows (padded like q), 16 scales (zero-filled when invalid) and 16
+   * validity words. */
+  int STG = DSV4_LOGITS_STAGES, RS = D + 16, SB = 16 * RS + 128;
+  LLVMValueRef ring = kb_shared_array(kb, kb->i8, MLW * STG * SB, "dsv4_ring");
+  ring = kb_byte_ptr(kb, ring, LLVMBuildMul(b, kb_zext64(kb, warp), kb_i64(kb, (long long)STG * SB), ""));
+  LLVMValueRef l16 = LLVMBuildAnd(b, lane, kb_i32(kb, 15), "");
+  LLVMValueRef low = LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, 16), "");
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
+  LLVMValueRef cache0 = kb_arg(kb, CACHE);
+  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+#define STAGE(it) kb_byte_ptr(kb, ring, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildURem(b, (it), kb_i32(kb, STG), "")), kb_i64(kb, SB), ""))
 #define MT_P0(it) LLVMBuildAdd(b, base, LLVMBuildMul(b, (it), kb_i32(kb, MLW * 16), ""), "p0")
-  int nw = 2 * CW * 4; /* i32 words of the two rows' slices */
-  LLVMValueRef cur[40];
-  /* load one m-tile's K slices (zeros where invalid) and scales (-inf) */
-#define LOAD_MT(p0, out)                                                                                          \
+  /* issue the copies of step `it` into its stage (every lane) */
+#define PRODUCE(it)                                                                                               \
   do {                                                                                                            \
-    for (int hh = 0; hh < 2; hh++) {                                                                              \
-      LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, (p0), LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), ""));     \
-      LLVMValueRef blk;                                                                                           \
-      LLVMValueRef ok = locate(kb, pos, cmax, breq, &blk);                                                        \
-      LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));                                                    \
-      LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");                                                           \
-      LLVMValueRef bb = LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), "");                                       \
-      LLVMValueRef kr = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),   \
-                                                         LLVMBuildAdd(b, slice, kb_i64(kb, L->seg[0].offset), ""), ""), ""); \
-      int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;                                                        \
-      LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");           \
-      if (tail)                                                                                                   \
-        so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");                          \
-      so = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "");                  \
-      LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);                                                              \
-      kb_if_t f = kb_if(kb, ok, "kload");                                                                         \
-      LLVMValueRef ld[4], sc, ph[4];                                                                              \
-      for (int q = 0; q < CW; q++)                                                                                \
-        ld[q] = kb_load(kb, v4, kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildAdd(b, kr, kb_i64(kb, q * 16), "")), 16); \
-      sc = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, CACHE), so), 4);                                       \
-      LLVMBasicBlockRef got = LLVMGetInsertBlock(b);                                                              \
-      kb_endif(kb, &f);                                                                                           \
-      for (int q = 0; q < CW; q++)                                                                                \
-        ph[q] = kb_phi(kb, ld[q], got, LLVMConstNull(v4), pre);                                                   \
-      (out)[nw + hh] = LLVMBuildBitCast(b, kb_phi(kb, sc, got, ninf, pre), kb->i32, "");                          \
-      for (int q = 0; q < CW; q++)                                                                                \
-        for (int e = 0; e < 4; e++)                                                                               \
-          (out)[hh * CW * 4 + q * 4 + e] = LLVMBuildExtractElement(b, ph[q], kb_i32(kb, e), "");                  \
+    LLVMValueRef st = STAGE(it);                                                                                  \
+    LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, MT_P0(it), l16, ""));                                         \
+    LLVMValueRef blk;                                                                                             \
+    LLVMValueRef ok = locate(kb, pos, cmax, breq, &blk);                                                          \
+    LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");                                                             \
+    LLVMValueRef bb = LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), "");                                         \
+    LLVMValueRef ra = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),      \
+                                                       kb_i64(kb, L->seg[0].offset), ""), "");                    \
+    LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");             \
+    if (tail)                                                                                                     \
+      so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");                            \
+    so = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "");                    \
+    LLVMValueRef oki = LLVMBuildZExt(b, ok, kb->i32, "");                                                         \
+    kb_if_t lf = kb_if(kb, low, "scale");                                                                         \
+    kb_store(kb, oki, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), LLVMBuildMul(b, kb_zext64(kb, l16), kb_i64(kb, 4), ""), "")), 4); \
+    kb->t->cp_async(kb, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), LLVMBuildMul(b, kb_zext64(kb, l16), kb_i64(kb, 4), ""), "")), \
+                    kb_byte_ptr(kb, cache0, LLVMBuildSelect(b, ok, so, kb_i64(kb, 0), "")), 4,                     \
+                    LLVMBuildSelect(b, ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));                                    \
+    kb_endif(kb, &lf);                                                                                            \
+    LLVMValueRef lo32 = LLVMBuildBitCast(b, LLVMBuildTrunc(b, ra, kb->i32, ""), kb->f32, "");                     \
+    LLVMValueRef hi32 = LLVMBuildBitCast(b, LLVMBuildTrunc(b, LLVMBuildLShr(b, ra, kb_i64(kb, 32), ""), kb->i32, ""), kb->f32, ""); \
+    LLVMValueRef okf = LLVMBuildBitCast(b, oki, kb->f32, "");                                                     \
+    for (int ch = 0; ch < D / 32; ch++) {                                                                         \
+      LLVMValueRef q = LLVMBuildAdd(b, lane, kb_i32(kb, ch * 32), "");                                            \
+      LLVMValueRef rr = LLVMBuildUDiv(b, q, kb_i32(kb, D / 16), ""), pc = LLVMBuildURem(b, q, kb_i32(kb, D / 16), ""); \
+      LLVMValueRef a0 = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, lo32, rr), kb->i32, "");                          \
+      LLVMValueRef a1 = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, hi32, rr), kb->i32, "");                          \
+      LLVMValueRef ok2 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, kb->t->shfl_idx(kb, okf, rr), kb->i32, ""), kb_i32(kb, 0), ""); \
+      LLVMValueRef addr = LLVMBuildOr(b, kb_zext64(kb, a0), LLVMBuildShl(b, kb_zext64(kb, a1), kb_i64(kb, 32), ""), ""); \
+      addr = LLVMBuildAdd(b, addr, LLVMBuildMul(b, kb_zext64(kb, pc), kb_i64(kb, 16), ""), "");                   \
+      LLVMValueRef dst = kb_byte_ptr(kb, st, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, rr), kb_i64(kb, RS), ""), \
+                                                          LLVMBuildMul(b, kb_zext64(kb, pc), kb_i64(kb, 16), ""), "")); \
+      kb->t->cp_async(kb, dst, kb_byte_ptr(kb, cache0, LLVMBuildSelect(b, ok2, addr, kb_i64(kb, 0), "")), 16,     \
+                      LLVMBuildSelect(b, ok2, kb_i32(kb, 16), kb_i32(kb, 0), ""));                                \
     }                                                                                                             \
   } while (0)
-  /* each step's loads, then its math: more CTAs a SM (fewer registers)
-   * hid the latency better on the H200 than prefetching the next step */
+  for (int s0 = 0; s0 < STG - 1; s0++) {
+    if (s0 < iters)
+      PRODUCE(kb_i32(kb, s0));
+    kb->t->cp_async_commit(kb);
+  }
   kb_loop_t lp;
   kb_for(kb, &lp, kb_i32(kb, 0), kb_i32(kb, iters), 0, NULL);
-  LOAD_MT(MT_P0(lp.iv), cur);
-  LLVMValueRef *wd = cur, A[8][4];
+  kb->t->warp_sync(kb); /* every lane is done with the stage refilled next */
+  LLVMValueRef nx = LLVMBuildAdd(b, lp.iv, kb_i32(kb, STG - 1), "");
+  kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, kb_i32(kb, iters), ""), "produce");
+  PRODUCE(nx);
+  kb_endif(kb, &pf);
+  kb->t->cp_async_commit(kb); /* (possibly empty: the group count stays in step) */
+  kb->t->cp_async_wait(kb, STG - 1);
+  kb->t->warp_sync(kb); /* the other lanes' copies of this stage, visible */
+  LLVMValueRef st = STAGE(lp.iv);
+  LLVMValueRef wd[16], ksc[2], vok[2];
+  for (int hh = 0; hh < 2; hh++) {
+    LLVMValueRef rowb = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, RS), ""), slice, "");
+    for (int q = 0; q < CW; q++) {
+      LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, st, LLVMBuildAdd(b, rowb, kb_i64(kb, q * 16), "")), 16);
+      for (int e = 0; e < 4; e++)
+        wd[hh * CW * 4 + q * 4 + e] = LLVMBuildExtractElement(b, v, kb_i32(kb, e), "");
+    }
+    LLVMValueRef r4 = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, 4), "");
+    ksc[hh] = kb_load(kb, kb->f32, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), r4, "")), 4);
+    vok[hh] = LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), r4, "")), 4),
+                            kb_i32(kb, 0), "");
+  }
+  LLVMValueRef A[8][4];
   for (int ks = 0; ks < KS; ks++) { /* rows g (a0, a2) and g + 8 (a1, a3) */
     A[ks][0] = wd[2 * ks], A[ks][2] = wd[2 * ks + 1];
     A[ks][1] = wd[CW * 4 + 2 * ks], A[ks][3] = wd[CW * 4 + 2 * ks + 1];
@@ -337,10 +377,12 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
       for (int e = 0; e < 2; e++)
         wv[e] = LLVMBuildExtractElement(b, w2, kb_i32(kb, e), "");
       for (int hh = 0; hh < 2; hh++)
-        for (int e = 0; e < 2; e++) {
-          LLVMValueRef x = acc[hh * 2 + e];
-          x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, zero, ""), x, zero, "");
-          part[hh] = LLVMBuildFAdd(b, part[hh], LLVMBuildFMul(b, x, wv[e], ""), "");
+        for (int e = 0; e < 2; e++) { /* part += max(acc, 0) w: a max and an fma (maxnum: a NaN gives 0, as the select did) */
+          LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
+          LLVMValueRef ma[2] = {acc[hh * 2 + e], zero};
+          LLVMValueRef x = kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv);
+          LLVMValueRef fa[3] = {x, wv[e], part[hh]};
+          part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
         }
     }
     LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), ""));
@@ -349,13 +391,11 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
         part[hh] = LLVMBuildFAdd(b, part[hh], kb->t->shfl_xor(kb, part[hh], m), "");
       LLVMValueRef pos = LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), "");
       LLVMValueRef n = kb_zext64(kb, pos);
-      LLVMValueRef ksc = LLVMBuildBitCast(b, wd[nw + hh], kb->f32, "");
-      LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealONE, ksc, ninf, ""),
-                                        LLVMBuildICmp(b, LLVMIntSLT, pos, ctxj[j], ""), "");
-      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc, ""), ninf, "");
-      LLVMValueRef st = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
-                                     LLVMBuildICmp(b, LLVMIntSLT, n, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
-      kb_if_t f = kb_if(kb, st, "store");
+      LLVMValueRef valid = LLVMBuildAnd(b, vok[hh], LLVMBuildICmp(b, LLVMIntSLT, pos, ctxj[j], ""), "");
+      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc[hh], ""), ninf, "");
+      LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntSLT, n, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
+      kb_if_t f = kb_if(kb, sto, "store");
       LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), n, ""), kb_i64(kb, 4), "");
       kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
       kb_endif(kb, &f);
@@ -363,7 +403,9 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
     kb_endif(kb, &fj);
   }
   kb_for_end(kb, &lp, NULL);
-#undef LOAD_MT
+  kb->t->cp_async_wait(kb, 0);
+#undef PRODUCE
+#undef STAGE
 #undef MT_P0
 }
 
@@ -375,7 +417,9 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
   if (k->tile.matrix) {
     const dsv4_target_ir *t = kb->t;
-    if (!t->mma_e4m3_16x8x32 || !t->shfl_xor || t->warp != 32 || !t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL)) {
+    if (!t->mma_e4m3_16x8x32 || !t->shfl_xor || !t->shfl_idx || !t->cp_async || !t->cp_async_commit ||
+        !t->cp_async_wait || !t->warp_sync || t->warp != 32 || !t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) ||
+        !t->cp_async(kb, NULL, NULL, 16, NULL)) {
       dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of paged_mqa_logits",
                  k->name, kb->arch);
       return 1;

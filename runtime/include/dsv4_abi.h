@@ -221,6 +221,7 @@ static inline int dsv4_pow2ceil(int n)
 /* its CTA holds every next_n row of one batch entry (the issue's 1 and 2;
  * 4 rows took 142 registers against 104 and ran 7% slower at next_n 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
+#define DSV4_LOGITS_STAGES 3 /* m-tiles of K a warp has in its cp.async ring */
 
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split. */
