@@ -139,12 +139,7 @@ int main(int argc, char **argv)
   if (argc > 3) /* one kernel of the bundle (variants of a spec) */
     kernels[0] = argv[3], nk = 1;
   for (int i = 0; i < nk; i++) {
-    int runs = 0;
-    for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-      const char *n;
-      runs |= !dsv4rt_bundle_entry(bundle, e, &n, NULL, NULL, NULL) && !strcmp(n, kernels[i]) &&
-              dsv4rt_bundle_entry_runs(bundle, e);
-    }
+    int runs = dsv4rt_bundle_kernel_runs(bundle, kernels[i]);
     if (!runs) {
       printf("\n(no %s kernel for this device)\n", kernels[i]);
       continue;

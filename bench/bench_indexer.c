@@ -136,12 +136,7 @@ int main(int argc, char **argv)
   /* the warp-matrix form (where the device runs it) beside the first matrix path */
   static const char *const kernels[] = {"mqa_logits_v4_mma", "mqa_logits_v4"};
   for (int i = 0; i < 2; i++) {
-    int runs = 0;
-    for (int j = 0; j < dsv4rt_bundle_count(bundle); j++) {
-      const char *n;
-      runs |= !dsv4rt_bundle_entry(bundle, j, &n, NULL, NULL, NULL) && !strcmp(n, kernels[i]) &&
-              dsv4rt_bundle_entry_runs(bundle, j);
-    }
+    int runs = dsv4rt_bundle_kernel_runs(bundle, kernels[i]);
     if (!runs) {
       printf("\n(no %s kernel for this device)\n", kernels[i]);
       continue;

@@ -110,6 +110,8 @@ DSV4RT_API int dsv4rt_bundle_entry_is_first(const dsv4rt_bundle *b, int i);
 /* 1 if entry i's code runs on the bundle's device (target, arch and the
  * shared memory it needs); 0 otherwise or on bad input. */
 DSV4RT_API int dsv4rt_bundle_entry_runs(const dsv4rt_bundle *b, int i);
+/* 1 if some entry of the kernel named `name` runs on the bundle's device. */
+DSV4RT_API int dsv4rt_bundle_kernel_runs(const dsv4rt_bundle *b, const char *name);
 
 /* The cache layout entry i was compiled for (copied into *out). */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out);

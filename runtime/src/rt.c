@@ -390,6 +390,14 @@ int dsv4rt_bundle_entry_runs(const dsv4rt_bundle *b, int i)
   return b->ctx->be->accepts(b->ctx, &b->entries[i]) ? 1 : 0;
 }
 
+int dsv4rt_bundle_kernel_runs(const dsv4rt_bundle *b, const char *name)
+{
+  for (int i = 0; b && name && i < b->n; i++)
+    if (!strcmp(b->entries[i].name, name) && dsv4rt_bundle_entry_runs(b, i))
+      return 1;
+  return 0;
+}
+
 dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out)
 {
   if (!b || !out || i < 0 || i >= b->n)

@@ -304,12 +304,7 @@ int main(int argc, char **argv)
     dsv4rt_bundle_entry(b, i, &name, &op, &target, &arch);
     if (!dsv4rt_bundle_entry_is_first(b, i)) /* one run per kernel, not per target */
       continue;
-    int runs = 0;
-    for (int j = i; j < dsv4rt_bundle_count(b); j++) {
-      const char *nj;
-      dsv4rt_bundle_entry(b, j, &nj, NULL, NULL, NULL);
-      runs |= !strcmp(nj, name) && dsv4rt_bundle_entry_runs(b, j);
-    }
+    int runs = dsv4rt_bundle_kernel_runs(b, name);
     if (!runs) {
       printf("  %-22s skipped: no code for this device\n", name);
       continue;

@@ -41,11 +41,7 @@ int harness_kernel(const dsv4rt_bundle *b, int e, const char *op, kern *k)
   const char *kop;
   if (!dsv4rt_bundle_entry_is_first(b, e) || dsv4rt_bundle_entry(b, e, &k->name, &kop, NULL, NULL) || strcmp(kop, op))
     return 0;
-  int runs = 0;
-  for (int j = e; j < dsv4rt_bundle_count(b) && !runs; j++) {
-    const char *n;
-    runs = !dsv4rt_bundle_entry(b, j, &n, NULL, NULL, NULL) && !strcmp(n, k->name) && dsv4rt_bundle_entry_runs(b, j);
-  }
+  int runs = dsv4rt_bundle_kernel_runs(b, k->name);
   if (!runs) {
     printf("SKIPPED: kernel %s has no code this device runs\n", k->name);
     return 0;

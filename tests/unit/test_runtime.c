@@ -68,6 +68,7 @@ int main(void)
         "zeros as a bundle: %s", dsv4rt_last_error(ctx));
   CHECK(dsv4rt_bundle_open_memory(ctx, NULL, 64, &bu) == DSV4RT_ERR_BUNDLE_FORMAT, "NULL bundle bytes");
   CHECK(dsv4rt_bundle_count(NULL) == 0, "count(NULL)");
+  CHECK(dsv4rt_bundle_entry_runs(NULL, 0) == 0 && dsv4rt_bundle_kernel_runs(NULL, "x") == 0, "runs(NULL)");
   CHECK(dsv4rt_bundle_entry(NULL, 0, NULL, NULL, NULL, NULL) == DSV4RT_ERR_INVALID_ARG, "entry(NULL)");
   dsv4rt_dequant_gather_args ga = {0};
   CHECK(dsv4rt_dequant_gather(NULL, &ga, NULL) == DSV4RT_ERR_INVALID_ARG, "gather on a NULL bundle");
