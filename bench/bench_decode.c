@@ -2,6 +2,9 @@
  *
  *   bench_decode BUNDLE [cuda|opencl] [KERNEL]
  *
+ * DSV4_BENCH_SPLITS=n forces the warp-matrix kernels' split-KV count (0:
+ * the runtime's choice), for sweeps.
+ *
  * TFLOP/s counted as T * H * (valid indices) * 2048 (QK and PV, 512 dims,
  * two FLOPs a multiply-add) over the kernel time, and the time beside the
  * time to read the shape's KV bytes once at the copy bandwidth measured in
@@ -85,6 +88,7 @@ static void shape(const char *label, const char *kernel, const dsv4_layout *L, i
         .extra_lens = nx ? bench_dev(xlens, (size_t)T * 4) : NULL, .extra_topk = nx,
         .attn_sink = bench_dev(sink, (size_t)H * 4), .softmax_scale = 0.044194173824159216f, .tensor_scale = 1};
   kopts.kernel = kernel;
+  kopts.splits = getenv("DSV4_BENCH_SPLITS") ? atoi(getenv("DSV4_BENCH_SPLITS")) : 0; /* split-KV sweeps */
   /* check against the reference */
   uint16_t *want = malloc((size_t)(T * H * 512) * 2), *got = malloc((size_t)(T * H * 512) * 2);
   float *lw = malloc((size_t)(T * H) * 4), *lg = malloc((size_t)(T * H) * 4);
