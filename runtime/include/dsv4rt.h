@@ -134,7 +134,8 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i,
 
 /* Launch-time options shared by the ops. */
 typedef struct dsv4rt_launch_opts {
-  const char *kernel;     /* a kernel name in the bundle; NULL = the first for this op and device */
+  const char *kernel;     /* a kernel name in the bundle; NULL = the first for this op and device, or the
+                             warp-matrix kernel of the same layout where the device runs one */
   int check_contents;     /* 1: also read indices / tables back and range-check them before launch */
   int splits;             /* sparse_decode, warp-matrix kernels: split each token's index lists over this many
                              CTAs (split-KV, then a combine kernel); 0: chosen from the device's size; 1..64 */

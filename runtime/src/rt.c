@@ -437,6 +437,15 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry
     named = 1;
     if (e->op == (uint32_t)op && b->ctx->be->accepts(b->ctx, e)) {
       *entry = i;
+      /* unnamed: the warp-matrix form of the same layout, where the device runs one */
+      for (int j = 0; !name && !e->matrix && j < b->n; j++) {
+        const dsv4_bundle_entry *m = &b->entries[j];
+        if (m->matrix && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
+            !strcmp(m->layout.name, e->layout.name) && b->ctx->be->accepts(b->ctx, m)) {
+          *entry = j;
+          break;
+        }
+      }
       return DSV4RT_OK;
     }
   }

@@ -214,10 +214,17 @@ static int check_decode(dsv4rt_bundle *b, int e, const char *name)
     free(cache);
     return 0;
   }
-  /* attention wants finite keys: no NaN codes, RoPE dims in [-2, 2] */
+  /* attention wants finite keys of a sane size: no NaN codes, RoPE dims in
+   * [-2, 2], group scales 2^-9 .. 2^-5 as the writer gives bf16 rows of
+   * order 1.  (The gathers' wider scales, up to 2^13, make scores of order
+   * 1e6: two near-equal winners then swap weight on the last bits of any
+   * fp32 sum, so no kernel summing in another order than the reference,
+   * tensor cores included, stays within FlashMLA's tolerances there.) */
   for (int64_t blk = 0; blk < nb; blk++)
     for (int64_t t = 0; t < bs; t++) {
       uint8_t *row = cache + blk * stride + t * 576;
+      for (int j = 0; j < 7; j++)
+        cache[blk * stride + bs * 576 + t * 8 + j] = (uint8_t)dsv4_rng_range(&rng, 118, 122);
       for (int d = 0; d < 448; d++)
         if ((row[d] & 0x7F) == 0x7F)
           row[d] &= 0xFE;
