@@ -189,8 +189,10 @@ int main(int argc, char **argv)
     return 0;
   }
   if (o.outdir) {
+    /* parallel builds run several dsv4c into one folder: another may
+     * create it between our look and our mkdir */
     struct stat st;
-    if (stat(o.outdir, &st) && mkdir(o.outdir, 0777)) {
+    if (mkdir(o.outdir, 0777) && !(errno == EEXIST && !stat(o.outdir, &st) && S_ISDIR(st.st_mode))) {
       fprintf(stderr, "dsv4c: cannot create %s: %s\n", o.outdir, strerror(errno));
       return 1;
     }
