@@ -15,15 +15,6 @@
 #define MAX_TOK 8
 #define MAX_CHUNKS 16
 
-static int gcd(int a, int b)
-{
-  while (b) {
-    int t = a % b;
-    a = b, b = t;
-  }
-  return a;
-}
-
 dsv4_token_lane dsv4_emit_token_lane(dsv4_kb *kb, const dsv4_kernel *k)
 {
   LLVMBuilderRef b = kb->b;
@@ -98,7 +89,7 @@ static int make_pieces(dsv4_kb *kb, const dsv4_kernel *k, piece *out)
       c->first = (long long)p * span - s->d0;
       c->sz = dsv4_dtype_size(s->type);
       int off0 = (int)(s->offset + c->first * c->sz); /* byte offset of lane 0's piece (may be negative) */
-      c->align = gcd(gcd(l->align, l->row_bytes), gcd(off0 < 0 ? -off0 : off0 ? off0 : l->align, w * c->sz));
+      c->align = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(off0 < 0 ? -off0 : off0 ? off0 : l->align, w * c->sz));
       int bytes = c->align < 16 ? c->align : 16;
       if (bytes < c->sz)
         bytes = c->sz;
@@ -106,9 +97,9 @@ static int make_pieces(dsv4_kb *kb, const dsv4_kernel *k, piece *out)
       c->nchunks = w / c->per;
       c->et = c->sz == 1 ? kb->i8 : c->sz == 2 ? kb->i16 : kb->i32;
       c->ct = c->per == 1 ? c->et : LLVMVectorType(c->et, (unsigned)c->per);
-      c->out_align = gcd(gcd(16, l->dim * 2), w * 2);
+      c->out_align = dsv4_gcd(dsv4_gcd(16, l->dim * 2), w * 2);
       if (p * span != 0)
-        c->out_align = gcd(c->out_align, p * span * 2);
+        c->out_align = dsv4_gcd(c->out_align, p * span * 2);
     }
   return n;
 }
@@ -156,9 +147,9 @@ static void issue_loads(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLVMV
     so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, l->row_bytes), ""), "");
   so = LLVMBuildAdd(b, so, kb_i64(kb, s->scale_offset), "");
   so = LLVMBuildAdd(b, so, LLVMBuildMul(b, g, kb_i64(kb, ssz), ""), "");
-  int salign = gcd(gcd(l->align, l->row_bytes), gcd(sstride, ssz));
+  int salign = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(sstride, ssz));
   if (s->scale_offset)
-    salign = gcd(salign, s->scale_offset);
+    salign = dsv4_gcd(salign, s->scale_offset);
   *sraw = kb_load(kb, ssz == 1 ? kb->i8 : kb->i32, kb_byte_ptr(kb, t->blk, so), (unsigned)salign);
 }
 

@@ -15,11 +15,6 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
   LLVMBuilderRef b = kb->b;
-  unsigned char kinds[32];
-  const char *names[32];
-  int n = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
-
   dsv4_token_lane tl = dsv4_emit_token_lane(kb, k);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), kb_arg(kb, N), ""));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));

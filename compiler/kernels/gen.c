@@ -20,6 +20,12 @@ int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     dsv4_error(d, k->file, k->line, "kernel '%s': no generator for op %d", k->name, (int)k->op);
     return 1;
   }
+  /* the op's kernel with its argument signature (dsv4_abi.h); the
+   * generator fills it in (and may add kernels of its own after it) */
+  unsigned char kinds[DSV4_MAX_ARGS];
+  const char *names[DSV4_MAX_ARGS];
+  int n = dsv4_op_signature(k->op, kinds, names);
+  kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
   if (generators[k->op](kb, k, d))
     return 1;
   LLVMBuildRetVoid(kb->b);

@@ -8,13 +8,25 @@
 
 #include "../kb.h"
 
-/* Build kernel k into kb->mod.  0 on success, else diagnostics in d. */
+/* Build kernel k into kb->mod.  0 on success, else diagnostics in d.
+ * It starts the op's kernel (kb_kernel with the op's signature), then
+ * calls the op's generator with the builder in its entry block. */
 int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
 int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
+
+/* Greatest common divisor (alignments of strided accesses). */
+static inline int dsv4_gcd(int a, int b)
+{
+  while (b) {
+    int t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
 
 /* ---- shared pieces of the gather family (dequant.c) ---- */
 

@@ -31,15 +31,6 @@ enum {
 
 #define MAXV 64
 
-static int gcd(int a, int b)
-{
-  while (b) {
-    int t = a % b;
-    a = b, b = t;
-  }
-  return a;
-}
-
 /* n bf16 values at byte offset off of argument arg, as f32 (zeros unless cond). */
 static void load_bf16_row(dsv4_kb *kb, LLVMValueRef cond, int arg, LLVMValueRef off, int n, int align, LLVMValueRef *x)
 {
@@ -79,7 +70,7 @@ static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, int n, LLVM
   LLVMValueRef row = LLVMBuildMul(b, pos, kb_i64(kb, dims), "");
   LLVMValueRef co = LLVMBuildMul(b, LLVMBuildAdd(b, row, i0, ""), kb_i64(kb, 4), "");
   LLVMValueRef so = LLVMBuildAdd(b, co, kb_i64(kb, (long long)dims / 2 * 4), "");
-  int align = gcd(16, gcd(half * 4, dims * 2)); /* rows of dims floats; half of them apart */
+  int align = dsv4_gcd(16, dsv4_gcd(half * 4, dims * 2)); /* rows of dims floats; half of them apart */
   LLVMValueRef r[MAXV];
   for (int j = 0; j < half; j++) {
     LLVMValueRef c = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, COS_SIN), LLVMBuildAdd(b, co, kb_i64(kb, 4 * j), "")),
@@ -187,7 +178,7 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef x[MAXV], h[MAXV];
   LLVMValueRef vo = LLVMBuildMul(b, tok64, kb_i64(kb, (long long)l->dim * 2), "");
   vo = LLVMBuildAdd(b, vo, LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
-  load_bf16_row(kb, write, KV, vo, vpt, gcd(16, gcd(l->dim * 2, vpt * 2)), x);
+  load_bf16_row(kb, write, KV, vo, vpt, dsv4_gcd(16, dsv4_gcd(l->dim * 2, vpt * 2)), x);
   rope(kb, k, x, vpt, LLVMBuildMul(b, lane, kb_i32(kb, vpt), ""), pos, write);
   to_bf16(kb, x, vpt, h);
   for (int j = 0; j < vpt; j++)
@@ -229,7 +220,7 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
     LLVMValueRef vi = LLVMBuildMul(b, kb_zext64(kb, li), kb_i64(kb, vpt), "vi");
     LLVMValueRef dst = kb_byte_ptr(kb, blk, LLVMBuildAdd(b, drow, LLVMBuildAdd(b, kb_i64(kb, s->offset),
                                                                                LLVMBuildMul(b, vi, kb_i64(kb, sz), ""), ""), ""));
-    int align = gcd(gcd(l->align, l->row_bytes), gcd(s->offset ? s->offset : l->align, vpt * sz));
+    int align = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(s->offset ? s->offset : l->align, vpt * sz));
     if (s->type == DSV4_DT_BF16) {
       store_i16(kb, h, vpt, dst, align);
     } else if (s->type == DSV4_DT_F32) {
@@ -287,9 +278,9 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
           sv = LLVMBuildTrunc(b, byte, kb->i8, "");
         } else
           sv = pow2f(kb, e);
-        int salign = gcd(gcd(l->align, l->row_bytes), gcd(sstride, ssz));
+        int salign = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(sstride, ssz));
         if (s->scale_offset)
-          salign = gcd(salign, s->scale_offset);
+          salign = dsv4_gcd(salign, s->scale_offset);
         kb_store(kb, sv, kb_byte_ptr(kb, blk, so), (unsigned)salign);
         kb_endif(kb, &g);
       }
@@ -345,9 +336,9 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef src = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, HEADS)), ""), h, ""),
                                   kb_i64(kb, (long long)D * 2), "");
   LLVMValueRef x[MAXV], hb[MAXV], v0[2];
-  int align = gcd(16, gcd(D * 2, w * 2));
+  int align = dsv4_gcd(16, dsv4_gcd(D * 2, w * 2));
   if (parts == 2)
-    align = gcd(align, span * 2);
+    align = dsv4_gcd(align, span * 2);
   for (int p = 0; p < parts; p++) {
     v0[p] = LLVMBuildAdd(b, kb_i32(kb, p * span), LLVMBuildMul(b, lane, kb_i32(kb, w), ""), "v0");
     load_bf16_row(kb, load, Q, LLVMBuildAdd(b, src, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), ""), w,
@@ -382,10 +373,6 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
 int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
-  unsigned char kinds[32];
-  const char *names[32];
-  int n = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
   LLVMBuilderRef b = kb->b;
   LLVMValueRef cta = kb->t->block_id(kb, 0);
   if (!k->q_dim) {

@@ -19,11 +19,6 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
   LLVMBuilderRef b = kb->b;
-  unsigned char kinds[32];
-  const char *names[32];
-  int n = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
-
   dsv4_token_lane tl = dsv4_emit_token_lane(kb, k);
   LLVMValueRef r = kb->t->block_id(kb, 1);
   LLVMValueRef room = LLVMBuildSub(b, kb_arg(kb, OUT_ROWS), kb_arg(kb, OFFSET), "room");

@@ -411,10 +411,6 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
 
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
-  unsigned char kinds[32];
-  const char *names[32];
-  int na = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
   if (k->tile.matrix) {
     const dsv4_target_ir *t = kb->t;
     if (!t->mma_e4m3_16x8x32 || !t->shfl_xor || !t->shfl_idx || !t->cp_async || !t->cp_async_commit ||

@@ -702,10 +702,6 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
 
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
-  unsigned char kinds[32];
-  const char *names[32];
-  int na = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
   if (k->tile.matrix) {
     if (matrix_decode(kb, k, d))
       return 1;

@@ -32,10 +32,6 @@ static LLVMValueRef word(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef i)
 int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
-  unsigned char kinds[32];
-  const char *names[32];
-  int na = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, na, k->tile.threads);
   LLVMBuilderRef b = kb->b;
   int T = k->tile.threads, K = k->topk;
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
