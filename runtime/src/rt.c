@@ -483,31 +483,33 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
   return (dsv4rt_status)rc;
 }
 
-dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
+/* Entry i's code loaded, launch its first or second kernel (an empty grid
+ * launches nothing). */
+static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t grid[3], uint32_t threads,
+                            uint32_t shared, const rt_arg *args, int nargs)
 {
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *e = &b->entries[i];
   dsv4rt_status s = rt_load(b, i);
   if (s)
     return s;
+  void *kernel = second ? b->loaded[i].kernel2 : b->loaded[i].kernel;
+  if (!kernel)
+    return rt_fail(b->ctx, DSV4RT_ERR_BACKEND, "kernel %s has no second kernel", b->entries[i].name);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return DSV4RT_OK; /* nothing to do */
-  uint32_t block[3] = {e->threads, 1, 1};
-  return (dsv4rt_status)ctx->be->launch(ctx, b->loaded[i].kernel, grid, block, e->shared_bytes, args, nargs);
+  uint32_t block[3] = {threads, 1, 1};
+  return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, args, nargs);
+}
+
+dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
+{
+  const dsv4_bundle_entry *e = &b->entries[i];
+  return launch(b, i, 0, grid, e->threads, e->shared_bytes, args, nargs);
 }
 
 dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
                          int nargs)
 {
-  dsv4rt_status s = rt_load(b, i);
-  if (s)
-    return s;
-  if (!b->loaded[i].kernel2)
-    return rt_fail(b->ctx, DSV4RT_ERR_BACKEND, "kernel %s has no second kernel", b->entries[i].name);
-  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
-    return DSV4RT_OK;
-  uint32_t block[3] = {threads, 1, 1};
-  return (dsv4rt_status)b->ctx->be->launch(b->ctx, b->loaded[i].kernel2, grid, block, 0, args, nargs);
+  return launch(b, i, 1, grid, threads, 0, args, nargs);
 }
 
 dsv4rt_status rt_work(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)
