@@ -36,9 +36,16 @@ static void load16_e4m3(dsv4_kb *kb, LLVMValueRef p, LLVMValueRef *f)
   }
 }
 
-/* Where position pos (i64) of row r lives: *blk (i64, a valid block when
- * the result is true) and whether it is a position to compute. */
-static LLVMValueRef locate(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq, LLVMValueRef *blk)
+/* Where position pos (i64) of a row of request breq (i64, context ctx) lives:
+ * ok (i1) says it is a position to compute (before ctx and the row's end,
+ * inside the block table, at a block of the cache); row and scale are the
+ * i64 byte offsets, in the cache, of its values and of its scale (those of
+ * block 0 when !ok, so always in bounds). */
+typedef struct {
+  LLVMValueRef ok, row, scale;
+} kpos;
+
+static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
@@ -49,10 +56,19 @@ static LLVMValueRef locate(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVM
   LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
   LLVMValueRef pre_blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, 0));
   LLVMValueRef bl = kb_sext64(kb, pre_blk);
-  LLVMValueRef ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
-  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
-  *blk = LLVMBuildSelect(b, ok, bl, kb_i64(kb, 0), "");
-  return ok;
+  kpos k;
+  k.ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
+  k.ok = LLVMBuildAnd(b, k.ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
+  LLVMValueRef bb = LLVMBuildMul(b, LLVMBuildSelect(b, k.ok, bl, kb_i64(kb, 0), ""), kb_arg(kb, BLOCK_STRIDE), "");
+  LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");
+  k.row = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
+                                           kb_i64(kb, L->seg[0].offset), ""), "krow");
+  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+  LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
+  if (tail)
+    so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
+  k.scale = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "kscale");
+  return k;
 }
 
 /* Whether this target can take the matrix path for kernel k. */
@@ -119,7 +135,6 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   }
   LLVMValueRef pw = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, k->tile.tokens_per_cta), ""),
                                  LLVMBuildMul(b, warp, kb_i32(kb, ppw), ""), "pw");
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
   LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
   /* every n-tile's loads first (table, K fragments, scale), then the math:
    * NT tiles of loads in flight instead of one */
@@ -129,20 +144,11 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
     P0[nt] = p0;
     /* B fragment: K row of position p0 + gid, bytes ks*32 + tig*4 (+16) */
     LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, p0, gid, ""));
-    LLVMValueRef blk;
-    LLVMValueRef ok = locate(kb, pos, ctx, breq, &blk);
-    LLVMValueRef krow = LLVMBuildAdd(b, LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), ""),
-                                     LLVMBuildMul(b, LLVMBuildURem(b, pos, bs, ""), kb_i64(kb, L->row_bytes), ""), "");
-    krow = LLVMBuildAdd(b, krow, LLVMBuildAdd(b, kb_i64(kb, L->seg[0].offset), dcol, ""), "");
+    kpos kp = locate(kb, L, pos, ctx, breq);
+    LLVMValueRef ok = kp.ok, so = kp.scale;
+    LLVMValueRef krow = LLVMBuildAdd(b, kp.row, dcol, "");
     LLVMValueRef bf[8][2], ld[8][2], ksc;
     { /* the position's B loads and its scale, under one guard */
-      int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-      LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");
-      LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
-      if (tail)
-        so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
-      so = LLVMBuildAdd(b, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""),
-                        LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), ""), "");
       LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
       kb_if_t g = kb_if(kb, ok, "kload");
       for (int ks = 0; ks < KS; ks++)
@@ -214,6 +220,65 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
  * tokens_per_cta positions, each warp one 16-position m-tile a step. */
 enum { MLW = DSV4_LOGITS_WARPS };
 
+/* A warp's ring of DSV4_LOGITS_STAGES steps of K rows.  A stage is 16 rows
+ * (padded by 16 bytes like q), 16 scales (zero-filled when invalid) and
+ * 16 validity words. */
+#define RING_SB(D) (16 * ((D) + 16) + 128)
+typedef struct {
+  const dsv4_kernel *k;
+  LLVMValueRef ring, lane; /* this warp's ring; i32 lane */
+  LLVMValueRef base;       /* i32 first position of the warp's first step */
+  LLVMValueRef cmax, breq; /* the rows' longest context; i64 batch entry */
+} kring;
+
+static LLVMValueRef ring_stage(dsv4_kb *kb, const kring *r, LLVMValueRef it)
+{
+  LLVMValueRef s = LLVMBuildURem(kb->b, it, kb_i32(kb, DSV4_LOGITS_STAGES), "");
+  return kb_byte_ptr(kb, r->ring, LLVMBuildMul(kb->b, kb_zext64(kb, s), kb_i64(kb, RING_SB(r->k->layout.dim)), ""));
+}
+
+/* i32 first position of step it (the warps interleave, 16 positions each) */
+static LLVMValueRef ring_p0(dsv4_kb *kb, const kring *r, LLVMValueRef it)
+{
+  return LLVMBuildAdd(kb->b, r->base, LLVMBuildMul(kb->b, it, kb_i32(kb, MLW * 16), ""), "p0");
+}
+
+/* Issue the copies of step it into its stage: lanes 0..15 find the rows
+ * (and write their validity and scales), every lane copies 16-byte pieces
+ * of rows whose addresses it gets by shuffle. */
+static void ring_fill(dsv4_kb *kb, const kring *r, LLVMValueRef it)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &r->k->layout;
+  int D = L->dim, RS = D + 16;
+  LLVMValueRef st = ring_stage(kb, r, it), cache = kb_arg(kb, CACHE);
+  LLVMValueRef l16 = LLVMBuildAnd(b, r->lane, kb_i32(kb, 15), "");
+  LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, ring_p0(kb, r, it), l16, ""));
+  kpos kp = locate(kb, L, pos, r->cmax, r->breq);
+  LLVMValueRef oki = LLVMBuildZExt(b, kp.ok, kb->i32, "");
+  LLVMValueRef l4 = LLVMBuildMul(b, kb_zext64(kb, l16), kb_i64(kb, 4), "");
+  kb_if_t lf = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, r->lane, kb_i32(kb, 16), ""), "scale");
+  kb_store(kb, oki, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), l4, "")), 4);
+  kb->t->cp_async(kb, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), l4, "")), kb_byte_ptr(kb, cache, LLVMBuildSelect(b, kp.ok, kp.scale, kb_i64(kb, 0), "")), 4,
+                  LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
+  kb_endif(kb, &lf);
+  LLVMValueRef lo32 = LLVMBuildBitCast(b, LLVMBuildTrunc(b, kp.row, kb->i32, ""), kb->f32, "");
+  LLVMValueRef hi32 = LLVMBuildBitCast(b, LLVMBuildTrunc(b, LLVMBuildLShr(b, kp.row, kb_i64(kb, 32), ""), kb->i32, ""), kb->f32, "");
+  LLVMValueRef okf = LLVMBuildBitCast(b, oki, kb->f32, "");
+  for (int ch = 0; ch < D / 32; ch++) {
+    LLVMValueRef q = LLVMBuildAdd(b, r->lane, kb_i32(kb, ch * 32), "");
+    LLVMValueRef rr = LLVMBuildUDiv(b, q, kb_i32(kb, D / 16), ""), pc = LLVMBuildURem(b, q, kb_i32(kb, D / 16), "");
+    LLVMValueRef a0 = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, lo32, rr), kb->i32, "");
+    LLVMValueRef a1 = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, hi32, rr), kb->i32, "");
+    LLVMValueRef ok2 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, kb->t->shfl_idx(kb, okf, rr), kb->i32, ""), kb_i32(kb, 0), "");
+    LLVMValueRef addr = LLVMBuildOr(b, kb_zext64(kb, a0), LLVMBuildShl(b, kb_zext64(kb, a1), kb_i64(kb, 32), ""), "");
+    LLVMValueRef p16 = LLVMBuildMul(b, kb_zext64(kb, pc), kb_i64(kb, 16), "");
+    LLVMValueRef dst = kb_byte_ptr(kb, st, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, rr), kb_i64(kb, RS), ""), p16, ""));
+    kb->t->cp_async(kb, dst, kb_byte_ptr(kb, cache, LLVMBuildSelect(b, ok2, LLVMBuildAdd(b, addr, p16, ""), kb_i64(kb, 0), "")), 16,
+                    LLVMBuildSelect(b, ok2, kb_i32(kb, 16), kb_i32(kb, 0), ""));
+  }
+}
+
 static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
 {
   LLVMBuilderRef b = kb->b;
@@ -271,61 +336,14 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef base = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), ""),
                                    LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), "base");
   /* each warp's ring of STG m-tiles in shared memory, filled with cp.async
-   * STG - 1 steps ahead: K bytes in flight without registers.  A stage is
-   * 16 rows (padded like q), 16 scales (zero-filled when invalid) and 16
-   * validity words. */
-  int STG = DSV4_LOGITS_STAGES, RS = D + 16, SB = 16 * RS + 128;
-  LLVMValueRef ring = kb_shared_array(kb, kb->i8, MLW * STG * SB, "dsv4_ring");
-  ring = kb_byte_ptr(kb, ring, LLVMBuildMul(b, kb_zext64(kb, warp), kb_i64(kb, (long long)STG * SB), ""));
-  LLVMValueRef l16 = LLVMBuildAnd(b, lane, kb_i32(kb, 15), "");
-  LLVMValueRef low = LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, 16), "");
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
-  LLVMValueRef cache0 = kb_arg(kb, CACHE);
-  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-#define STAGE(it) kb_byte_ptr(kb, ring, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildURem(b, (it), kb_i32(kb, STG), "")), kb_i64(kb, SB), ""))
-#define MT_P0(it) LLVMBuildAdd(b, base, LLVMBuildMul(b, (it), kb_i32(kb, MLW * 16), ""), "p0")
-  /* issue the copies of step `it` into its stage (every lane) */
-#define PRODUCE(it)                                                                                               \
-  do {                                                                                                            \
-    LLVMValueRef st = STAGE(it);                                                                                  \
-    LLVMValueRef pos = kb_zext64(kb, LLVMBuildAdd(b, MT_P0(it), l16, ""));                                         \
-    LLVMValueRef blk;                                                                                             \
-    LLVMValueRef ok = locate(kb, pos, cmax, breq, &blk);                                                          \
-    LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");                                                             \
-    LLVMValueRef bb = LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), "");                                         \
-    LLVMValueRef ra = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),      \
-                                                       kb_i64(kb, L->seg[0].offset), ""), "");                    \
-    LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");             \
-    if (tail)                                                                                                     \
-      so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");                            \
-    so = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "");                    \
-    LLVMValueRef oki = LLVMBuildZExt(b, ok, kb->i32, "");                                                         \
-    kb_if_t lf = kb_if(kb, low, "scale");                                                                         \
-    kb_store(kb, oki, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), LLVMBuildMul(b, kb_zext64(kb, l16), kb_i64(kb, 4), ""), "")), 4); \
-    kb->t->cp_async(kb, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), LLVMBuildMul(b, kb_zext64(kb, l16), kb_i64(kb, 4), ""), "")), \
-                    kb_byte_ptr(kb, cache0, LLVMBuildSelect(b, ok, so, kb_i64(kb, 0), "")), 4,                     \
-                    LLVMBuildSelect(b, ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));                                    \
-    kb_endif(kb, &lf);                                                                                            \
-    LLVMValueRef lo32 = LLVMBuildBitCast(b, LLVMBuildTrunc(b, ra, kb->i32, ""), kb->f32, "");                     \
-    LLVMValueRef hi32 = LLVMBuildBitCast(b, LLVMBuildTrunc(b, LLVMBuildLShr(b, ra, kb_i64(kb, 32), ""), kb->i32, ""), kb->f32, ""); \
-    LLVMValueRef okf = LLVMBuildBitCast(b, oki, kb->f32, "");                                                     \
-    for (int ch = 0; ch < D / 32; ch++) {                                                                         \
-      LLVMValueRef q = LLVMBuildAdd(b, lane, kb_i32(kb, ch * 32), "");                                            \
-      LLVMValueRef rr = LLVMBuildUDiv(b, q, kb_i32(kb, D / 16), ""), pc = LLVMBuildURem(b, q, kb_i32(kb, D / 16), ""); \
-      LLVMValueRef a0 = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, lo32, rr), kb->i32, "");                          \
-      LLVMValueRef a1 = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, hi32, rr), kb->i32, "");                          \
-      LLVMValueRef ok2 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, kb->t->shfl_idx(kb, okf, rr), kb->i32, ""), kb_i32(kb, 0), ""); \
-      LLVMValueRef addr = LLVMBuildOr(b, kb_zext64(kb, a0), LLVMBuildShl(b, kb_zext64(kb, a1), kb_i64(kb, 32), ""), ""); \
-      addr = LLVMBuildAdd(b, addr, LLVMBuildMul(b, kb_zext64(kb, pc), kb_i64(kb, 16), ""), "");                   \
-      LLVMValueRef dst = kb_byte_ptr(kb, st, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, rr), kb_i64(kb, RS), ""), \
-                                                          LLVMBuildMul(b, kb_zext64(kb, pc), kb_i64(kb, 16), ""), "")); \
-      kb->t->cp_async(kb, dst, kb_byte_ptr(kb, cache0, LLVMBuildSelect(b, ok2, addr, kb_i64(kb, 0), "")), 16,     \
-                      LLVMBuildSelect(b, ok2, kb_i32(kb, 16), kb_i32(kb, 0), ""));                                \
-    }                                                                                                             \
-  } while (0)
+   * STG - 1 steps ahead: K bytes in flight without registers. */
+  int STG = DSV4_LOGITS_STAGES, RS = D + 16;
+  kring rg = {k, NULL, lane, base, cmax, breq};
+  rg.ring = kb_shared_array(kb, kb->i8, MLW * STG * RING_SB(D), "dsv4_ring");
+  rg.ring = kb_byte_ptr(kb, rg.ring, LLVMBuildMul(b, kb_zext64(kb, warp), kb_i64(kb, (long long)STG * RING_SB(D)), ""));
   for (int s0 = 0; s0 < STG - 1; s0++) {
     if (s0 < iters)
-      PRODUCE(kb_i32(kb, s0));
+      ring_fill(kb, &rg, kb_i32(kb, s0));
     kb->t->cp_async_commit(kb);
   }
   kb_loop_t lp;
@@ -333,12 +351,12 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   kb->t->warp_sync(kb); /* every lane is done with the stage refilled next */
   LLVMValueRef nx = LLVMBuildAdd(b, lp.iv, kb_i32(kb, STG - 1), "");
   kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, kb_i32(kb, iters), ""), "produce");
-  PRODUCE(nx);
+  ring_fill(kb, &rg, nx);
   kb_endif(kb, &pf);
   kb->t->cp_async_commit(kb); /* (possibly empty: the group count stays in step) */
   kb->t->cp_async_wait(kb, STG - 1);
   kb->t->warp_sync(kb); /* the other lanes' copies of this stage, visible */
-  LLVMValueRef st = STAGE(lp.iv);
+  LLVMValueRef st = ring_stage(kb, &rg, lp.iv);
   LLVMValueRef wd[16], ksc[2], vok[2];
   for (int hh = 0; hh < 2; hh++) {
     LLVMValueRef rowb = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, RS), ""), slice, "");
@@ -357,7 +375,7 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
     A[ks][0] = wd[2 * ks], A[ks][2] = wd[2 * ks + 1];
     A[ks][1] = wd[CW * 4 + 2 * ks], A[ks][3] = wd[CW * 4 + 2 * ks + 1];
   }
-  LLVMValueRef p0 = MT_P0(lp.iv);
+  LLVMValueRef p0 = ring_p0(kb, &rg, lp.iv);
   for (int j = 0; j < NM; j++) {
     kb_if_t fj = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, j), NN, ""), "rowj");
     LLVMValueRef part[2] = {zero, zero};
@@ -404,9 +422,6 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   }
   kb_for_end(kb, &lp, NULL);
   kb->t->cp_async_wait(kb, 0);
-#undef PRODUCE
-#undef STAGE
-#undef MT_P0
 }
 
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
@@ -429,7 +444,6 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   }
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
-  const dsv4_segment *seg = &L->seg[0];
   int H = k->heads, hpt = k->tile.values_per_thread, G = H / hpt, D = L->dim;
 
   LLVMValueRef tid = kb->t->thread_id(kb);
@@ -443,31 +457,15 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef p64 = kb_zext64(kb, LLVMBuildSelect(b, live, pos, kb_i32(kb, 0), ""));
   /* ctx of the row, and the position's block through the table */
   LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, CTX), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
-  LLVMValueRef want = LLVMBuildAnd(b, live, LLVMBuildICmp(b, LLVMIntSLT, pos, ctx, ""), "");
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
-  LLVMValueRef col = LLVMBuildUDiv(b, p64, bs, "col");
-  LLVMValueRef maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
-  want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef breq = LLVMBuildUDiv(b, r64, kb_sext64(kb, kb_arg(kb, NEXT_N)), "b");
-  LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
-  LLVMValueRef blk = kb_sext64(kb, kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, -1)));
-  LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blk, kb_i64(kb, 0), ""),
-                                    LLVMBuildICmp(b, LLVMIntSLT, blk, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
-  valid = LLVMBuildAnd(b, valid, want, "");
+  kpos kp = locate(kb, L, p64, ctx, breq);
+  LLVMValueRef valid = LLVMBuildAnd(b, live, kp.ok, "");
 
   /* the partial sum over this thread's heads */
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
   kb_if_t f = kb_if(kb, valid, "dots");
-  LLVMValueRef base = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blk, kb_arg(kb, BLOCK_STRIDE), ""));
-  LLVMValueRef row = LLVMBuildURem(b, p64, bs, "row");
-  LLVMValueRef krow = kb_byte_ptr(kb, base, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
-                                                         kb_i64(kb, seg->offset), ""));
-  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-  LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
-  if (tail)
-    so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
-  so = LLVMBuildAdd(b, so, kb_i64(kb, seg->scale_offset), "");
-  LLVMValueRef kscale = kb_load(kb, kb->f32, kb_byte_ptr(kb, base, so), 4);
+  LLVMValueRef krow = kb_byte_ptr(kb, kb_arg(kb, CACHE), kp.row);
+  LLVMValueRef kscale = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, CACHE), kp.scale), 4);
   /* q row of head (hg * hpt + h): ((r * H) + head) * D bytes.  A loop over
    * the thread's heads (not unrolled: 64 heads x 128 dims would be 8K
    * multiply-adds of straight-line code); K chunks come again from L1 */
