@@ -51,6 +51,14 @@ int harness_kernel(const dsv4rt_bundle *b, int e, const char *op, kern *k)
   return 1;
 }
 
+int harness_bundle(const char *path, dsv4rt_bundle **out)
+{
+  if (!dsv4rt_bundle_open(ctx, path, out))
+    return 0;
+  printf("FAIL: %s: %s\n", path, dsv4rt_last_error(ctx));
+  return 1;
+}
+
 int harness_finish(void)
 {
   printf("%d passed, %d failed\n", passed, failed);

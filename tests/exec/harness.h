@@ -36,6 +36,8 @@ float rnd01(void);
  * no such device (the caller exits with it: CTest's "skipped"), 1 on
  * another failure, 0 when ready. */
 int harness_open(const char *backend);
+/* Open the bundle at path on ctx: 0, or 1 after printing FAIL. */
+int harness_bundle(const char *path, dsv4rt_bundle **out);
 /* A kernel of a bundle: its name, the layout and op parameters it was built with. */
 typedef struct {
   const char *name;

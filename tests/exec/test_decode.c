@@ -285,10 +285,8 @@ int main(int argc, char **argv)
   int st = harness_open(argv[3]);
   if (st)
     return st;
-  if (dsv4rt_bundle_open(ctx, argv[1], &bundle)) {
-    printf("FAIL: %s\n", dsv4rt_last_error(ctx));
+  if (harness_bundle(argv[1], &bundle))
     return 1;
-  }
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;

@@ -464,10 +464,8 @@ int main(int argc, char **argv)
   int st = harness_open(argv[3]);
   if (st)
     return st;
-  if (dsv4rt_bundle_open(ctx, argv[1], &bundle)) {
-    printf("FAIL: %s\n", dsv4rt_last_error(ctx));
+  if (harness_bundle(argv[1], &bundle))
     return 1;
-  }
   /* every kernel of the bundle, each with the layout it was compiled for */
   const char *v4_dequant = NULL, *v4_paged = NULL;
   dsv4_layout v4 = dsv4_check_layout_v4();
