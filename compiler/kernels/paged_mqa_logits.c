@@ -107,16 +107,8 @@ static void mma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef a[8][8][4], w0[8], w1[8];
   int QS = D + 16; /* padded rows: the 8 rows a fragment load touches hit 8 bank groups */
   LLVMValueRef qs = kb_shared_array(kb, kb->i8, H * QS, "dsv4_q");
-  LLVMValueRef qbase = LLVMBuildMul(b, r64, kb_i64(kb, (long long)H * D), "");
-  for (int c = 0; c < H * D; c += 16 * k->tile.threads) {
-    LLVMValueRef off = LLVMBuildAdd(b, kb_i64(kb, c), LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 16), ""), "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, off, kb_i64(kb, (long long)H * D), ""), "qcopy");
-    LLVMValueRef v = kb_load(kb, LLVMVectorType(kb->i32, 4), kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildAdd(b, qbase, off, "")), 16);
-    LLVMValueRef soff = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, off, kb_i64(kb, D), ""), kb_i64(kb, QS), ""),
-                                     LLVMBuildURem(b, off, kb_i64(kb, D), ""), "");
-    kb_store(kb, v, kb_byte_ptr(kb, qs, soff), 16);
-    kb_endif(kb, &in);
-  }
+  kb_stage_rows(kb, kb_arg(kb, Q), LLVMBuildMul(b, r64, kb_i64(kb, (long long)H * D), ""), (long long)H * D, NULL, D, QS,
+                qs, tid, k->tile.threads);
   kb->t->barrier(kb);
   LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, gid), kb_i64(kb, QS), "");
   LLVMValueRef dcol = LLVMBuildMul(b, kb_zext64(kb, tig), kb_i64(kb, 4), "");
@@ -302,17 +294,9 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
    * distinct banks), read per m-tile as q^T fragments and column weights */
   LLVMValueRef qs = kb_shared_array(kb, kb->i8, NM * H * QS, "dsv4_q");
   LLVMValueRef ws = kb_shared_array(kb, kb->f32, NM * H, "dsv4_w");
-  LLVMValueRef qbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * D), "");
-  LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), "");
-  for (int c0 = 0; c0 < NM * H * D; c0 += 16 * threads) {
-    LLVMValueRef off = LLVMBuildAdd(b, kb_i64(kb, c0), LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 16), ""), "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, off, qbytes, ""), "qcopy");
-    LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildAdd(b, qbase, off, "")), 16);
-    LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, off, kb_i64(kb, D), ""), kb_i64(kb, QS), ""),
-                                   LLVMBuildURem(b, off, kb_i64(kb, D), ""), "");
-    kb_store(kb, v, kb_byte_ptr(kb, qs, so), 16);
-    kb_endif(kb, &in);
-  }
+  LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */
+  kb_stage_rows(kb, kb_arg(kb, Q), LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * D), ""),
+                (long long)NM * H * D, qbytes, D, QS, qs, tid, threads);
   LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
   for (int c0 = 0; c0 < NM * H; c0 += threads) {
     LLVMValueRef i = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");

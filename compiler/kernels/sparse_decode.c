@@ -515,24 +515,10 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.va = LLVMBuildAdd(b, LLVMBuildMul(b, rowA, kb_i64(kb, x.RB), ""), vcol, "va");
 
   /* q rows h0 .. h0+HC of token t (zeros past the heads) */
-  int chunks = x.HC * x.D / 8, cpr = x.D / 8;
-  for (int c0 = 0; c0 < chunks; c0 += x.threads) {
-    LLVMValueRef ci = LLVMBuildAdd(b, x.tid, kb_i32(kb, c0), "");
-    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, ci, kb_i32(kb, chunks), "");
-    LLVMValueRef i = LLVMBuildUDiv(b, ci, kb_i32(kb, cpr), ""), col = LLVMBuildURem(b, ci, kb_i32(kb, cpr), "");
-    LLVMValueRef h = LLVMBuildAdd(b, h0, i, "");
-    LLVMValueRef ok = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, H, ""), "");
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h), "");
-    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, (long long)x.D * 2), ""),
-                                    LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 16), ""), "");
-    LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
-    LLVMValueRef v = kb_load_if(kb, ok, v4, kb_arg(kb, Q), off, 16, LLVMConstNull(v4));
-    kb_if_t f = kb_if(kb, in, "qst");
-    LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, i), kb_i64(kb, x.RB), ""),
-                                   LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 16), ""), "");
-    kb_store(kb, v, kb_byte_ptr(kb, x.qs, so), 16);
-    kb_endif(kb, &f);
-  }
+  LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMValueRef qvalid = LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSub(b, H, h0, "")), kb_i64(kb, (long long)x.D * 2), "");
+  kb_stage_rows(kb, kb_arg(kb, Q), LLVMBuildMul(b, qrow, kb_i64(kb, (long long)x.D * 2), ""), (long long)x.HC * x.D * 2,
+                qvalid, x.D * 2, x.RB, x.qs, x.tid, x.threads);
   int fold = 0;
   for (int i = 0; i < k->layout.nseg; i++)
     fold |= k->layout.seg[i].scale_tensor;
