@@ -133,9 +133,9 @@ int main(int argc, char **argv)
   printf("device: %s\n\n", dsv4rt_device_name(bench_ctx));
   double cms, copy = bench_copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
   printf("d2d copy: %.0f GB/s\n", copy);
-  /* the warp-matrix form (where the device runs it) beside the first matrix path */
-  static const char *const kernels[] = {"mqa_logits_v4_mma", "mqa_logits_v4"};
-  for (int i = 0; i < 2; i++) {
+  /* the matrix form (sm_90a: wgmma; sm_89: mma.sync) beside the portable tile's first matrix path */
+  static const char *const kernels[] = {"mqa_logits_v4_mma", "mqa_logits_v4_mma_sm89", "mqa_logits_v4"};
+  for (int i = 0; i < 3; i++) {
     int runs = dsv4rt_bundle_kernel_runs(bundle, kernels[i]);
     if (!runs) {
       printf("\n(no %s kernel for this device)\n", kernels[i]);

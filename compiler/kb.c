@@ -357,14 +357,26 @@ LLVMValueRef kb_dyn_shared(dsv4_kb *kb)
   return LLVMBuildPointerCast(kb->b, g, kb_ptr_to(kb, kb->i8, kb->t->shared_as), "");
 }
 
-LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name)
+LLVMValueRef kb_shared_array_aligned(dsv4_kb *kb, LLVMTypeRef ty, int n, int align, const char *name)
 {
   LLVMTypeRef at = LLVMArrayType(ty, (unsigned)n);
   LLVMValueRef g = LLVMAddGlobalInAddressSpace(kb->mod, at, name, kb->t->shared_as);
   LLVMSetLinkage(g, LLVMInternalLinkage);
   LLVMSetInitializer(g, LLVMGetUndef(at));
-  LLVMSetAlignment(g, 16);
+  LLVMSetAlignment(g, (unsigned)align);
   return LLVMBuildPointerCast(kb->b, g, kb_ptr_to(kb, kb->i8, kb->t->shared_as), "");
+}
+
+LLVMValueRef kb_shared_array(dsv4_kb *kb, LLVMTypeRef ty, int n, const char *name)
+{
+  return kb_shared_array_aligned(kb, ty, n, 16, name);
+}
+
+LLVMValueRef kb_swizzle(dsv4_kb *kb, LLVMValueRef off, int sw)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef bits = LLVMBuildAnd(b, LLVMBuildLShr(b, off, kb_i64(kb, 7), ""), kb_i64(kb, sw / 16 - 1), "");
+  return LLVMBuildXor(b, off, LLVMBuildShl(b, bits, kb_i64(kb, 4), ""), "swz");
 }
 
 static LLVMValueRef reduce_op(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, int op)

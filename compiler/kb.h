@@ -73,6 +73,21 @@ typedef struct dsv4_target_ir {
   void (*cp_async_wait)(dsv4_kb *kb, int n);
   /* Optional barrier of the warp's threads (memory ordered among them). */
   void (*warp_sync)(dsv4_kb *kb);
+  /* Optional warpgroup matrix units (PTX sm_90a wgmma).  wgmma_e4m3: for
+   * the 128 threads of a warpgroup (4 consecutive warps from a multiple of
+   * 4), D[64 x n] = sum over ks < ksteps of A_ks[64 x 32] * B_ks[n x 32]^T
+   * in f32, e4m3 A and B both read from shared memory K-major: a[ks] and
+   * b[ks] point at the first row's 32 bytes of step ks, rows are sw bytes
+   * (64 or 128) apart inside 8-row atoms of 8 sw bytes (atoms sw * 8 bytes
+   * apart, the first 1024-byte aligned) whose 16-byte pieces are swizzled
+   * as kb_swizzle() says.  d gets this thread's n / 2 values: d[4i + e] is
+   * row 16 (warp % 4) + lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) +
+   * (e % 2).  The call waits for the result.  Returns 0 when the target or
+   * arch has none (d NULL asks only that).  fence_proxy_async: orders this
+   * thread's earlier ordinary shared-memory writes (cp.async included)
+   * before later matrix-unit reads of them (then a barrier). */
+  int (*wgmma_e4m3)(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *d);
+  void (*fence_proxy_async)(dsv4_kb *kb);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
@@ -194,6 +209,13 @@ void kb_for_end(dsv4_kb *kb, kb_loop_t *l, const LLVMValueRef *next);
  * old value.  Relaxed ordering: barriers order the phases around it. */
 LLVMValueRef kb_atomic_add_i32(dsv4_kb *kb, LLVMValueRef bptr, LLVMValueRef v);
 
+/* Where byte off (i64) of a region of 8-row atoms of sw-byte rows
+ * (sw 64 or 128, the region 1024-byte aligned) lives under the matrix
+ * units' swizzle: its 16-byte piece index XORed with the row-in-atom bits
+ * (off bits 7.. onward), so a column of pieces spreads over all banks. */
+LLVMValueRef kb_swizzle(dsv4_kb *kb, LLVMValueRef off, int sw);
+/* A shared array like kb_shared_array, aligned to `align` bytes. */
+LLVMValueRef kb_shared_array_aligned(dsv4_kb *kb, LLVMTypeRef ty, int n, int align, const char *name);
 /* The CTA's dynamic shared memory (a byte pointer; its size is the
  * launch's, dsv4_kernel_shared_bytes()). */
 LLVMValueRef kb_dyn_shared(dsv4_kb *kb);

@@ -38,8 +38,8 @@ kernel {
   targets = targets,
 }
 
--- The warp-matrix form (PTX mma.sync e4m3, sm_89 and later): K rows as the
--- A operand, q^T in registers, 1024 positions a CTA of 4 warps.
+-- The matrix form, 1024 positions a CTA of 4 warps.  On sm_90a the CTA is
+-- one warpgroup: wgmma e4m3 with K rows and q both read from shared memory.
 kernel {
   name = "mqa_logits_v4_mma",
   op = "paged_mqa_logits",
@@ -47,4 +47,15 @@ kernel {
   heads = 64,
   tile = { tokens_per_cta = 1024, matrix = true },
   targets = { ptx = { arch = "sm_90a" } },
+}
+
+-- The same for sm_89 (no wgmma): mma.sync m16n8k32 e4m3 per warp, K rows
+-- as the A operand, q^T fragments from shared memory.  Runs on sm_90 too.
+kernel {
+  name = "mqa_logits_v4_mma_sm89",
+  op = "paged_mqa_logits",
+  layout = L.indexer_fp8,
+  heads = 64,
+  tile = { tokens_per_cta = 1024, matrix = true },
+  targets = { ptx = { arch = "sm_89" } },
 }

@@ -243,6 +243,80 @@ static void ptx_cp_async_wait_all(dsv4_kb *kb)
   kb_call(kb, "llvm.nvvm.cp.async.wait.group", kb->v, &i, &z, 1, LLVMCCallConv);
 }
 
+/* wgmma (sm_90a only: the 'a' features are not in later archs). */
+static int has_wgmma(const char *arch)
+{
+  size_t n = strlen(arch);
+  return arch_number(arch) == 90 && n && arch[n - 1] == 'a';
+}
+
+/* A shared-memory matrix descriptor: start address, leading byte offset 16
+ * (unused for swizzled K-major operands), stride byte offset between 8-row
+ * atoms (8 sw), swizzle mode (1: 128 bytes, 2: 64) in bits 62-63. */
+static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef a = LLVMBuildPtrToInt(b, sptr, kb->i64, "");
+  a = LLVMBuildLShr(b, LLVMBuildAnd(b, a, kb_i64(kb, 0x3FFFF), ""), kb_i64(kb, 4), "");
+  unsigned long long fixed = (1ULL << 16) | ((unsigned long long)(8 * sw / 16) << 32) | ((sw == 128 ? 1ULL : 2ULL) << 62);
+  return LLVMBuildOr(b, a, LLVMConstInt(kb->i64, fixed, 0), "desc");
+}
+
+/* One inline-asm block: fence, ksteps wgmma (the first overwriting D, the
+ * rest accumulating), commit, wait.  Waiting inside keeps the accumulators
+ * out of LLVM's hands while the unit owns them. */
+static int ptx_wgmma_e4m3(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *bm, LLVMValueRef *d)
+{
+  if (!has_wgmma(kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) || ksteps < 1 || ksteps > 16)
+    return 0;
+  if (!d)
+    return 1;
+  int nd = n / 2, na = nd + 2 * ksteps + 1;
+  char text[8192], cons[2048];
+  int t = snprintf(text, sizeof text, "{\n.reg .pred p0, p1;\nsetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
+                   "wgmma.fence.sync.aligned;\n", na - 1, na - 1);
+  int c = 0;
+  for (int ks = 0; ks < ksteps; ks++) {
+    t += snprintf(text + t, sizeof text - t, "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {", n);
+    for (int i = 0; i < nd; i++)
+      t += snprintf(text + t, sizeof text - t, "%s$%d", i ? ", " : "", i);
+    t += snprintf(text + t, sizeof text - t, "}, $%d, $%d, %s, 1, 1;\n", nd + 2 * ks, nd + 2 * ks + 1, ks ? "p1" : "p0");
+  }
+  snprintf(text + t, sizeof text - t, "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}");
+  for (int i = 0; i < nd; i++)
+    c += snprintf(cons + c, sizeof cons - c, "%s=f", i ? "," : "");
+  for (int i = 0; i < 2 * ksteps; i++)
+    c += snprintf(cons + c, sizeof cons - c, ",l");
+  snprintf(cons + c, sizeof cons - c, ",r,~{memory}");
+  LLVMTypeRef fs[128], ps[40];
+  LLVMValueRef args[40];
+  for (int i = 0; i < nd; i++)
+    fs[i] = kb->f32;
+  for (int ks = 0; ks < ksteps; ks++) {
+    ps[2 * ks] = ps[2 * ks + 1] = kb->i64;
+    args[2 * ks] = smem_desc(kb, a[ks], sw);
+    args[2 * ks + 1] = smem_desc(kb, bm[ks], sw);
+  }
+  ps[2 * ksteps] = kb->i32;
+  args[2 * ksteps] = kb_i32(kb, 0);
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0);
+  LLVMTypeRef fty = LLVMFunctionType(st, ps, (unsigned)(2 * ksteps + 1), 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)(2 * ksteps + 1), "");
+  for (int i = 0; i < nd; i++)
+    d[i] = LLVMBuildExtractValue(kb->b, r, (unsigned)i, "");
+  return 1;
+}
+
+static void ptx_fence_proxy_async(dsv4_kb *kb)
+{
+  static const char text[] = "fence.proxy.async.shared::cta;", cons[] = "~{memory}";
+  LLVMTypeRef fty = LLVMFunctionType(kb->v, NULL, 0, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 1, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
+}
+
 static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
 {
   LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
@@ -283,6 +357,8 @@ static const dsv4_target_ir ptx_ir = {
     .cp_async_commit = ptx_cp_async_commit,
     .cp_async_wait = ptx_cp_async_wait,
     .warp_sync = ptx_warp_sync,
+    .wgmma_e4m3 = ptx_wgmma_e4m3,
+    .fence_proxy_async = ptx_fence_proxy_async,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

@@ -271,6 +271,40 @@ static void ring_fill(dsv4_kb *kb, const kring *r, LLVMValueRef it)
   }
 }
 
+/* The matrix forms' CTA takes next_n (<= DSV4_LOGITS_MAX_NEXT_N) rows
+ * from r0 (i32): their weights into shared ws (f32 [row][head]; rows past
+ * next_n not written, never read). */
+static void stage_weights(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r0, LLVMValueRef ws, LLVMValueRef tid,
+                          int threads)
+{
+  LLVMBuilderRef b = kb->b;
+  int H = k->heads;
+  LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
+  for (int c0 = 0; c0 < DSV4_LOGITS_MAX_NEXT_N * H; c0 += threads) {
+    LLVMValueRef i = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, i, LLVMBuildMul(b, kb_arg(kb, NEXT_N), kb_i32(kb, H), ""), ""), "wcopy");
+    LLVMValueRef i4 = LLVMBuildMul(b, kb_zext64(kb, i), kb_i64(kb, 4), "");
+    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, i4, "")), 4),
+             kb_byte_ptr(kb, ws, i4), 4);
+    kb_endif(kb, &in);
+  }
+}
+
+/* The context lengths of rows r0 + j (0 past next_n) into ctxj; returns
+ * the longest, up to which K rows are loaded. */
+static LLVMValueRef row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctxj)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef cmax = kb_i32(kb, 0);
+  for (int j = 0; j < DSV4_LOGITS_MAX_NEXT_N; j++) {
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, j), kb_arg(kb, NEXT_N), "");
+    LLVMValueRef ro = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), "")), kb_i64(kb, 4), "");
+    ctxj[j] = kb_load_if(kb, in, kb->i32, kb_arg(kb, CTX), ro, 4, kb_i32(kb, 0));
+    cmax = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, ctxj[j], cmax, ""), ctxj[j], cmax, "");
+  }
+  return cmax;
+}
+
 static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
 {
   LLVMBuilderRef b = kb->b;
@@ -297,24 +331,9 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */
   kb_stage_rows(kb, kb_arg(kb, Q), LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * D), ""),
                 (long long)NM * H * D, qbytes, D, QS, qs, tid, threads);
-  LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
-  for (int c0 = 0; c0 < NM * H; c0 += threads) {
-    LLVMValueRef i = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, i, LLVMBuildMul(b, NN, kb_i32(kb, H), ""), ""), "wcopy");
-    LLVMValueRef i4 = LLVMBuildMul(b, kb_zext64(kb, i), kb_i64(kb, 4), "");
-    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, i4, "")), 4),
-             kb_byte_ptr(kb, ws, i4), 4);
-    kb_endif(kb, &in);
-  }
+  stage_weights(kb, k, r0, ws, tid, threads);
   kb->t->barrier(kb);
-  /* the rows' context lengths; K rows are loaded up to the longest */
-  LLVMValueRef ctxj[8], cmax = kb_i32(kb, 0);
-  for (int j = 0; j < NM; j++) {
-    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, j), NN, "");
-    LLVMValueRef ro = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), "")), kb_i64(kb, 4), "");
-    ctxj[j] = kb_load_if(kb, in, kb->i32, kb_arg(kb, CTX), ro, 4, kb_i32(kb, 0));
-    cmax = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, ctxj[j], cmax, ""), ctxj[j], cmax, "");
-  }
+  LLVMValueRef ctxj[DSV4_LOGITS_MAX_NEXT_N], cmax = row_contexts(kb, r0, ctxj);
   LLVMValueRef qlane = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, g), kb_i64(kb, QS), ""), slice, "qlane");
   int P = k->tile.tokens_per_cta, iters = P / (MLW * 16);
   LLVMValueRef base = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), ""),
@@ -408,8 +427,210 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   kb->t->cp_async_wait(kb, 0);
 }
 
+/* The warpgroup form (tile.matrix where the target has e4m3 warpgroup
+ * matrix units: PTX sm_90a wgmma).  The CTA is one warpgroup taking every
+ * next_n row of one batch entry over tokens_per_cta positions, 64 a step:
+ * S = K[64 positions x D] q^T[D x next_n H] per step, both operands read by
+ * the matrix unit from shared memory (K-major, swizzled), the relu-weighted
+ * head sum folded from the accumulators in registers and a quad butterfly.
+ * The K rows come through a ring of DSV4_LOGITS_STAGES steps filled with
+ * cp.async (zero-filled where a position is not valid). */
+enum { WG_M = 64 };
+
+/* The operand layout: rows of sw bytes in K-blocks of sw bytes (each block
+ * rows x sw, 1024-byte aligned as rows is a multiple of 16), swizzled. */
+static int wg_sw(int D) { return D < 128 ? 64 : 128; }
+static LLVMValueRef wg_off(dsv4_kb *kb, int D, int rows, LLVMValueRef row, long long kbyte)
+{
+  int sw = wg_sw(D);
+  LLVMValueRef o = LLVMBuildAdd(kb->b, LLVMBuildMul(kb->b, row, kb_i64(kb, sw), ""),
+                                kb_i64(kb, kbyte / sw * rows * sw + kbyte % sw), "");
+  return kb_swizzle(kb, o, sw);
+}
+
+static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  const dsv4_target_ir *t = kb->t;
+  const dsv4_layout *L = &k->layout;
+  int D = L->dim, H = k->heads;
+  return t->wgmma_e4m3 && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
+         t->shfl_xor && t->warp == 32 && MLW == 4 && (D == 64 || D % 128 == 0) && D <= 256 && H % 8 == 0 &&
+         t->wgmma_e4m3(kb, DSV4_LOGITS_MAX_NEXT_N * H, wg_sw(D), D / 32, NULL, NULL, NULL) &&
+         t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
+         k->tile.tokens_per_cta % WG_M == 0 && L->align % 16 == 0 && L->row_bytes % 16 == 0 &&
+         L->seg[0].offset % 16 == 0;
+}
+
+typedef struct {
+  const dsv4_kernel *k;
+  LLVMValueRef ring, sc, ok; /* K stages; per stage 64 scales, 64 validity words */
+  LLVMValueRef qs, ws;       /* q rows (next_n max x H), weights */
+  LLVMValueRef tid, p0cta, cmax, breq, r0, ctxj[DSV4_LOGITS_MAX_NEXT_N];
+} wgk;
+
+static LLVMValueRef wg_stage(dsv4_kb *kb, const wgk *w, LLVMValueRef base, LLVMValueRef it, int bytes)
+{
+  LLVMValueRef s = LLVMBuildURem(kb->b, it, kb_i32(kb, DSV4_LOGITS_STAGES), "");
+  return kb_byte_ptr(kb, base, LLVMBuildMul(kb->b, kb_zext64(kb, s), kb_i64(kb, bytes), ""));
+}
+
+/* Copies of step it: thread t takes row t / 2 (one lookup), half its bytes;
+ * the even thread also its scale and validity. */
+static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &w->k->layout;
+  int D = L->dim;
+  LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m"), half = LLVMBuildAnd(b, w->tid, kb_i32(kb, 1), "");
+  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "");
+  kpos kp = locate(kb, L, kb_zext64(kb, pos), w->cmax, w->breq);
+  LLVMValueRef st = wg_stage(kb, w, w->ring, it, WG_M * D), cache = kb_arg(kb, CACHE);
+  LLVMValueRef m64 = kb_zext64(kb, m), n16 = LLVMBuildSelect(b, kp.ok, kb_i32(kb, 16), kb_i32(kb, 0), "");
+  for (int i = 0; i < D / 32; i++) {
+    /* byte kb of the row: half * D / 2 + 16 i */
+    LLVMValueRef kb0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, half), kb_i64(kb, D / 2), ""), kb_i64(kb, 16 * i), "");
+    int sw = wg_sw(D);
+    LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, m64, kb_i64(kb, sw), ""),
+                                  LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, kb0, kb_i64(kb, sw), ""), kb_i64(kb, (long long)WG_M * sw), ""),
+                                               LLVMBuildURem(b, kb0, kb_i64(kb, sw), ""), ""), "");
+    LLVMValueRef src = LLVMBuildSelect(b, kp.ok, LLVMBuildAdd(b, kp.row, kb0, ""), kb_i64(kb, 0), "");
+    kb->t->cp_async(kb, kb_byte_ptr(kb, st, kb_swizzle(kb, o, sw)), kb_byte_ptr(kb, cache, src), 16, n16);
+  }
+  kb_if_t ev = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, half, kb_i32(kb, 0), ""), "scale");
+  LLVMValueRef m4 = LLVMBuildMul(b, m64, kb_i64(kb, 4), "");
+  kb->t->cp_async(kb, kb_byte_ptr(kb, wg_stage(kb, w, w->sc, it, WG_M * 4), m4),
+                  kb_byte_ptr(kb, cache, LLVMBuildSelect(b, kp.ok, kp.scale, kb_i64(kb, 0), "")), 4,
+                  LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
+  kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, wg_stage(kb, w, w->ok, it, WG_M * 4), m4), 4);
+  kb_endif(kb, &ev);
+}
+
+/* Step it's product for rows 0..nr-1 (n = nr H columns) and its logits. */
+static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_kernel *k = w->k;
+  int D = k->layout.dim, H = k->heads, n = nr * H, KS = D / 32;
+  LLVMValueRef st = wg_stage(kb, w, w->ring, it, WG_M * D), A[8], B[8], d[128];
+  for (int ks = 0; ks < KS; ks++) {
+    A[ks] = kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, kb_i64(kb, 0), ks * 32));
+    B[ks] = kb_byte_ptr(kb, w->qs, wg_off(kb, D, DSV4_LOGITS_MAX_NEXT_N * H, kb_i64(kb, 0), ks * 32));
+  }
+  kb->t->wgmma_e4m3(kb, n, wg_sw(D), KS, A, B, d);
+  LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
+  LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
+  LLVMValueRef sc = wg_stage(kb, w, w->sc, it, WG_M * 4), okp = wg_stage(kb, w, w->ok, it, WG_M * 4);
+  LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
+  for (int j = 0; j < nr; j++) {
+    LLVMValueRef part[2] = {zero, zero};
+    for (int i = j * H / 8; i < (j + 1) * H / 8; i++) {
+      /* columns 8i + 2c (+1) are row j's heads (8i + 2c) mod H: weights ws[8i + 2c] */
+      LLVMValueRef wo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, 8 * i), "")), kb_i64(kb, 4), "");
+      LLVMValueRef w2 = kb_load(kb, LLVMVectorType(kb->f32, 2), kb_byte_ptr(kb, w->ws, wo), 8);
+      for (int hh = 0; hh < 2; hh++)
+        for (int e = 0; e < 2; e++) { /* part += max(s, 0) w (maxnum: a NaN gives 0) */
+          LLVMValueRef ma[2] = {d[4 * i + 2 * hh + e], zero};
+          LLVMValueRef fa[3] = {kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv),
+                                LLVMBuildExtractElement(b, w2, kb_i32(kb, e), ""), part[hh]};
+          part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
+        }
+    }
+    LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), ""));
+    for (int hh = 0; hh < 2; hh++) {
+      for (int m = 1; m <= 2; m *= 2)
+        part[hh] = LLVMBuildFAdd(b, part[hh], kb->t->shfl_xor(kb, part[hh], m), "");
+      /* accumulator row 16 warp + g + 8 hh; quad lane 2 j + hh stores it */
+      LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * hh), ""), "");
+      LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
+      LLVMValueRef m4 = LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 4), "");
+      LLVMValueRef ksc = kb_load(kb, kb->f32, kb_byte_ptr(kb, sc, m4), 4);
+      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, okp, m4), 4), kb_i32(kb, 0), "");
+      LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, w->ctxj[j], ""), "");
+      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc, ""), ninf, "");
+      LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, (2 * j + hh) % 4), ""),
+                                      LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, ROW_LEN), ""), "");
+      kb_if_t f = kb_if(kb, sto, "store");
+      LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), kb_zext64(kb, pos), ""), kb_i64(kb, 4), "");
+      kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
+      kb_endif(kb, &f);
+    }
+  }
+}
+
+static void wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  LLVMBuilderRef b = kb->b;
+  int H = k->heads, D = k->layout.dim, NM = DSV4_LOGITS_MAX_NEXT_N, S = DSV4_LOGITS_STAGES, threads = MLW * 32;
+  int P = k->tile.tokens_per_cta, QR = NM * H;
+  wgk w = {.k = k};
+  w.tid = kb->t->thread_id(kb);
+  LLVMValueRef bq = kb->t->block_id(kb, 1), NN = kb_arg(kb, NEXT_N);
+  w.r0 = LLVMBuildMul(b, bq, NN, "r0");
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, w.r0, kb_arg(kb, ROWS), "")); /* whole CTAs */
+  w.breq = kb_zext64(kb, bq);
+  w.p0cta = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), "p0cta");
+  w.qs = kb_shared_array_aligned(kb, kb->i8, QR * D, 1024, "dsv4_q");
+  w.ring = kb_shared_array_aligned(kb, kb->i8, S * WG_M * D, 1024, "dsv4_ring");
+  w.sc = kb_shared_array(kb, kb->f32, S * WG_M, "dsv4_scale");
+  w.ok = kb_shared_array(kb, kb->i32, S * WG_M, "dsv4_ok");
+  w.ws = kb_shared_array(kb, kb->f32, QR, "dsv4_w");
+  /* q rows (row j's head h at row j H + h) by cp.async, zeros past next_n:
+   * the oldest copy group, complete by the first step's wait */
+  LLVMValueRef qv = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), "");
+  LLVMValueRef qsrc = LLVMBuildMul(b, kb_zext64(kb, w.r0), kb_i64(kb, (long long)H * D), "");
+  for (int c0 = 0; c0 < QR * D; c0 += 16 * threads) {
+    LLVMValueRef o = LLVMBuildAdd(b, kb_i64(kb, c0), LLVMBuildMul(b, kb_zext64(kb, w.tid), kb_i64(kb, 16), ""), "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, o, kb_i64(kb, (long long)QR * D), ""), "qcopy");
+    LLVMValueRef rd = LLVMBuildICmp(b, LLVMIntULT, o, qv, "");
+    LLVMValueRef row = LLVMBuildUDiv(b, o, kb_i64(kb, D), ""), kbyte = LLVMBuildURem(b, o, kb_i64(kb, D), "");
+    int sw = wg_sw(D);
+    LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, sw), ""),
+                                   LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, kbyte, kb_i64(kb, sw), ""), kb_i64(kb, (long long)QR * sw), ""),
+                                                LLVMBuildURem(b, kbyte, kb_i64(kb, sw), ""), ""), "");
+    kb->t->cp_async(kb, kb_byte_ptr(kb, w.qs, kb_swizzle(kb, so, sw)),
+                    kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildSelect(b, rd, LLVMBuildAdd(b, qsrc, o, ""), kb_i64(kb, 0), "")), 16,
+                    LLVMBuildSelect(b, rd, kb_i32(kb, 16), kb_i32(kb, 0), ""));
+    kb_endif(kb, &in);
+  }
+  kb->t->cp_async_commit(kb);
+  stage_weights(kb, k, w.r0, w.ws, w.tid, threads);
+  w.cmax = row_contexts(kb, w.r0, w.ctxj);
+  /* steps up to the row's end */
+  LLVMValueRef left = LLVMBuildSub(b, kb_arg(kb, ROW_LEN), w.p0cta, "");
+  LLVMValueRef iters = LLVMBuildSDiv(b, LLVMBuildAdd(b, left, kb_i32(kb, WG_M - 1), ""), kb_i32(kb, WG_M), "");
+  iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
+  for (int s0 = 0; s0 < S - 1; s0++) {
+    kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
+    wg_fill(kb, &w, kb_i32(kb, s0));
+    kb_endif(kb, &f);
+    kb->t->cp_async_commit(kb);
+  }
+  kb_loop_t lp;
+  kb_for(kb, &lp, kb_i32(kb, 0), iters, 0, NULL);
+  kb->t->cp_async_wait(kb, S - 2); /* this step's copies (and q) landed */
+  kb->t->fence_proxy_async(kb);      /* ... visible to the matrix unit */
+  kb->t->barrier(kb);                /* everyone's; the stage refilled next is read by no one */
+  LLVMValueRef nx = LLVMBuildAdd(b, lp.iv, kb_i32(kb, S - 1), "");
+  kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
+  wg_fill(kb, &w, nx);
+  kb_endif(kb, &pf);
+  kb->t->cp_async_commit(kb);
+  for (int nr = 1; nr <= NM; nr++) { /* the product as wide as next_n rows */
+    kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, NN, kb_i32(kb, nr), ""), "rows");
+    wg_step(kb, &w, lp.iv, nr);
+    kb_endif(kb, &f);
+  }
+  kb_for_end(kb, &lp, NULL);
+  kb->t->cp_async_wait(kb, 0);
+}
+
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
+  if (k->tile.matrix && wgmma_fits(kb, k)) {
+    wgmma_logits(kb, k);
+    return 0;
+  }
   if (k->tile.matrix) {
     const dsv4_target_ir *t = kb->t;
     if (!t->mma_e4m3_16x8x32 || !t->shfl_xor || !t->shfl_idx || !t->cp_async || !t->cp_async_commit ||
