@@ -1,12 +1,13 @@
 /* bench_indexer.c -- the indexer's logits and top-k on the issue's shape.
  *
- *   bench_indexer BUNDLE [cuda|opencl]
+ *   bench_indexer BUNDLE [cuda|opencl] [LOGITS_KERNEL...]
  *
  * B = 128 rows of 32K context (DSV4_BENCH_SMALL: 4 x 2K), next_n 1 and 2.
  * Logits bandwidth counts the KV bytes read (132 a position, once per
  * request) and the logits written, beside a device-to-device copy in the
  * same run; top-k is timed on the kernel's own logits.  One row of each run
- * is checked against the reference first.
+ * is checked against the reference first.  With kernel names (a spec's
+ * tuning variants, say), those instead of the indexer spec's three.
  */
 #include <math.h>
 #include <stdio.h>
@@ -112,7 +113,7 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_indexer BUNDLE [cuda|opencl]\n");
+    fprintf(stderr, "usage: bench_indexer BUNDLE [cuda|opencl] [LOGITS_KERNEL...]\n");
     return 2;
   }
   bench_name = "bench_indexer";
@@ -134,8 +135,10 @@ int main(int argc, char **argv)
   double cms, copy = bench_copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
   printf("d2d copy: %.0f GB/s\n", copy);
   /* the matrix form (sm_90a: wgmma; sm_89: mma.sync) beside the portable tile's first matrix path */
-  static const char *const kernels[] = {"mqa_logits_v4_mma", "mqa_logits_v4_mma_sm89", "mqa_logits_v4"};
-  for (int i = 0; i < 3; i++) {
+  static const char *const spec_kernels[] = {"mqa_logits_v4_mma", "mqa_logits_v4_mma_sm89", "mqa_logits_v4"};
+  const char *const *kernels = argc > 3 ? (const char *const *)argv + 3 : spec_kernels;
+  int nk = argc > 3 ? argc - 3 : 3;
+  for (int i = 0; i < nk; i++) {
     int runs = dsv4rt_bundle_kernel_runs(bundle, kernels[i]);
     if (!runs) {
       printf("\n(no %s kernel for this device)\n", kernels[i]);

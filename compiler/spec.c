@@ -676,8 +676,9 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
    * matrix form has its own mapping and ignores it) */
   int lm = logits && tl->matrix;
   bad |= get_int(&t, logits ? "heads_per_thread" : "values_per_thread", !lm, 1, 64, 1, &tl->values_per_thread);
-  /* the decode kernel's CTA holds heads of one token, the others' tokens */
-  bad |= get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, 1024, 0, &tl->tokens_per_cta);
+  /* the decode kernel's CTA holds heads of one token, the others' tokens
+   * (the logits matrix form's CTA walks its positions in steps: more) */
+  bad |= get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, lm ? 65536 : 1024, 0, &tl->tokens_per_cta);
   bad |= get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
   bad |= get_bool(&t, "streaming", 1, &tl->streaming);
   bad |= get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);

@@ -49,7 +49,21 @@ static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValu
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
-  LLVMValueRef col = LLVMBuildUDiv(b, pos, bs, "");
+  /* pos / bs and pos mod bs: a shift and a mask for a power-of-two block
+   * size (the usual case, and a uniform branch), a division otherwise */
+  LLVMValueRef pow2 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, bs, LLVMBuildSub(b, bs, kb_i64(kb, 1), ""), ""),
+                                    kb_i64(kb, 0), "");
+  kb_if_t p2 = kb_if(kb, pow2, "pow2");
+  LLVMTypeRef c2[2] = {kb->i64, kb->i1};
+  LLVMValueRef ca[2] = {bs, LLVMConstInt(kb->i1, 1, 0)};
+  LLVMValueRef sh = kb_call(kb, "llvm.cttz.i64", kb->i64, c2, ca, 2, LLVMCCallConv);
+  LLVMValueRef col_s = LLVMBuildLShr(b, pos, sh, ""), row_s = LLVMBuildAnd(b, pos, LLVMBuildSub(b, bs, kb_i64(kb, 1), ""), "");
+  LLVMBasicBlockRef from_s = LLVMGetInsertBlock(b);
+  kb_else(kb, &p2);
+  LLVMValueRef col_d = LLVMBuildUDiv(b, pos, bs, ""), row_d = LLVMBuildURem(b, pos, bs, "");
+  LLVMBasicBlockRef from_d = LLVMGetInsertBlock(b);
+  kb_endif(kb, &p2);
+  LLVMValueRef col = kb_phi(kb, col_s, from_s, col_d, from_d), row = kb_phi(kb, row_s, from_s, row_d, from_d);
   LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
@@ -60,7 +74,6 @@ static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValu
   k.ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
   k.ok = LLVMBuildAnd(b, k.ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
   LLVMValueRef bb = LLVMBuildMul(b, LLVMBuildSelect(b, k.ok, bl, kb_i64(kb, 0), ""), kb_arg(kb, BLOCK_STRIDE), "");
-  LLVMValueRef row = LLVMBuildURem(b, pos, bs, "");
   k.row = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
                                            kb_i64(kb, L->seg[0].offset), ""), "krow");
   int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
@@ -463,7 +476,7 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
 
 typedef struct {
   const dsv4_kernel *k;
-  LLVMValueRef ring, sc, ok; /* K stages; per stage 64 scales, 64 validity words */
+  LLVMValueRef ring, sc;     /* K stages; per stage 64 (scale, validity word) pairs */
   LLVMValueRef qs, ws;       /* q rows (next_n max x H), weights */
   LLVMValueRef tid, p0cta, cmax, breq, r0, ctxj[DSV4_LOGITS_MAX_NEXT_N];
 } wgk;
@@ -493,15 +506,14 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
     LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, m64, kb_i64(kb, sw), ""),
                                   LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, kb0, kb_i64(kb, sw), ""), kb_i64(kb, (long long)WG_M * sw), ""),
                                                LLVMBuildURem(b, kb0, kb_i64(kb, sw), ""), ""), "");
-    LLVMValueRef src = LLVMBuildSelect(b, kp.ok, LLVMBuildAdd(b, kp.row, kb0, ""), kb_i64(kb, 0), "");
-    kb->t->cp_async(kb, kb_byte_ptr(kb, st, kb_swizzle(kb, o, sw)), kb_byte_ptr(kb, cache, src), 16, n16);
+    /* (an invalid position's offsets are block 0's, in bounds; none read) */
+    kb->t->cp_async(kb, kb_byte_ptr(kb, st, kb_swizzle(kb, o, sw)), kb_byte_ptr(kb, cache, LLVMBuildAdd(b, kp.row, kb0, "")),
+                    16, n16);
   }
   kb_if_t ev = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, half, kb_i32(kb, 0), ""), "scale");
-  LLVMValueRef m4 = LLVMBuildMul(b, m64, kb_i64(kb, 4), "");
-  kb->t->cp_async(kb, kb_byte_ptr(kb, wg_stage(kb, w, w->sc, it, WG_M * 4), m4),
-                  kb_byte_ptr(kb, cache, LLVMBuildSelect(b, kp.ok, kp.scale, kb_i64(kb, 0), "")), 4,
-                  LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
-  kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, wg_stage(kb, w, w->ok, it, WG_M * 4), m4), 4);
+  LLVMValueRef sv = kb_byte_ptr(kb, wg_stage(kb, w, w->sc, it, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 8), ""));
+  kb->t->cp_async(kb, sv, kb_byte_ptr(kb, cache, kp.scale), 4, LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
+  kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, sv, kb_i64(kb, 4)), 4);
   kb_endif(kb, &ev);
 }
 
@@ -520,7 +532,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
   LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
-  LLVMValueRef sc = wg_stage(kb, w, w->sc, it, WG_M * 4), okp = wg_stage(kb, w, w->ok, it, WG_M * 4);
+  LLVMValueRef sc = wg_stage(kb, w, w->sc, it, WG_M * 8);
   LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
   for (int j = 0; j < nr; j++) {
     LLVMValueRef part[2] = {zero, zero};
@@ -543,9 +555,9 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
       /* accumulator row 16 warp + g + 8 hh; quad lane 2 j + hh stores it */
       LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * hh), ""), "");
       LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
-      LLVMValueRef m4 = LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 4), "");
-      LLVMValueRef ksc = kb_load(kb, kb->f32, kb_byte_ptr(kb, sc, m4), 4);
-      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, okp, m4), 4), kb_i32(kb, 0), "");
+      LLVMValueRef so = kb_load(kb, LLVMVectorType(kb->i32, 2), kb_byte_ptr(kb, sc, LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 8), "")), 8);
+      LLVMValueRef ksc = LLVMBuildBitCast(b, LLVMBuildExtractElement(b, so, kb_i32(kb, 0), ""), kb->f32, "");
+      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildExtractElement(b, so, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
       LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, w->ctxj[j], ""), "");
       LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc, ""), ninf, "");
       LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, (2 * j + hh) % 4), ""),
@@ -572,8 +584,7 @@ static void wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   w.p0cta = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), "p0cta");
   w.qs = kb_shared_array_aligned(kb, kb->i8, QR * D, 1024, "dsv4_q");
   w.ring = kb_shared_array_aligned(kb, kb->i8, S * WG_M * D, 1024, "dsv4_ring");
-  w.sc = kb_shared_array(kb, kb->f32, S * WG_M, "dsv4_scale");
-  w.ok = kb_shared_array(kb, kb->i32, S * WG_M, "dsv4_ok");
+  w.sc = kb_shared_array(kb, kb->i32, S * WG_M * 2, "dsv4_scale");
   w.ws = kb_shared_array(kb, kb->f32, QR, "dsv4_w");
   /* q rows (row j's head h at row j H + h) by cp.async, zeros past next_n:
    * the oldest copy group, complete by the first step's wait */
