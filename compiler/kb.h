@@ -75,18 +75,25 @@ typedef struct dsv4_target_ir {
   void (*warp_sync)(dsv4_kb *kb);
   /* Optional warpgroup matrix units (PTX sm_90a wgmma).  wgmma_e4m3: for
    * the 128 threads of a warpgroup (4 consecutive warps from a multiple of
-   * 4), D[64 x n] = sum over ks < ksteps of A_ks[64 x 32] * B_ks[n x 32]^T
-   * in f32, e4m3 A and B both read from shared memory K-major: a[ks] and
-   * b[ks] point at the first row's 32 bytes of step ks, rows are sw bytes
-   * (64 or 128) apart inside 8-row atoms of 8 sw bytes (atoms sw * 8 bytes
-   * apart, the first 1024-byte aligned) whose 16-byte pieces are swizzled
-   * as kb_swizzle() says.  d gets this thread's n / 2 values: d[4i + e] is
-   * row 16 (warp % 4) + lane / 4 + 8 (e / 2), column 8i + 2 (lane % 4) +
-   * (e % 2).  The call waits for the result.  Returns 0 when the target or
-   * arch has none (d NULL asks only that).  fence_proxy_async: orders this
+   * 4), starts D[64 x n] = sum over ks < ksteps of A_ks[64 x 32] *
+   * B_ks[n x 32]^T in f32 as one group, e4m3 A and B both read from shared
+   * memory K-major: a[ks] and b[ks] point at the first row's 32 bytes of
+   * step ks, rows are sw bytes (64 or 128) apart inside 8-row atoms of 8 sw
+   * bytes (atoms sw * 8 bytes apart, the first 1024-byte aligned) whose
+   * 16-byte pieces are swizzled as kb_swizzle() says.  d gets this
+   * thread's n / 2 values, not to be touched before wgmma_wait has
+   * returned them: d[4i + e] is row 16 (warp % 4) + lane / 4 + 8 (e / 2),
+   * column 8i + 2 (lane % 4) + (e % 2).  Returns 0 when the target or arch
+   * has none (d NULL asks only that).  wgmma_wait: waits until at most
+   * `pending` groups are running and hands back the nd values of a group
+   * that has finished (d in, d out).  fence_proxy_async: orders this
    * thread's earlier ordinary shared-memory writes (cp.async included)
    * before later matrix-unit reads of them (then a barrier). */
   int (*wgmma_e4m3)(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *d);
+  void (*wgmma_wait)(dsv4_kb *kb, int pending, LLVMValueRef *d, int nd);
+  /* Optional occupancy request: the kernel being built should keep n CTAs
+   * a multiprocessor resident (the register allocation is capped to fit). */
+  void (*min_ctas)(dsv4_kb *kb, int n);
   void (*fence_proxy_async)(dsv4_kb *kb);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);

@@ -29,6 +29,8 @@ static void ptx_mark_kernel(dsv4_kb *kb, LLVMValueRef fn, int threads)
   annotate(kb, fn, "maxntidx", threads);
 }
 
+static void ptx_min_ctas(dsv4_kb *kb, int n) { annotate(kb, kb->fn, "minctasm", n); }
+
 static LLVMValueRef sreg(dsv4_kb *kb, const char *name)
 {
   return kb_call(kb, name, kb->i32, NULL, NULL, 0, LLVMCCallConv);
@@ -263,8 +265,9 @@ static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw)
 }
 
 /* One inline-asm block: fence, ksteps wgmma (the first overwriting D, the
- * rest accumulating), commit, wait.  Waiting inside keeps the accumulators
- * out of LLVM's hands while the unit owns them. */
+ * rest accumulating), commit.  The accumulators go back to LLVM only
+ * through ptx_wgmma_wait, whose asm takes and returns them: nothing reads
+ * them while the unit owns them. */
 static int ptx_wgmma_e4m3(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *bm, LLVMValueRef *d)
 {
   if (!has_wgmma(kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) || ksteps < 1 || ksteps > 16)
@@ -282,7 +285,7 @@ static int ptx_wgmma_e4m3(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *
       t += snprintf(text + t, sizeof text - t, "%s$%d", i ? ", " : "", i);
     t += snprintf(text + t, sizeof text - t, "}, $%d, $%d, %s, 1, 1;\n", nd + 2 * ks, nd + 2 * ks + 1, ks ? "p1" : "p0");
   }
-  snprintf(text + t, sizeof text - t, "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}");
+  snprintf(text + t, sizeof text - t, "wgmma.commit_group.sync.aligned;\n}");
   for (int i = 0; i < nd; i++)
     c += snprintf(cons + c, sizeof cons - c, "%s=f", i ? "," : "");
   for (int i = 0; i < 2 * ksteps; i++)
@@ -306,6 +309,27 @@ static int ptx_wgmma_e4m3(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *
   for (int i = 0; i < nd; i++)
     d[i] = LLVMBuildExtractValue(kb->b, r, (unsigned)i, "");
   return 1;
+}
+
+static void ptx_wgmma_wait(dsv4_kb *kb, int pending, LLVMValueRef *d, int nd)
+{
+  char text[64], cons[1024];
+  snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", pending);
+  int c = 0;
+  for (int i = 0; i < nd; i++)
+    c += snprintf(cons + c, sizeof cons - c, "%s=f", i ? "," : "");
+  for (int i = 0; i < nd; i++)
+    c += snprintf(cons + c, sizeof cons - c, ",%d", i);
+  snprintf(cons + c, sizeof cons - c, ",~{memory}");
+  LLVMTypeRef fs[128];
+  for (int i = 0; i < nd; i++)
+    fs[i] = kb->f32;
+  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0);
+  LLVMTypeRef fty = LLVMFunctionType(st, fs, (unsigned)nd, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, d, (unsigned)nd, "");
+  for (int i = 0; i < nd; i++)
+    d[i] = LLVMBuildExtractValue(kb->b, r, (unsigned)i, "");
 }
 
 static void ptx_fence_proxy_async(dsv4_kb *kb)
@@ -358,6 +382,8 @@ static const dsv4_target_ir ptx_ir = {
     .cp_async_wait = ptx_cp_async_wait,
     .warp_sync = ptx_warp_sync,
     .wgmma_e4m3 = ptx_wgmma_e4m3,
+    .wgmma_wait = ptx_wgmma_wait,
+    .min_ctas = ptx_min_ctas,
     .fence_proxy_async = ptx_fence_proxy_async,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,

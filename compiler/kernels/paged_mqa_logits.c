@@ -448,7 +448,7 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
  * head sum folded from the accumulators in registers and a quad butterfly.
  * The K rows come through a ring of DSV4_LOGITS_STAGES steps filled with
  * cp.async (zero-filled where a position is not valid). */
-enum { WG_M = 64 };
+enum { WG_M = 64, WG_REGS = 96 /* next_n 2's 64 accumulators and the rest */ };
 
 /* The operand layout: rows of sw bytes in K-blocks of sw bytes (each block
  * rows x sw, 1024-byte aligned as rows is a multiple of 16), swizzled. */
@@ -466,7 +466,7 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
   const dsv4_target_ir *t = kb->t;
   const dsv4_layout *L = &k->layout;
   int D = L->dim, H = k->heads;
-  return t->wgmma_e4m3 && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
+  return t->wgmma_e4m3 && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
          t->shfl_xor && t->warp == 32 && MLW == 4 && (D == 64 || D % 128 == 0) && D <= 256 && H % 8 == 0 &&
          t->wgmma_e4m3(kb, DSV4_LOGITS_MAX_NEXT_N * H, wg_sw(D), D / 32, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
@@ -517,7 +517,9 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
   kb_endif(kb, &ev);
 }
 
-/* Step it's product for rows 0..nr-1 (n = nr H columns) and its logits. */
+/* Step it's product for rows 0..nr-1 (n = nr H columns, one group: two
+ * groups so that the first's sums overlap the second's product measured
+ * 3-6% slower) and its logits. */
 static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
 {
   LLVMBuilderRef b = kb->b;
@@ -529,6 +531,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
     B[ks] = kb_byte_ptr(kb, w->qs, wg_off(kb, D, DSV4_LOGITS_MAX_NEXT_N * H, kb_i64(kb, 0), ks * 32));
   }
   kb->t->wgmma_e4m3(kb, n, wg_sw(D), KS, A, B, d);
+  kb->t->wgmma_wait(kb, 0, d, n / 2);
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
   LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
@@ -586,6 +589,17 @@ static void wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   w.ring = kb_shared_array_aligned(kb, kb->i8, S * WG_M * D, 1024, "dsv4_ring");
   w.sc = kb_shared_array(kb, kb->i32, S * WG_M * 2, "dsv4_scale");
   w.ws = kb_shared_array(kb, kb->f32, QR, "dsv4_w");
+  /* The CTAs a multiprocessor holds: as many as its shared memory takes
+   * (1 KB of each reserved), up to what leaves WG_REGS registers a thread;
+   * more CTAs hide more of each one's serial steps (measured: 5 instead of
+   * the 4 the allocator's own choice of ~100 registers gave, +2-3%). */
+  if (kb->t->min_ctas) {
+    int smem = QR * D + S * WG_M * D + S * WG_M * 8 + QR * 4 + 1024;
+    int by_smem = (dsv4_target_max_shared(kb->t->kind, kb->arch) + 1024) / smem, by_regs = 65536 / (threads * WG_REGS);
+    int n = by_smem < by_regs ? by_smem : by_regs;
+    if (n > 1)
+      kb->t->min_ctas(kb, n);
+  }
   /* q rows (row j's head h at row j H + h) by cp.async, zeros past next_n:
    * the oldest copy group, complete by the first step's wait */
   LLVMValueRef qv = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), "");
