@@ -11,7 +11,7 @@ cp "$build"/tests/test_gather "$build"/tests/test_insert "$build"/tests/test_dec
    "$build"/bench/bench_gather "$build"/bench/bench_insert "$build"/bench/bench_decode "$build"/bench/bench_indexer \
    "$build"/bin/dsv4rt-check .gpu/
 cp "$build"/kernels/decode.dsv4b "$build"/kernels/gather_layouts.dsv4b "$build"/kernels/insert.dsv4b \
-   "$build"/kernels/sparse_decode.dsv4b "$build"/kernels/indexer.dsv4b .gpu/
+   "$build"/kernels/sparse_decode.dsv4b "$build"/kernels/indexer.dsv4b "$build"/kernels/indexer_shapes.dsv4b .gpu/
 "$build"/bin/dsv4c bench/gather_variants.lua -t ptx -o .gpu/variants
 "$build"/bin/dsv4c bench/logits_variants.lua -t ptx -o .gpu/variants
 for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant v4_sparse_decode_c128_h64 v4_sparse_decode_c4_h128 \

@@ -17,6 +17,8 @@ if [ "$what" != bench ]; then
   ./test_decode sparse_decode.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   echo "== test_indexer cuda"
   ./test_indexer indexer.dsv4b golden cuda | grep -E "FAIL|golden|passed"
+  echo "== test_indexer cuda (other shapes)"
+  ./test_indexer indexer_shapes.dsv4b golden cuda | grep -E "FAIL|passed"
   echo "== test_insert cuda"
   ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda | grep -E "FAIL|golden|passed"
   if command -v compute-sanitizer >/dev/null; then
@@ -25,6 +27,7 @@ if [ "$what" != bench ]; then
     compute-sanitizer --tool memcheck --print-limit 5 ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda 2>&1 | tail -2
     compute-sanitizer --tool memcheck --print-limit 5 ./test_decode sparse_decode.dsv4b golden cuda 2>&1 | tail -2
     compute-sanitizer --tool memcheck --print-limit 5 ./test_indexer indexer.dsv4b golden cuda 2>&1 | tail -2
+    compute-sanitizer --tool memcheck --print-limit 5 ./test_indexer indexer_shapes.dsv4b golden cuda 2>&1 | tail -2
   fi
 fi
 if [ "$what" != tests ]; then

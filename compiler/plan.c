@@ -73,6 +73,12 @@ int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch)
   return t == DSV4_TARGET_PTX && sscanf(arch, "sm_%d", &v) == 1 && v >= 89;
 }
 
+/* wgmma (the warpgroup matrix units): PTX sm_90a only. */
+int dsv4_target_has_wgmma(dsv4_target_kind t, const char *arch)
+{
+  return t == DSV4_TARGET_PTX && strcmp(arch, "sm_90a") == 0;
+}
+
 /* Per-CTA shared memory an opt-in launch may take (CUDA's "max shared memory
  * per block optin"): 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 and
  * sm_89.  The runtimes pass dynamic shared memory only to CUDA. */

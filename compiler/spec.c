@@ -701,12 +701,25 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
       bad = 1;
     }
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
-      if (kn->target[i].enabled && !dsv4_target_has_e4m3_mma((dsv4_target_kind)i, kn->target[i].arch)) {
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
+      if (!kn->target[i].enabled)
+        continue;
+      if (!dsv4_target_has_e4m3_mma((dsv4_target_kind)i, kn->target[i].arch)) {
         FERR(&t, "matrix", "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx sm_89 and later)",
              dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch);
         bad = 1;
+        continue;
       }
+      /* the form the arch gets (warpgroup on sm_90a) keeps its q rows and
+       * K ring in static shared memory */
+      int wg = dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch);
+      int need = wg ? dsv4_logits_wg_shared_bytes(l->dim, kn->heads) : dsv4_logits_warp_shared_bytes(l->dim, kn->heads);
+      if (need > DSV4_LOGITS_STATIC_MAX) {
+        FERR(&t, "matrix", "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a kernel holds statically; take fewer heads or a narrower layout",
+             kn->heads, l->dim, need, wg ? "warpgroup" : "warp", kn->target[i].arch, DSV4_LOGITS_STATIC_MAX);
+        bad = 1;
+      }
+    }
   }
   if (!bad && tl->matrix && decode) {
     /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two

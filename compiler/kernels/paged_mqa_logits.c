@@ -448,7 +448,7 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
  * head sum folded from the accumulators in registers and a quad butterfly.
  * The K rows come through a ring of DSV4_LOGITS_STAGES steps filled with
  * cp.async (zero-filled where a position is not valid). */
-enum { WG_M = 64, WG_REGS = 96 /* next_n 2's 64 accumulators and the rest */ };
+enum { WG_M = 64, WG_REGS = 32 /* a thread's registers besides its accumulators (next_n max x heads / 2) */ };
 
 /* The operand layout: rows of sw bytes in K-blocks of sw bytes (each block
  * rows x sw, 1024-byte aligned as rows is a multiple of 16), swizzled. */
@@ -573,7 +573,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
   }
 }
 
-static void wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
+static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
 {
   LLVMBuilderRef b = kb->b;
   int H = k->heads, D = k->layout.dim, NM = DSV4_LOGITS_MAX_NEXT_N, S = DSV4_LOGITS_STAGES, threads = MLW * 32;
@@ -589,13 +589,16 @@ static void wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   w.ring = kb_shared_array_aligned(kb, kb->i8, S * WG_M * D, 1024, "dsv4_ring");
   w.sc = kb_shared_array(kb, kb->i32, S * WG_M * 2, "dsv4_scale");
   w.ws = kb_shared_array(kb, kb->f32, QR, "dsv4_w");
+  int smem = QR * D + S * WG_M * D + S * WG_M * 8 + QR * 4;
+  if (smem != dsv4_logits_wg_shared_bytes(D, H))
+    return 1; /* the checker's rule (dsv4_abi.h) is out of step with this code */
   /* The CTAs a multiprocessor holds: as many as its shared memory takes
    * (1 KB of each reserved), up to what leaves WG_REGS registers a thread;
    * more CTAs hide more of each one's serial steps (measured: 5 instead of
    * the 4 the allocator's own choice of ~100 registers gave, +2-3%). */
   if (kb->t->min_ctas) {
-    int smem = QR * D + S * WG_M * D + S * WG_M * 8 + QR * 4 + 1024;
-    int by_smem = (dsv4_target_max_shared(kb->t->kind, kb->arch) + 1024) / smem, by_regs = 65536 / (threads * WG_REGS);
+    int by_smem = (dsv4_target_max_shared(kb->t->kind, kb->arch) + 1024) / (smem + 1024);
+    int by_regs = 65536 / (threads * (QR / 2 + WG_REGS));
     int n = by_smem < by_regs ? by_smem : by_regs;
     if (n > 1)
       kb->t->min_ctas(kb, n);
@@ -648,12 +651,16 @@ static void wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   }
   kb_for_end(kb, &lp, NULL);
   kb->t->cp_async_wait(kb, 0);
+  return 0;
 }
 
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   if (k->tile.matrix && wgmma_fits(kb, k)) {
-    wgmma_logits(kb, k);
+    if (wgmma_logits(kb, k)) {
+      dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warpgroup form's shared memory is not dsv4_logits_wg_shared_bytes()", k->name);
+      return 1;
+    }
     return 0;
   }
   if (k->tile.matrix) {
@@ -663,6 +670,12 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
         !t->cp_async(kb, NULL, NULL, 16, NULL)) {
       dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of paged_mqa_logits",
                  k->name, kb->arch);
+      return 1;
+    }
+    int D = k->layout.dim, H = k->heads;
+    if (DSV4_LOGITS_MAX_NEXT_N * H * (D + 16) + DSV4_LOGITS_MAX_NEXT_N * H * 4 + MLW * DSV4_LOGITS_STAGES * RING_SB(D) !=
+        dsv4_logits_warp_shared_bytes(D, H)) {
+      dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warp form's shared memory is not dsv4_logits_warp_shared_bytes()", k->name);
       return 1;
     }
     matrix_logits(kb, k);

@@ -222,6 +222,21 @@ static inline int dsv4_pow2ceil(int n)
  * 4 rows took 142 registers against 104 and ran 7% slower at next_n 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
 #define DSV4_LOGITS_STAGES 3 /* m-tiles of K a warp has in its cp.async ring */
+/* The static shared memory of its two forms (the spec checker holds them
+ * to a kernel's 48 KB; the generators build exactly these): the warp form
+ * (mma.sync: q rows padded by 16 bytes, weights, a ring of 16-row steps a
+ * warp) and the warpgroup form (wgmma: q rows, a ring of 64-row steps,
+ * 8 bytes of scale and validity a row, weights). */
+#define DSV4_LOGITS_STATIC_MAX 49152
+static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
+{
+  return DSV4_LOGITS_MAX_NEXT_N * heads * (dim + 16) + DSV4_LOGITS_MAX_NEXT_N * heads * 4 +
+         DSV4_LOGITS_WARPS * DSV4_LOGITS_STAGES * (16 * (dim + 16) + 128);
+}
+static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
+{
+  return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) + DSV4_LOGITS_MAX_NEXT_N * heads * 4;
+}
 
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split. */

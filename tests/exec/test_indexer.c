@@ -84,10 +84,16 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
   }
 }
 
+/* A random case with blocks of bs tokens: 64 (the layout's stride), or
+ * another size (a power of two or not, above or below the kernels' 64-position
+ * steps) at the smallest stride the layout allows, rounded up to its
+ * alignment. */
 static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties,
-                        int matrix)
+                        int matrix, int64_t bs)
 {
-  int64_t D = L->dim, bs = 64, maxb = 40, nb = B * maxb, stride = L->block_stride ? L->block_stride : 8448;
+  int64_t D = L->dim, maxb = 40 * 64 / bs, nb = B * maxb;
+  int64_t stride = bs == 64 && L->block_stride ? L->block_stride
+                                               : (dsv4_layout_min_block_bytes(L, bs) + L->align - 1) / L->align * L->align;
   int64_t Lr = maxb * bs - 37, rstride = Lr + 64; /* row length not a multiple of 64; padded stride */
   /* the cache, written by the reference writer from random rows */
   int64_t ntok = nb * bs;
@@ -213,15 +219,20 @@ int main(int argc, char **argv)
     kern k;
     if (!harness_kernel(bundle, e, "paged_mqa_logits", &k))
       continue;
-    random_case(k.name, &k.L, k.info.heads, 3, 1, 0, k.info.matrix);
-    random_case(k.name, &k.L, k.info.heads, 2, 2, 0, k.info.matrix);
+    random_case(k.name, &k.L, k.info.heads, 3, 1, 0, k.info.matrix, 64);
+    random_case(k.name, &k.L, k.info.heads, 2, 2, 0, k.info.matrix, 64);
+    random_case(k.name, &k.L, k.info.heads, 2, 2, 0, k.info.matrix, 48);  /* block size not a power of two */
+    random_case(k.name, &k.L, k.info.heads, 2, 1, 0, k.info.matrix, 16);  /* several blocks a 64-position step */
+    random_case(k.name, &k.L, k.info.heads, 1, 2, 0, k.info.matrix, 128); /* a block over two steps */
     if (!k.info.matrix) { /* MTP: next_n 3 and 4 (the matrix form refuses them, checked in every case) */
-      random_case(k.name, &k.L, k.info.heads, 2, 3, 0, 0);
-      random_case(k.name, &k.L, k.info.heads, 1, 4, 0, 0);
+      random_case(k.name, &k.L, k.info.heads, 2, 3, 0, 0, 64);
+      random_case(k.name, &k.L, k.info.heads, 1, 4, 0, 0, 64);
     }
-    random_case(k.name, &k.L, k.info.heads, 2, 1, 1, k.info.matrix); /* many equal logits: ties at the threshold */
-    golden(k.name, argv[2], "indexer_logits_n1");
-    golden(k.name, argv[2], "indexer_logits_n2");
+    random_case(k.name, &k.L, k.info.heads, 2, 1, 1, k.info.matrix, 64); /* many equal logits: ties at the threshold */
+    if (k.info.heads == 64 && k.L.dim == 128 && !strcmp(k.L.name, "indexer_fp8")) { /* the fixtures' shape */
+      golden(k.name, argv[2], "indexer_logits_n1");
+      golden(k.name, argv[2], "indexer_logits_n2");
+    }
     ran++;
   }
   CHECK(ran > 0, "the bundle has no paged_mqa_logits kernel");
