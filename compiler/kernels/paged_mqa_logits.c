@@ -481,15 +481,16 @@ typedef struct {
   LLVMValueRef tid, p0cta, cmax, breq, r0, ctxj[DSV4_LOGITS_MAX_NEXT_N];
 } wgk;
 
-static LLVMValueRef wg_stage(dsv4_kb *kb, const wgk *w, LLVMValueRef base, LLVMValueRef it, int bytes)
+/* Stage s (i32, carried by the loop rather than it mod the stage count) of
+ * a ring of `bytes`-byte stages at base. */
+static LLVMValueRef wg_stage(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef s, int bytes)
 {
-  LLVMValueRef s = LLVMBuildURem(kb->b, it, kb_i32(kb, DSV4_LOGITS_STAGES), "");
   return kb_byte_ptr(kb, base, LLVMBuildMul(kb->b, kb_zext64(kb, s), kb_i64(kb, bytes), ""));
 }
 
 /* Copies of step it: thread t takes row t / 2 (one lookup), half its bytes;
  * the even thread also its scale and validity. */
-static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
+static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef stage)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &w->k->layout;
@@ -497,7 +498,7 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
   LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m"), half = LLVMBuildAnd(b, w->tid, kb_i32(kb, 1), "");
   LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "");
   kpos kp = locate(kb, L, kb_zext64(kb, pos), w->cmax, w->breq);
-  LLVMValueRef st = wg_stage(kb, w, w->ring, it, WG_M * D), cache = kb_arg(kb, CACHE);
+  LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), cache = kb_arg(kb, CACHE);
   LLVMValueRef m64 = kb_zext64(kb, m), n16 = LLVMBuildSelect(b, kp.ok, kb_i32(kb, 16), kb_i32(kb, 0), "");
   for (int i = 0; i < D / 32; i++) {
     /* byte kb of the row: half * D / 2 + 16 i */
@@ -511,7 +512,7 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
                     16, n16);
   }
   kb_if_t ev = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, half, kb_i32(kb, 0), ""), "scale");
-  LLVMValueRef sv = kb_byte_ptr(kb, wg_stage(kb, w, w->sc, it, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 8), ""));
+  LLVMValueRef sv = kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 8), ""));
   kb->t->cp_async(kb, sv, kb_byte_ptr(kb, cache, kp.scale), 4, LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
   kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, sv, kb_i64(kb, 4)), 4);
   kb_endif(kb, &ev);
@@ -520,12 +521,12 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
 /* Step it's product for rows 0..nr-1 (n = nr H columns, one group: two
  * groups so that the first's sums overlap the second's product measured
  * 3-6% slower) and its logits. */
-static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
+static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValueRef stage)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_kernel *k = w->k;
   int D = k->layout.dim, H = k->heads, n = nr * H, KS = D / 32;
-  LLVMValueRef st = wg_stage(kb, w, w->ring, it, WG_M * D), A[8], B[8], d[128];
+  LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), A[8], B[8], d[128];
   for (int ks = 0; ks < KS; ks++) {
     A[ks] = kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, kb_i64(kb, 0), ks * 32));
     B[ks] = kb_byte_ptr(kb, w->qs, wg_off(kb, D, DSV4_LOGITS_MAX_NEXT_N * H, kb_i64(kb, 0), ks * 32));
@@ -535,7 +536,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr)
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
   LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
-  LLVMValueRef sc = wg_stage(kb, w, w->sc, it, WG_M * 8);
+  LLVMValueRef sc = wg_stage(kb, w->sc, stage, WG_M * 8);
   LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
   for (int j = 0; j < nr; j++) {
     LLVMValueRef part[2] = {zero, zero};
@@ -630,26 +631,32 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
   for (int s0 = 0; s0 < S - 1; s0++) {
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
-    wg_fill(kb, &w, kb_i32(kb, s0));
+    wg_fill(kb, &w, kb_i32(kb, s0), kb_i32(kb, s0));
     kb_endif(kb, &f);
     kb->t->cp_async_commit(kb);
   }
   kb_loop_t lp;
-  kb_for(kb, &lp, kb_i32(kb, 0), iters, 0, NULL);
+  LLVMValueRef s0v = kb_i32(kb, 0);
+  kb_for(kb, &lp, kb_i32(kb, 0), iters, 1, &s0v);
+  LLVMValueRef cs = lp.vars[0]; /* this step's stage; the one refilled is the step before's */
+  LLVMValueRef fs = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, cs, kb_i32(kb, 0), ""), kb_i32(kb, S - 1),
+                                    LLVMBuildSub(b, cs, kb_i32(kb, 1), ""), "fstage");
   kb->t->cp_async_wait(kb, S - 2); /* this step's copies (and q) landed */
   kb->t->fence_proxy_async(kb);      /* ... visible to the matrix unit */
   kb->t->barrier(kb);                /* everyone's; the stage refilled next is read by no one */
   LLVMValueRef nx = LLVMBuildAdd(b, lp.iv, kb_i32(kb, S - 1), "");
   kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
-  wg_fill(kb, &w, nx);
+  wg_fill(kb, &w, nx, fs);
   kb_endif(kb, &pf);
   kb->t->cp_async_commit(kb);
   for (int nr = 1; nr <= NM; nr++) { /* the product as wide as next_n rows */
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, NN, kb_i32(kb, nr), ""), "rows");
-    wg_step(kb, &w, lp.iv, nr);
+    wg_step(kb, &w, lp.iv, nr, cs);
     kb_endif(kb, &f);
   }
-  kb_for_end(kb, &lp, NULL);
+  LLVMValueRef ns = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, cs, kb_i32(kb, S - 1), ""), kb_i32(kb, 0),
+                                    LLVMBuildAdd(b, cs, kb_i32(kb, 1), ""), "");
+  kb_for_end(kb, &lp, &ns);
   kb->t->cp_async_wait(kb, 0);
   return 0;
 }
