@@ -712,7 +712,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       }
       /* the form the arch gets (warpgroup on sm_90a) keeps its q rows and
        * K ring in static shared memory */
-      int wg = dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch);
+      int wg = dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) && dsv4_logits_wg_shape_ok(l->dim);
       int need = wg ? dsv4_logits_wg_shared_bytes(l->dim, kn->heads) : dsv4_logits_warp_shared_bytes(l->dim, kn->heads);
       if (need > DSV4_LOGITS_STATIC_MAX) {
         FERR(&t, "matrix", "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a kernel holds statically; take fewer heads or a narrower layout",

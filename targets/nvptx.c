@@ -245,13 +245,6 @@ static void ptx_cp_async_wait_all(dsv4_kb *kb)
   kb_call(kb, "llvm.nvvm.cp.async.wait.group", kb->v, &i, &z, 1, LLVMCCallConv);
 }
 
-/* wgmma (sm_90a only: the 'a' features are not in later archs). */
-static int has_wgmma(const char *arch)
-{
-  size_t n = strlen(arch);
-  return arch_number(arch) == 90 && n && arch[n - 1] == 'a';
-}
-
 /* A shared-memory matrix descriptor: start address, leading byte offset 16
  * (unused for swizzled K-major operands), stride byte offset between 8-row
  * atoms (8 sw), swizzle mode (1: 128 bytes, 2: 64) in bits 62-63. */
@@ -270,7 +263,7 @@ static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw)
  * them while the unit owns them. */
 static int ptx_wgmma_e4m3(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *bm, LLVMValueRef *d)
 {
-  if (!has_wgmma(kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) || ksteps < 1 || ksteps > 16)
+  if (!dsv4_target_has_wgmma(DSV4_TARGET_PTX, kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) || ksteps < 1 || ksteps > 16)
     return 0;
   if (!d)
     return 1;

@@ -318,7 +318,49 @@ static LLVMValueRef row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctx
   return cmax;
 }
 
-static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
+/* The matrix forms' epilogue.  relu_weigh: for an accumulator block of
+ * rows g, g + 8 and columns col0 + 2c, + 1 (the PTX m16n8 layout, which
+ * wgmma repeats), part[hh] += max(acc[2 hh + e], 0) * ws[col0 + 2c + e]
+ * over e, as a max and an fma (maxnum: a NaN gives 0, as the reference's
+ * max(0, x) comparison does). */
+static void relu_weigh(dsv4_kb *kb, LLVMValueRef ws, LLVMValueRef c, int col0, const LLVMValueRef *acc, LLVMValueRef part[2])
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
+  LLVMValueRef wo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, col0), "")),
+                                 kb_i64(kb, 4), "");
+  LLVMValueRef w2 = kb_load(kb, LLVMVectorType(kb->f32, 2), kb_byte_ptr(kb, ws, wo), 8);
+  for (int hh = 0; hh < 2; hh++)
+    for (int e = 0; e < 2; e++) {
+      LLVMValueRef ma[2] = {acc[2 * hh + e], LLVMConstReal(kb->f32, 0.0)};
+      LLVMValueRef fa[3] = {kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv),
+                            LLVMBuildExtractElement(b, w2, kb_i32(kb, e), ""), part[hh]};
+      part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
+    }
+}
+
+/* The head sum of position pos (i32) of logits row r64 (i64), of which
+ * each lane of a quad holds a part: the quad's butterfly, then the lane
+ * c == writer stores scale * sum where the position is ok and before ctx,
+ * -inf where it is not, if the position is in the row. */
+static void store_logit(dsv4_kb *kb, LLVMValueRef part, LLVMValueRef c, int writer, LLVMValueRef r64, LLVMValueRef pos,
+                        LLVMValueRef ok, LLVMValueRef ctx, LLVMValueRef scale)
+{
+  LLVMBuilderRef b = kb->b;
+  for (int m = 1; m <= 2; m *= 2)
+    part = LLVMBuildFAdd(b, part, kb->t->shfl_xor(kb, part, m), "");
+  LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, ctx, ""), "");
+  LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part, scale, ""), LLVMConstReal(kb->f32, -INFINITY), "");
+  LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, writer), ""),
+                                  LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, ROW_LEN), ""), "");
+  kb_if_t f = kb_if(kb, sto, "store");
+  LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), kb_zext64(kb, pos), ""),
+                                 kb_i64(kb, 4), "");
+  kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
+  kb_endif(kb, &f);
+}
+
+static int matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
@@ -335,10 +377,12 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef breq = kb_zext64(kb, bq);
   LLVMValueRef slice = LLVMBuildMul(b, kb_zext64(kb, c), kb_i64(kb, D / 4), "slice");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
-  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
   /* the rows' q and weights staged once in shared memory (q rows padded by
    * 16 bytes: a quarter warp's 16-byte reads of 2 rows x 4 slices hit
    * distinct banks), read per m-tile as q^T fragments and column weights */
+  if (NM * H * QS + NM * H * 4 + MLW * DSV4_LOGITS_STAGES * RING_SB(D) != dsv4_logits_warp_shared_bytes(D, H))
+    return 1; /* the checker's rule (dsv4_abi.h) is out of step with the arrays below */
   LLVMValueRef qs = kb_shared_array(kb, kb->i8, NM * H * QS, "dsv4_q");
   LLVMValueRef ws = kb_shared_array(kb, kb->f32, NM * H, "dsv4_w");
   LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, NN), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */
@@ -396,7 +440,7 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
     kb_if_t fj = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, j), NN, ""), "rowj");
     LLVMValueRef part[2] = {zero, zero};
     for (int nt = 0; nt < NT; nt++) {
-      LLVMValueRef bqf[8][2], acc[4] = {zero, zero, zero, zero}, wv[2];
+      LLVMValueRef bqf[8][2], acc[4] = {zero, zero, zero, zero};
       for (int q = 0; q < CW; q++) { /* head 8 nt + g of row j, this thread's slice */
         long long off = ((long long)j * H + nt * 8) * QS + q * 16;
         LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, qs, LLVMBuildAdd(b, qlane, kb_i64(kb, off), "")), 16);
@@ -405,39 +449,17 @@ static void matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
       }
       for (int ks = 0; ks < KS; ks++)
         kb->t->mma_e4m3_16x8x32(kb, A[ks], bqf[ks], acc, acc);
-      LLVMValueRef wo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, j * H + nt * 8), "")),
-                                     kb_i64(kb, 4), "");
-      LLVMValueRef w2 = kb_load(kb, LLVMVectorType(kb->f32, 2), kb_byte_ptr(kb, ws, wo), 8);
-      for (int e = 0; e < 2; e++)
-        wv[e] = LLVMBuildExtractElement(b, w2, kb_i32(kb, e), "");
-      for (int hh = 0; hh < 2; hh++)
-        for (int e = 0; e < 2; e++) { /* part += max(acc, 0) w: a max and an fma (maxnum: a NaN gives 0, as the select did) */
-          LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
-          LLVMValueRef ma[2] = {acc[hh * 2 + e], zero};
-          LLVMValueRef x = kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv);
-          LLVMValueRef fa[3] = {x, wv[e], part[hh]};
-          part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
-        }
+      relu_weigh(kb, ws, c, j * H + nt * 8, acc, part);
     }
     LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), ""));
-    for (int hh = 0; hh < 2; hh++) {
-      for (int m = 1; m <= 2; m *= 2)
-        part[hh] = LLVMBuildFAdd(b, part[hh], kb->t->shfl_xor(kb, part[hh], m), "");
-      LLVMValueRef pos = LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), "");
-      LLVMValueRef n = kb_zext64(kb, pos);
-      LLVMValueRef valid = LLVMBuildAnd(b, vok[hh], LLVMBuildICmp(b, LLVMIntSLT, pos, ctxj[j], ""), "");
-      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc[hh], ""), ninf, "");
-      LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntSLT, n, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
-      kb_if_t f = kb_if(kb, sto, "store");
-      LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), n, ""), kb_i64(kb, 4), "");
-      kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
-      kb_endif(kb, &f);
-    }
+    for (int hh = 0; hh < 2; hh++)
+      store_logit(kb, part[hh], c, 0, r64, LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), ""), vok[hh],
+                  ctxj[j], ksc[hh]);
     kb_endif(kb, &fj);
   }
   kb_for_end(kb, &lp, NULL);
   kb->t->cp_async_wait(kb, 0);
+  return 0;
 }
 
 /* The warpgroup form (tile.matrix where the target has e4m3 warpgroup
@@ -453,11 +475,13 @@ enum { WG_M = 64, WG_REGS = 32 /* a thread's registers besides its accumulators 
 /* The operand layout: rows of sw bytes in K-blocks of sw bytes (each block
  * rows x sw, 1024-byte aligned as rows is a multiple of 16), swizzled. */
 static int wg_sw(int D) { return D < 128 ? 64 : 128; }
-static LLVMValueRef wg_off(dsv4_kb *kb, int D, int rows, LLVMValueRef row, long long kbyte)
+static LLVMValueRef wg_off(dsv4_kb *kb, int D, int rows, LLVMValueRef row, LLVMValueRef kbyte)
 {
+  LLVMBuilderRef b = kb->b;
   int sw = wg_sw(D);
-  LLVMValueRef o = LLVMBuildAdd(kb->b, LLVMBuildMul(kb->b, row, kb_i64(kb, sw), ""),
-                                kb_i64(kb, kbyte / sw * rows * sw + kbyte % sw), "");
+  LLVMValueRef blk = LLVMBuildMul(b, LLVMBuildUDiv(b, kbyte, kb_i64(kb, sw), ""), kb_i64(kb, (long long)rows * sw), "");
+  LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, sw), ""),
+                                LLVMBuildAdd(b, blk, LLVMBuildURem(b, kbyte, kb_i64(kb, sw), ""), ""), "");
   return kb_swizzle(kb, o, sw);
 }
 
@@ -467,7 +491,7 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
   const dsv4_layout *L = &k->layout;
   int D = L->dim, H = k->heads;
   return t->wgmma_e4m3 && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
-         t->shfl_xor && t->warp == 32 && MLW == 4 && (D == 64 || D % 128 == 0) && D <= 256 && H % 8 == 0 &&
+         t->shfl_xor && t->warp == 32 && MLW == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
          t->wgmma_e4m3(kb, DSV4_LOGITS_MAX_NEXT_N * H, wg_sw(D), D / 32, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
          k->tile.tokens_per_cta % WG_M == 0 && L->align % 16 == 0 && L->row_bytes % 16 == 0 &&
@@ -503,12 +527,8 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef sta
   for (int i = 0; i < D / 32; i++) {
     /* byte kb of the row: half * D / 2 + 16 i */
     LLVMValueRef kb0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, half), kb_i64(kb, D / 2), ""), kb_i64(kb, 16 * i), "");
-    int sw = wg_sw(D);
-    LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, m64, kb_i64(kb, sw), ""),
-                                  LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, kb0, kb_i64(kb, sw), ""), kb_i64(kb, (long long)WG_M * sw), ""),
-                                               LLVMBuildURem(b, kb0, kb_i64(kb, sw), ""), ""), "");
     /* (an invalid position's offsets are block 0's, in bounds; none read) */
-    kb->t->cp_async(kb, kb_byte_ptr(kb, st, kb_swizzle(kb, o, sw)), kb_byte_ptr(kb, cache, LLVMBuildAdd(b, kp.row, kb0, "")),
+    kb->t->cp_async(kb, kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, m64, kb0)), kb_byte_ptr(kb, cache, LLVMBuildAdd(b, kp.row, kb0, "")),
                     16, n16);
   }
   kb_if_t ev = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, half, kb_i32(kb, 0), ""), "scale");
@@ -528,48 +548,28 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   int D = k->layout.dim, H = k->heads, n = nr * H, KS = D / 32;
   LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), A[8], B[8], d[128];
   for (int ks = 0; ks < KS; ks++) {
-    A[ks] = kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, kb_i64(kb, 0), ks * 32));
-    B[ks] = kb_byte_ptr(kb, w->qs, wg_off(kb, D, DSV4_LOGITS_MAX_NEXT_N * H, kb_i64(kb, 0), ks * 32));
+    A[ks] = kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, kb_i64(kb, 0), kb_i64(kb, ks * 32)));
+    B[ks] = kb_byte_ptr(kb, w->qs, wg_off(kb, D, DSV4_LOGITS_MAX_NEXT_N * H, kb_i64(kb, 0), kb_i64(kb, ks * 32)));
   }
   kb->t->wgmma_e4m3(kb, n, wg_sw(D), KS, A, B, d);
   kb->t->wgmma_wait(kb, 0, d, n / 2);
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
-  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), ninf = LLVMConstReal(kb->f32, -INFINITY);
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
   LLVMValueRef sc = wg_stage(kb, w->sc, stage, WG_M * 8);
-  LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
   for (int j = 0; j < nr; j++) {
     LLVMValueRef part[2] = {zero, zero};
-    for (int i = j * H / 8; i < (j + 1) * H / 8; i++) {
-      /* columns 8i + 2c (+1) are row j's heads (8i + 2c) mod H: weights ws[8i + 2c] */
-      LLVMValueRef wo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, 8 * i), "")), kb_i64(kb, 4), "");
-      LLVMValueRef w2 = kb_load(kb, LLVMVectorType(kb->f32, 2), kb_byte_ptr(kb, w->ws, wo), 8);
-      for (int hh = 0; hh < 2; hh++)
-        for (int e = 0; e < 2; e++) { /* part += max(s, 0) w (maxnum: a NaN gives 0) */
-          LLVMValueRef ma[2] = {d[4 * i + 2 * hh + e], zero};
-          LLVMValueRef fa[3] = {kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv),
-                                LLVMBuildExtractElement(b, w2, kb_i32(kb, e), ""), part[hh]};
-          part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
-        }
-    }
+    for (int i = j * H / 8; i < (j + 1) * H / 8; i++) /* columns 8i + 2c (+1): row j's heads, weights ws[8i + 2c] */
+      relu_weigh(kb, w->ws, c, 8 * i, &d[4 * i], part);
     LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), ""));
     for (int hh = 0; hh < 2; hh++) {
-      for (int m = 1; m <= 2; m *= 2)
-        part[hh] = LLVMBuildFAdd(b, part[hh], kb->t->shfl_xor(kb, part[hh], m), "");
       /* accumulator row 16 warp + g + 8 hh; quad lane 2 j + hh stores it */
       LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * hh), ""), "");
       LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
       LLVMValueRef so = kb_load(kb, LLVMVectorType(kb->i32, 2), kb_byte_ptr(kb, sc, LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 8), "")), 8);
       LLVMValueRef ksc = LLVMBuildBitCast(b, LLVMBuildExtractElement(b, so, kb_i32(kb, 0), ""), kb->f32, "");
       LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildExtractElement(b, so, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
-      LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, w->ctxj[j], ""), "");
-      LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[hh], ksc, ""), ninf, "");
-      LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, (2 * j + hh) % 4), ""),
-                                      LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, ROW_LEN), ""), "");
-      kb_if_t f = kb_if(kb, sto, "store");
-      LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), kb_zext64(kb, pos), ""), kb_i64(kb, 4), "");
-      kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LOGITS), lo), 4);
-      kb_endif(kb, &f);
+      store_logit(kb, part[hh], c, (2 * j + hh) % 4, r64, pos, ok, w->ctxj[j], ksc);
     }
   }
 }
@@ -613,11 +613,7 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, o, kb_i64(kb, (long long)QR * D), ""), "qcopy");
     LLVMValueRef rd = LLVMBuildICmp(b, LLVMIntULT, o, qv, "");
     LLVMValueRef row = LLVMBuildUDiv(b, o, kb_i64(kb, D), ""), kbyte = LLVMBuildURem(b, o, kb_i64(kb, D), "");
-    int sw = wg_sw(D);
-    LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, sw), ""),
-                                   LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, kbyte, kb_i64(kb, sw), ""), kb_i64(kb, (long long)QR * sw), ""),
-                                                LLVMBuildURem(b, kbyte, kb_i64(kb, sw), ""), ""), "");
-    kb->t->cp_async(kb, kb_byte_ptr(kb, w.qs, kb_swizzle(kb, so, sw)),
+    kb->t->cp_async(kb, kb_byte_ptr(kb, w.qs, wg_off(kb, D, QR, row, kbyte)),
                     kb_byte_ptr(kb, kb_arg(kb, Q), LLVMBuildSelect(b, rd, LLVMBuildAdd(b, qsrc, o, ""), kb_i64(kb, 0), "")), 16,
                     LLVMBuildSelect(b, rd, kb_i32(kb, 16), kb_i32(kb, 0), ""));
     kb_endif(kb, &in);
@@ -679,13 +675,10 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
                  k->name, kb->arch);
       return 1;
     }
-    int D = k->layout.dim, H = k->heads;
-    if (DSV4_LOGITS_MAX_NEXT_N * H * (D + 16) + DSV4_LOGITS_MAX_NEXT_N * H * 4 + MLW * DSV4_LOGITS_STAGES * RING_SB(D) !=
-        dsv4_logits_warp_shared_bytes(D, H)) {
+    if (matrix_logits(kb, k)) {
       dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warp form's shared memory is not dsv4_logits_warp_shared_bytes()", k->name);
       return 1;
     }
-    matrix_logits(kb, k);
     return 0;
   }
   if (use_mma(kb, k)) {

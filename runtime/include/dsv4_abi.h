@@ -233,6 +233,9 @@ static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
   return DSV4_LOGITS_MAX_NEXT_N * heads * (dim + 16) + DSV4_LOGITS_MAX_NEXT_N * heads * 4 +
          DSV4_LOGITS_WARPS * DSV4_LOGITS_STAGES * (16 * (dim + 16) + 128);
 }
+/* The warpgroup form takes dims of one 64-byte swizzle atom or whole
+ * 128-byte ones (up to 256); other widths get the warp form. */
+static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
 static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 {
   return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) + DSV4_LOGITS_MAX_NEXT_N * heads * 4;
