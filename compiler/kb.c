@@ -352,7 +352,7 @@ LLVMValueRef kb_dyn_shared(dsv4_kb *kb)
   if (!g) {
     g = LLVMAddGlobalInAddressSpace(kb->mod, LLVMArrayType(kb->i8, 0), name, kb->t->shared_as);
     LLVMSetLinkage(g, LLVMExternalLinkage);
-    LLVMSetAlignment(g, 16);
+    LLVMSetAlignment(g, 1024); /* matrix-unit operands are laid out in 1024-byte atoms */
   }
   return LLVMBuildPointerCast(kb->b, g, kb_ptr_to(kb, kb->i8, kb->t->shared_as), "");
 }
@@ -377,6 +377,34 @@ LLVMValueRef kb_swizzle(dsv4_kb *kb, LLVMValueRef off, int sw)
   LLVMBuilderRef b = kb->b;
   LLVMValueRef bits = LLVMBuildAnd(b, LLVMBuildLShr(b, off, kb_i64(kb, 7), ""), kb_i64(kb, sw / 16 - 1), "");
   return LLVMBuildXor(b, off, LLVMBuildShl(b, bits, kb_i64(kb, 4), ""), "swz");
+}
+
+LLVMValueRef kb_mma_offset(dsv4_kb *kb, int sw, int rows, LLVMValueRef row, LLVMValueRef kbyte)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef blk = LLVMBuildMul(b, LLVMBuildUDiv(b, kbyte, kb_i64(kb, sw), ""), kb_i64(kb, (long long)rows * sw), "");
+  LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, sw), ""),
+                                LLVMBuildAdd(b, blk, LLVMBuildURem(b, kbyte, kb_i64(kb, sw), ""), ""), "");
+  return kb_swizzle(kb, o, sw);
+}
+
+void kb_udivrem_fast(dsv4_kb *kb, LLVMValueRef x, LLVMValueRef d, LLVMValueRef *q, LLVMValueRef *r)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef dm1 = LLVMBuildSub(b, d, kb_i64(kb, 1), "");
+  LLVMValueRef pow2 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, d, dm1, ""), kb_i64(kb, 0), "pow2");
+  kb_if_t p2 = kb_if(kb, pow2, "pow2");
+  LLVMTypeRef c2[2] = {kb->i64, kb->i1};
+  LLVMValueRef ca[2] = {d, LLVMConstInt(kb->i1, 1, 0)};
+  LLVMValueRef sh = kb_call(kb, "llvm.cttz.i64", kb->i64, c2, ca, 2, LLVMCCallConv);
+  LLVMValueRef qs = LLVMBuildLShr(b, x, sh, ""), rs = LLVMBuildAnd(b, x, dm1, "");
+  LLVMBasicBlockRef from_s = LLVMGetInsertBlock(b);
+  kb_else(kb, &p2);
+  LLVMValueRef qd = LLVMBuildUDiv(b, x, d, ""), rd = LLVMBuildURem(b, x, d, "");
+  LLVMBasicBlockRef from_d = LLVMGetInsertBlock(b);
+  kb_endif(kb, &p2);
+  *q = kb_phi(kb, qs, from_s, qd, from_d);
+  *r = kb_phi(kb, rs, from_s, rd, from_d);
 }
 
 static LLVMValueRef reduce_op(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, int op)

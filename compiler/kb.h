@@ -16,6 +16,17 @@
 
 typedef struct dsv4_kb dsv4_kb;
 
+/* One warpgroup matrix product (dsv4_target_ir.wgmma). */
+enum { KB_MMA_E4M3 = 1, KB_MMA_BF16 = 2 };
+typedef struct kb_wgmma {
+  int type;       /* KB_MMA_E4M3 or KB_MMA_BF16 */
+  int n, ksteps;  /* columns (8..256, multiple of 8), k-steps (1..32) */
+  int sw;         /* swizzle atom row bytes: 64 or 128 */
+  int b_mn_major; /* B N-major (bf16 only) */
+  int b_lbo;      /* N-major B: bytes between its sw-byte column blocks */
+  int accumulate; /* D += (d given) rather than D = */
+} kb_wgmma;
+
 /* Per-target IR hooks: everything a generator may need that differs by
  * target.  Each target file defines one of these. */
 typedef struct dsv4_target_ir {
@@ -73,24 +84,40 @@ typedef struct dsv4_target_ir {
   void (*cp_async_wait)(dsv4_kb *kb, int n);
   /* Optional barrier of the warp's threads (memory ordered among them). */
   void (*warp_sync)(dsv4_kb *kb);
-  /* Optional warpgroup matrix units (PTX sm_90a wgmma).  wgmma_e4m3: for
-   * the 128 threads of a warpgroup (4 consecutive warps from a multiple of
-   * 4), starts D[64 x n] = sum over ks < ksteps of A_ks[64 x 32] *
-   * B_ks[n x 32]^T in f32 as one group, e4m3 A and B both read from shared
-   * memory K-major: a[ks] and b[ks] point at the first row's 32 bytes of
-   * step ks, rows are sw bytes (64 or 128) apart inside 8-row atoms of 8 sw
-   * bytes (atoms sw * 8 bytes apart, the first 1024-byte aligned) whose
-   * 16-byte pieces are swizzled as kb_swizzle() says.  d gets this
-   * thread's n / 2 values, not to be touched before wgmma_wait has
-   * returned them: d[4i + e] is row 16 (warp % 4) + lane / 4 + 8 (e / 2),
-   * column 8i + 2 (lane % 4) + (e % 2).  Returns 0 when the target or arch
-   * has none (d NULL asks only that).  wgmma_wait: waits until at most
-   * `pending` groups are running and hands back the nd values of a group
-   * that has finished (d in, d out).  fence_proxy_async: orders this
-   * thread's earlier ordinary shared-memory writes (cp.async included)
-   * before later matrix-unit reads of them (then a barrier). */
-  int (*wgmma_e4m3)(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *d);
+  /* Optional warpgroup matrix units (PTX sm_90a wgmma).  wgmma: for the
+   * 128 threads of a warpgroup (4 consecutive warps from a multiple of 4),
+   * starts D[64 x n] (+)= sum over ks < ksteps of A_ks[64 x k] * B_ks[k x n]
+   * in f32 as one group (k = 32 e4m3 or 16 bf16 values a step; op says
+   * which), both operands read from shared memory in atoms of 8 rows of sw
+   * bytes (64 or 128; atoms 8 sw bytes apart, the first 1024-byte
+   * aligned) whose 16-byte pieces are swizzled as kb_swizzle() says.  A is
+   * K-major: a[ks] points at the first row's bytes of step ks.  B is
+   * K-major the same way (rows are its n columns), or, with op->b_mn_major
+   * (bf16), N-major: rows of B are k rows of sw bytes of n values, b[ks]
+   * points at step ks's first row, and the next sw bytes of n are
+   * op->b_lbo bytes on.  d gets this thread's n / 2 values (with
+   * op->accumulate it also gives them), not to be touched before
+   * wgmma_wait has returned them: d[4i + e] is row 16 (warp % 4) + lane / 4
+   * + 8 (e / 2), column 8i + 2 (lane % 4) + (e % 2).  Returns 0 when the
+   * target or arch has none (d NULL asks only that).  wgmma_wait: waits
+   * until at most `pending` groups are running and hands back the nd
+   * values of a group that has finished (d in, d out).  fence_proxy_async:
+   * orders this thread's earlier ordinary shared-memory writes (cp.async
+   * included) before later matrix-unit reads of them (then a barrier). */
+  int (*wgmma)(dsv4_kb *kb, const struct kb_wgmma *op, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *d);
   void (*wgmma_wait)(dsv4_kb *kb, int pending, LLVMValueRef *d, int nd);
+  /* Optional named barriers (ids 1..15; 0 is `barrier`'s) over `threads`
+   * threads, whole warps: sync waits until that many have arrived (its
+   * own warp included), arrive counts this warp and goes on; shared
+   * memory written before an arrive is visible after the sync. */
+  void (*bar_sync)(dsv4_kb *kb, int id, int threads);
+  void (*bar_arrive)(dsv4_kb *kb, int id, int threads);
+  /* Optional per-warpgroup register allotment (PTX setmaxnreg): this
+   * warpgroup's registers a thread grow (grow) or shrink to regs.  The
+   * kernel needs a register cap at entry (min_ctas) and each role in one
+   * branch of an if/else.  Returns 0 when the target or arch has none (regs
+   * 0 asks only that). */
+  int (*set_max_regs)(dsv4_kb *kb, int regs, int grow);
   /* Optional occupancy request: the kernel being built should keep n CTAs
    * a multiprocessor resident (the register allocation is capped to fit). */
   void (*min_ctas)(dsv4_kb *kb, int n);
@@ -221,6 +248,14 @@ LLVMValueRef kb_atomic_add_i32(dsv4_kb *kb, LLVMValueRef bptr, LLVMValueRef v);
  * units' swizzle: its 16-byte piece index XORed with the row-in-atom bits
  * (off bits 7.. onward), so a column of pieces spreads over all banks. */
 LLVMValueRef kb_swizzle(dsv4_kb *kb, LLVMValueRef off, int sw);
+/* Byte offset of (row, kbyte) in a region of `rows` rows laid out for the
+ * matrix units: rows of sw bytes (64 or 128) in 8-row atoms, byte kbyte of
+ * a row in column block kbyte / sw (blocks rows * sw bytes apart), the
+ * 16-byte pieces swizzled (row, kbyte: i64). */
+LLVMValueRef kb_mma_offset(dsv4_kb *kb, int sw, int rows, LLVMValueRef row, LLVMValueRef kbyte);
+/* x / d and x % d (i64, d > 0), by shift and mask when d (run-time) is a
+ * power of two (a branch, uniform when d is). */
+void kb_udivrem_fast(dsv4_kb *kb, LLVMValueRef x, LLVMValueRef d, LLVMValueRef *q, LLVMValueRef *r);
 /* A shared array like kb_shared_array, aligned to `align` bytes. */
 LLVMValueRef kb_shared_array_aligned(dsv4_kb *kb, LLVMTypeRef ty, int n, int align, const char *name);
 /* The CTA's dynamic shared memory (a byte pointer; its size is the

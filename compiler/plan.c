@@ -94,7 +94,7 @@ int dsv4_target_max_shared(dsv4_target_kind t, const char *arch)
 int dsv4_kernel_shared_bytes(const dsv4_kernel *k)
 {
   if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
-    return dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta);
+    return dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, k->tile.matrix);
   return 0;
 }
 int dsv4_target_warp(dsv4_target_kind t, const char *arch)

@@ -39,7 +39,8 @@ typedef struct {
   int tokens_per_thread; /* tokens each thread handles (loads of all issued first) */
   int interleave;        /* a lane's values come in this many pieces, dim / interleave apart */
   int streaming;         /* 1: cache reads and output writes bypass caches where the target can */
-  int matrix;            /* sparse_decode: the warp-matrix form (PTX sm_80+: mma.sync bf16) */
+  int matrix;            /* tile.matrix: DSV4_MATRIX_WARP (mma.sync), or DSV4_MATRIX_WARPGROUP (wgmma) where
+                            the spec checker found the target and shape for it */
   int threads;           /* derived: dim / values_per_thread * tokens_per_cta / tokens_per_thread */
 } dsv4_tile;
 

@@ -746,7 +746,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       dsv4_target_kind tk = (dsv4_target_kind)i;
       if (!kn->target[i].enabled)
         continue;
-      int need = dsv4_decode_shared_bytes(&kn->layout, tl->tokens_per_cta);
+      int need = dsv4_decode_shared_bytes(&kn->layout, tl->tokens_per_cta, DSV4_MATRIX_WARP);
       if (!dsv4_target_has_bf16_mma(tk, kn->target[i].arch)) {
         FERR(&t, "matrix", "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
              dsv4_target_name(tk), kn->target[i].arch);
@@ -974,6 +974,16 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
          16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
     bad = 1;
   }
+  /* a matrix kernel for a target with the warpgroup units takes the
+   * warpgroup form when its shape maps and fits the arch's shared memory */
+  for (int i = 0; !bad && kn->tile.matrix && i < DSV4_TARGET_COUNT; i++)
+    if (kn->target[i].enabled && dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) &&
+        dsv4_decode_wg_shape_ok(l->dim, kn->v_dim, kn->tile.tokens_per_cta) &&
+        dsv4_decode_wg_shared_bytes(l->dim) <= dsv4_target_max_shared((dsv4_target_kind)i, kn->target[i].arch)) {
+      kn->tile.matrix = DSV4_MATRIX_WARPGROUP;
+      kn->tile.threads = dsv4_op_threads(kn->op, l->dim, v, kn->tile.tokens_per_cta, kn->tile.tokens_per_thread,
+                                         kn->heads, kn->tile.matrix);
+    }
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
     FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
          "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
@@ -1337,7 +1347,9 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       sb_printf(&b, "  k %d\n", k->topk);
     if (k->op == DSV4_OP_SPARSE_DECODE)
       sb_printf(&b, "  v_dim %d, %d heads per CTA%s\n", k->v_dim, k->tile.tokens_per_cta,
-                k->tile.matrix ? ", warp matrix form" : "");
+                k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
+                : k->tile.matrix                        ? ", warp matrix form"
+                                                        : "");
     if (dsv4_kernel_shared_bytes(k))
       sb_printf(&b, "  dynamic shared memory %d bytes\n", dsv4_kernel_shared_bytes(k));
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)

@@ -46,7 +46,11 @@ kernel {
   targets = targets,
 }
 
--- The warp-matrix form (PTX mma.sync bf16, sm_80 and later): 64 heads a CTA
+-- The matrix forms.  On sm_90a a 512-dim layout with V = K takes the
+-- warpgroup form (wgmma, a producer warpgroup dequantizing the next K tile
+-- while two consumer warpgroups compute this one); elsewhere (DSv3.2's 576
+-- dims do not fit its shared memory twice over) the warp-matrix form
+-- (PTX mma.sync bf16, sm_80 and later): 64 heads a CTA
 -- (16 warps), K tiles of 64 rows dequantized in shared memory by lanes of
 -- 64 values in eight interleaved pieces (a whole tile a pass; on the H200
 -- V4-Pro ran at 144 TFLOP/s this way, 134 with 32-value lanes in four
@@ -57,6 +61,9 @@ for _, v in ipairs {
   { "sparse_decode_v32_mma", L.fp8_ds_mla_v32, 512 },
   { "sparse_decode_fp8_per_tensor_mma", L.fp8_per_tensor, nil },
   { "sparse_decode_bf16_mma", L.bf16, nil },
+  -- the warp-matrix form of the DSv4 cache on the same GPU (sm_90 has no
+  -- wgmma), for the benchmark's side-by-side and the tests
+  { "sparse_decode_v4_mma_sm90", L.fp8_ds_mla_v4, nil, { ptx = { arch = "sm_90" } } },
 } do
   kernel {
     name = v[1],
@@ -64,6 +71,6 @@ for _, v in ipairs {
     layout = v[2],
     tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8 },
     v_dim = v[3],
-    targets = mma,
+    targets = v[4] or mma,
   }
 end

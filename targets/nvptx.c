@@ -245,64 +245,108 @@ static void ptx_cp_async_wait_all(dsv4_kb *kb)
   kb_call(kb, "llvm.nvvm.cp.async.wait.group", kb->v, &i, &z, 1, LLVMCCallConv);
 }
 
-/* A shared-memory matrix descriptor: start address, leading byte offset 16
- * (unused for swizzled K-major operands), stride byte offset between 8-row
- * atoms (8 sw), swizzle mode (1: 128 bytes, 2: 64) in bits 62-63. */
-static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw)
+/* A shared-memory matrix descriptor: start address, leading byte offset
+ * (lbo: unused by swizzled K-major operands, 16 there; for N-major ones
+ * the bytes between sw-byte column blocks), stride byte offset between
+ * 8-row atoms (8 sw), swizzle mode (1: 128 bytes, 2: 64) in bits 62-63. */
+static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw, int lbo)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef a = LLVMBuildPtrToInt(b, sptr, kb->i64, "");
   a = LLVMBuildLShr(b, LLVMBuildAnd(b, a, kb_i64(kb, 0x3FFFF), ""), kb_i64(kb, 4), "");
-  unsigned long long fixed = (1ULL << 16) | ((unsigned long long)(8 * sw / 16) << 32) | ((sw == 128 ? 1ULL : 2ULL) << 62);
+  unsigned long long fixed = ((unsigned long long)(lbo / 16) << 16) | ((unsigned long long)(8 * sw / 16) << 32) |
+                             ((sw == 128 ? 1ULL : 2ULL) << 62);
   return LLVMBuildOr(b, a, LLVMConstInt(kb->i64, fixed, 0), "desc");
 }
 
-/* One inline-asm block: fence, ksteps wgmma (the first overwriting D, the
- * rest accumulating), commit.  The accumulators go back to LLVM only
- * through ptx_wgmma_wait, whose asm takes and returns them: nothing reads
- * them while the unit owns them. */
-static int ptx_wgmma_e4m3(dsv4_kb *kb, int n, int sw, int ksteps, LLVMValueRef *a, LLVMValueRef *bm, LLVMValueRef *d)
+/* One inline-asm block: fence, ksteps wgmma (the first overwriting D unless
+ * accumulating, the rest accumulating), commit.  The accumulators go back
+ * to LLVM only through ptx_wgmma_wait, whose asm takes and returns them:
+ * nothing reads them while the unit owns them. */
+static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValueRef *bm, LLVMValueRef *d)
 {
-  if (!dsv4_target_has_wgmma(DSV4_TARGET_PTX, kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) || ksteps < 1 || ksteps > 16)
+  int n = op->n, ksteps = op->ksteps, sw = op->sw, bf = op->type == KB_MMA_BF16;
+  if (!dsv4_target_has_wgmma(DSV4_TARGET_PTX, kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) ||
+      ksteps < 1 || ksteps > 32 || (op->type != KB_MMA_E4M3 && !bf) || (op->b_mn_major && !bf) ||
+      (op->b_mn_major && (op->b_lbo <= 0 || op->b_lbo % 16 || op->b_lbo / 16 >= (1 << 14))))
     return 0;
   if (!d)
     return 1;
-  int nd = n / 2, na = nd + 2 * ksteps + 1;
-  char text[8192], cons[2048];
+  int nd = n / 2, np = 2 * ksteps; /* operands: d[nd], descriptors[np], flag, (tied d[nd]) */
+  char text[16384], cons[4096];
   int t = snprintf(text, sizeof text, "{\n.reg .pred p0, p1;\nsetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
-                   "wgmma.fence.sync.aligned;\n", na - 1, na - 1);
-  int c = 0;
+                   "wgmma.fence.sync.aligned;\n", nd + np, nd + np);
   for (int ks = 0; ks < ksteps; ks++) {
-    t += snprintf(text + t, sizeof text - t, "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {", n);
+    t += snprintf(text + t, sizeof text - t, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s {", n, bf ? 16 : 32,
+                  bf ? "bf16.bf16" : "e4m3.e4m3");
     for (int i = 0; i < nd; i++)
       t += snprintf(text + t, sizeof text - t, "%s$%d", i ? ", " : "", i);
-    t += snprintf(text + t, sizeof text - t, "}, $%d, $%d, %s, 1, 1;\n", nd + 2 * ks, nd + 2 * ks + 1, ks ? "p1" : "p0");
+    t += snprintf(text + t, sizeof text - t, "}, $%d, $%d, %s, 1, 1%s;\n", nd + 2 * ks, nd + 2 * ks + 1,
+                  ks || op->accumulate ? "p1" : "p0", bf ? (op->b_mn_major ? ", 0, 1" : ", 0, 0") : "");
   }
   snprintf(text + t, sizeof text - t, "wgmma.commit_group.sync.aligned;\n}");
+  int c = 0;
   for (int i = 0; i < nd; i++)
     c += snprintf(cons + c, sizeof cons - c, "%s=f", i ? "," : "");
-  for (int i = 0; i < 2 * ksteps; i++)
+  for (int i = 0; i < np; i++)
     c += snprintf(cons + c, sizeof cons - c, ",l");
-  snprintf(cons + c, sizeof cons - c, ",r,~{memory}");
-  LLVMTypeRef fs[128], ps[40];
-  LLVMValueRef args[40];
+  c += snprintf(cons + c, sizeof cons - c, ",r");
+  for (int i = 0; op->accumulate && i < nd; i++)
+    c += snprintf(cons + c, sizeof cons - c, ",%d", i);
+  snprintf(cons + c, sizeof cons - c, ",~{memory}");
+  LLVMTypeRef fs[128], ps[64 + 1 + 128];
+  LLVMValueRef args[64 + 1 + 128];
   for (int i = 0; i < nd; i++)
     fs[i] = kb->f32;
   for (int ks = 0; ks < ksteps; ks++) {
     ps[2 * ks] = ps[2 * ks + 1] = kb->i64;
-    args[2 * ks] = smem_desc(kb, a[ks], sw);
-    args[2 * ks + 1] = smem_desc(kb, bm[ks], sw);
+    args[2 * ks] = smem_desc(kb, a[ks], sw, 16);
+    args[2 * ks + 1] = smem_desc(kb, bm[ks], sw, op->b_mn_major ? op->b_lbo : 16);
   }
-  ps[2 * ksteps] = kb->i32;
-  args[2 * ksteps] = kb_i32(kb, 0);
+  int na = np;
+  ps[na] = kb->i32;
+  args[na++] = kb_i32(kb, 0); /* p0 false, p1 true: the first step overwrites unless accumulating */
+  for (int i = 0; op->accumulate && i < nd; i++)
+    ps[na] = kb->f32, args[na++] = d[i];
   LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0);
-  LLVMTypeRef fty = LLVMFunctionType(st, ps, (unsigned)(2 * ksteps + 1), 0);
+  LLVMTypeRef fty = LLVMFunctionType(st, ps, (unsigned)na, 0);
   LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
-  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)(2 * ksteps + 1), "");
+  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)na, "");
   for (int i = 0; i < nd; i++)
     d[i] = LLVMBuildExtractValue(kb->b, r, (unsigned)i, "");
   return 1;
 }
+
+/* bar.sync / bar.arrive on a named barrier (asm: the ids and counts are
+ * immediates, and the memory clobber keeps shared accesses on their side). */
+static void named_bar(dsv4_kb *kb, const char *verb, int id, int threads)
+{
+  char text[64];
+  static const char cons[] = "~{memory}";
+  snprintf(text, sizeof text, "bar.%s %d, %d;", verb, id, threads);
+  LLVMTypeRef fty = LLVMFunctionType(kb->v, NULL, 0, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), (char *)cons, sizeof cons - 1, 1, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
+}
+/* setmaxnreg (sm_90a): this warpgroup's register allotment grows or shrinks
+ * to regs; 0 where the arch has none. */
+static int ptx_set_max_regs(dsv4_kb *kb, int regs, int grow)
+{
+  if (!dsv4_target_has_wgmma(DSV4_TARGET_PTX, kb->arch) || (regs && (regs < 24 || regs > 256 || regs % 8)))
+    return 0;
+  if (!regs)
+    return 1;
+  char text[64];
+  static const char cons[] = "~{memory}";
+  snprintf(text, sizeof text, "setmaxnreg.%s.sync.aligned.u32 %d;", grow ? "inc" : "dec", regs);
+  LLVMTypeRef fty = LLVMFunctionType(kb->v, NULL, 0, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), (char *)cons, sizeof cons - 1, 1, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
+  return 1;
+}
+
+static void ptx_bar_sync(dsv4_kb *kb, int id, int threads) { named_bar(kb, "sync", id, threads); }
+static void ptx_bar_arrive(dsv4_kb *kb, int id, int threads) { named_bar(kb, "arrive", id, threads); }
 
 static void ptx_wgmma_wait(dsv4_kb *kb, int pending, LLVMValueRef *d, int nd)
 {
@@ -374,7 +418,10 @@ static const dsv4_target_ir ptx_ir = {
     .cp_async_commit = ptx_cp_async_commit,
     .cp_async_wait = ptx_cp_async_wait,
     .warp_sync = ptx_warp_sync,
-    .wgmma_e4m3 = ptx_wgmma_e4m3,
+    .wgmma = ptx_wgmma,
+    .bar_sync = ptx_bar_sync,
+    .bar_arrive = ptx_bar_arrive,
+    .set_max_regs = ptx_set_max_regs,
     .wgmma_wait = ptx_wgmma_wait,
     .min_ctas = ptx_min_ctas,
     .fence_proxy_async = ptx_fence_proxy_async,

@@ -34,14 +34,20 @@ LLVMValueRef dsv4_emit_token(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_token
   return LLVMBuildAdd(kb->b, t, tl->local, "tok");
 }
 
-/* Store n bf16 values (i16) at p in chunks as wide as align allows. */
-static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, int n, LLVMValueRef p, int align)
+/* Store n bf16 values (i16) at byte o (i64) of token t's output row in
+ * chunks as wide as align allows (at most 16 bytes: one swizzled piece). */
+static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, int n, const dsv4_lane_token *t,
+                       LLVMValueRef o, int align)
 {
   int per = align / 2 > 0 ? align / 2 : 1;
+  if (per > 8)
+    per = 8;
   if (per > n)
     per = n;
   for (int c = 0; c < n; c += per) {
-    LLVMValueRef dst = kb_byte_ptr(kb, p, kb_i64(kb, (long long)c * 2));
+    LLVMValueRef oc = LLVMBuildAdd(kb->b, o, kb_i64(kb, (long long)c * 2), "");
+    LLVMValueRef dst = t->out_sw ? kb_byte_ptr(kb, t->out_row, kb_mma_offset(kb, t->out_sw, t->out_rows, t->out_index, oc))
+                                 : kb_byte_ptr(kb, t->out_row, oc);
     if (per == 1) {
       kb_store(kb, vals[c], dst, (unsigned)align);
       continue;
@@ -163,7 +169,7 @@ static LLVMValueRef element(dsv4_kb *kb, const piece *c, LLVMValueRef *raw, int 
 
 /* Convert one token's piece (fp32 product, one rounding) and store it. */
 static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLVMValueRef vi, LLVMValueRef *raw,
-                          LLVMValueRef sraw, LLVMValueRef tensor_scale, LLVMValueRef out_row)
+                          LLVMValueRef sraw, LLVMValueRef tensor_scale, const dsv4_lane_token *t)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_segment *s = c->s;
@@ -198,7 +204,7 @@ static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLV
       out[w - 1] = kb_f32_to_bf16(kb, f[w - 1]);
   }
   LLVMValueRef o = LLVMBuildMul(b, LLVMBuildAdd(b, vi, kb_i64(kb, s->d0), ""), kb_i64(kb, 2), "");
-  store_bf16(kb, k, out, w, kb_byte_ptr(kb, out_row, o), c->out_align);
+  store_bf16(kb, k, out, w, t, o, c->out_align);
 }
 
 /* i1: lane in [lo, hi). */
@@ -243,7 +249,7 @@ void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef la
   for (int i = 0; i < np; i++)
     for (int u = 0; u < n; u++) {
       kb_if_t w = kb_if(kb, LLVMBuildAnd(b, in[i], t[u].write, ""), "store");
-      convert_store(kb, k, &pc[i], vi[i], raw[i][u], sraw[i][u], tensor_scale, t[u].out_row);
+      convert_store(kb, k, &pc[i], vi[i], raw[i][u], sraw[i][u], tensor_scale, &t[u]);
       kb_endif(kb, &w);
     }
 }

@@ -19,7 +19,7 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), kb_arg(kb, N), ""));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
   LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), bs, "");
-  dsv4_lane_token t[8];
+  dsv4_lane_token t[8] = {0};
   int U = k->tile.tokens_per_thread;
   for (int u = 0; u < U; u++) {
     LLVMValueRef tok = dsv4_emit_token(kb, k, &tl, u);

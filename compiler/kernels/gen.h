@@ -46,7 +46,10 @@ LLVMValueRef dsv4_emit_token(dsv4_kb *kb, const dsv4_kernel *k, const dsv4_token
 typedef struct {
   LLVMValueRef blk;     /* byte pointer to its cache block (any value when !valid) */
   LLVMValueRef row;     /* i64 row in the block */
-  LLVMValueRef out_row; /* byte pointer to its first output value, 16-byte aligned */
+  LLVMValueRef out_row; /* byte pointer to its first output value, 16-byte aligned; with out_sw the
+                           base of a region laid out for the matrix units (kb_mma_offset) */
+  int out_sw, out_rows; /* 0, or that region's swizzle atom row bytes and rows */
+  LLVMValueRef out_index; /* with out_sw: i64 row of the token in the region */
   LLVMValueRef valid;   /* i1: read the cache (else the row is +0.0) */
   LLVMValueRef write;   /* i1: store the row at all */
 } dsv4_lane_token;

@@ -34,7 +34,7 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
   LLVMValueRef maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
   LLVMValueRef nblocks = kb_sext64(kb, kb_arg(kb, NUM_BLOCKS));
-  dsv4_lane_token t[8];
+  dsv4_lane_token t[8] = {0};
   int U = k->tile.tokens_per_thread;
   for (int u = 0; u < U; u++) {
     LLVMValueRef i = dsv4_emit_token(kb, k, &tl, u);

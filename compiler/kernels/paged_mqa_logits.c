@@ -49,21 +49,9 @@ static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValu
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
-  /* pos / bs and pos mod bs: a shift and a mask for a power-of-two block
-   * size (the usual case, and a uniform branch), a division otherwise */
-  LLVMValueRef pow2 = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, bs, LLVMBuildSub(b, bs, kb_i64(kb, 1), ""), ""),
-                                    kb_i64(kb, 0), "");
-  kb_if_t p2 = kb_if(kb, pow2, "pow2");
-  LLVMTypeRef c2[2] = {kb->i64, kb->i1};
-  LLVMValueRef ca[2] = {bs, LLVMConstInt(kb->i1, 1, 0)};
-  LLVMValueRef sh = kb_call(kb, "llvm.cttz.i64", kb->i64, c2, ca, 2, LLVMCCallConv);
-  LLVMValueRef col_s = LLVMBuildLShr(b, pos, sh, ""), row_s = LLVMBuildAnd(b, pos, LLVMBuildSub(b, bs, kb_i64(kb, 1), ""), "");
-  LLVMBasicBlockRef from_s = LLVMGetInsertBlock(b);
-  kb_else(kb, &p2);
-  LLVMValueRef col_d = LLVMBuildUDiv(b, pos, bs, ""), row_d = LLVMBuildURem(b, pos, bs, "");
-  LLVMBasicBlockRef from_d = LLVMGetInsertBlock(b);
-  kb_endif(kb, &p2);
-  LLVMValueRef col = kb_phi(kb, col_s, from_s, col_d, from_d), row = kb_phi(kb, row_s, from_s, row_d, from_d);
+  /* a shift and a mask for a power-of-two block size (the usual case) */
+  LLVMValueRef col, row;
+  kb_udivrem_fast(kb, pos, bs, &col, &row);
   LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
@@ -477,12 +465,14 @@ enum { WG_M = 64, WG_REGS = 32 /* a thread's registers besides its accumulators 
 static int wg_sw(int D) { return D < 128 ? 64 : 128; }
 static LLVMValueRef wg_off(dsv4_kb *kb, int D, int rows, LLVMValueRef row, LLVMValueRef kbyte)
 {
-  LLVMBuilderRef b = kb->b;
-  int sw = wg_sw(D);
-  LLVMValueRef blk = LLVMBuildMul(b, LLVMBuildUDiv(b, kbyte, kb_i64(kb, sw), ""), kb_i64(kb, (long long)rows * sw), "");
-  LLVMValueRef o = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, sw), ""),
-                                LLVMBuildAdd(b, blk, LLVMBuildURem(b, kbyte, kb_i64(kb, sw), ""), ""), "");
-  return kb_swizzle(kb, o, sw);
+  return kb_mma_offset(kb, wg_sw(D), rows, row, kbyte);
+}
+
+/* The product of a step: n columns, e4m3, both operands K-major. */
+static kb_wgmma wg_op(int D, int n)
+{
+  kb_wgmma op = {KB_MMA_E4M3, n, D / 32, wg_sw(D), 0, 0, 0};
+  return op;
 }
 
 static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
@@ -490,9 +480,10 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
   const dsv4_target_ir *t = kb->t;
   const dsv4_layout *L = &k->layout;
   int D = L->dim, H = k->heads;
-  return t->wgmma_e4m3 && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
+  kb_wgmma op = wg_op(D, DSV4_LOGITS_MAX_NEXT_N * H);
+  return t->wgmma && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
          t->shfl_xor && t->warp == 32 && MLW == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
-         t->wgmma_e4m3(kb, DSV4_LOGITS_MAX_NEXT_N * H, wg_sw(D), D / 32, NULL, NULL, NULL) &&
+         t->wgmma(kb, &op, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
          k->tile.tokens_per_cta % WG_M == 0 && L->align % 16 == 0 && L->row_bytes % 16 == 0 &&
          L->seg[0].offset % 16 == 0;
@@ -551,7 +542,8 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
     A[ks] = kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, kb_i64(kb, 0), kb_i64(kb, ks * 32)));
     B[ks] = kb_byte_ptr(kb, w->qs, wg_off(kb, D, DSV4_LOGITS_MAX_NEXT_N * H, kb_i64(kb, 0), kb_i64(kb, ks * 32)));
   }
-  kb->t->wgmma_e4m3(kb, n, wg_sw(D), KS, A, B, d);
+  kb_wgmma op = wg_op(D, n);
+  kb->t->wgmma(kb, &op, A, B, d);
   kb->t->wgmma_wait(kb, 0, d, n / 2);
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");

@@ -96,7 +96,7 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const list_args *la, LL
   LLVMValueRef idx = kb_sext64(kb, kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, la->indices), ioff), 4));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, la->block_size));
   LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, la->num_blocks)), bs, "");
-  dsv4_lane_token tok;
+  dsv4_lane_token tok = {0};
   tok.valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
                            LLVMBuildICmp(b, LLVMIntSLT, idx, nslots, ""), "valid");
   LLVMValueRef s0 = LLVMBuildSelect(b, tok.valid, idx, kb_i64(kb, 0), "");
@@ -261,7 +261,7 @@ static void dequant_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x)
   LLVMBuilderRef b = kb->b;
   int lanes = x->D / k->tile.values_per_thread, tp = x->threads / lanes, passes = (TILE + tp - 1) / tp;
   LLVMValueRef local = LLVMBuildUDiv(b, x->tid, kb_i32(kb, lanes), ""), ln = LLVMBuildURem(b, x->tid, kb_i32(kb, lanes), "");
-  dsv4_lane_token tok[8];
+  dsv4_lane_token tok[8] = {0};
   for (int u = 0; u < passes; u++) {
     LLVMValueRef j = LLVMBuildAdd(b, kb_i32(kb, u * tp), local, "");
     LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, j, kb_i32(kb, TILE), ""),
@@ -446,6 +446,66 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
   unpack(x, st, loop.vars);
 }
 
+/* The end of a (token, head) row for the thread holding pairs acc[j] of
+ * dims dim0 + 8 j + (0, 1) (j < nb) and the row's base-2 max m and sum l:
+ * with split-KV, this split's unnormalized acc and (m, l) (written by the
+ * `first` thread) into the work space for <name>_combine; otherwise the
+ * finished bf16 output and (first) lse.  Heads past `heads` write nothing. */
+static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m,
+                     LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  int DV = k->v_dim, fold = 0;
+  for (int i = 0; i < k->layout.nseg; i++)
+    fold |= k->layout.seg[i].scale_tensor;
+  LLVMValueRef H = kb_arg(kb, HEADS);
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
+  LLVMValueRef S = kb_arg(kb, SPLITS), z = T->block_id(kb, 2);
+  LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
+  LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
+  LLVMValueRef th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
+  kb_if_t w = kb_if(kb, live, "out");
+  kb_if_t sp = kb_if(kb, split, "partial");
+  { /* split-KV: this split's (m, l) and unnormalized acc for <name>_combine */
+    LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
+    LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), dim0, ""), kb_i64(kb, 4), "");
+    for (int j = 0; j < nb; j++) {
+      LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
+      for (int e = 0; e < 2; e++)
+        v = LLVMBuildInsertElement(b, v, acc[j][e], kb_i32(kb, e), "");
+      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, WORK), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
+    }
+    kb_if_t g = kb_if(kb, first, "ml");
+    LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, N_TOKENS)), kb_sext64(kb, H), ""), kb_sext64(kb, S), "");
+    LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)DV * 4), ""),
+                                   LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "");
+    LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(kb->f32, 2)), m, kb_i32(kb, 0), "");
+    v = LLVMBuildInsertElement(b, v, l, kb_i32(kb, 1), "");
+    kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, WORK), mo), 8);
+    kb_endif(kb, &g);
+  }
+  kb_else(kb, &sp);
+  {
+    LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, head), kb_i64(kb, 4), "");
+    LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
+    LLVMValueRef lse, factor;
+    finish_row(kb, m, l, sk, fold ? kb_arg(kb, TENSOR_SCALE) : NULL, &lse, &factor);
+    LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, DV), ""), dim0, ""), kb_i64(kb, 2), "");
+    for (int j = 0; j < nb; j++) {
+      LLVMValueRef h16[2];
+      kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, acc[j][0], factor, ""), LLVMBuildFMul(b, acc[j][1], factor, ""), h16);
+      LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
+      kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
+    }
+    kb_if_t g = kb_if(kb, first, "lse");
+    kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
+    kb_endif(kb, &g);
+  }
+  kb_endif(kb, &sp);
+  kb_endif(kb, &w);
+}
+
 static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   LLVMBuilderRef b = kb->b;
@@ -475,9 +535,9 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   REGION(red, (long long)x.HC * 8 * x.W);
   REGION(vm, TILE * 8);
 #undef REGION
-  if (o != dsv4_decode_shared_bytes(&k->layout, x.HC)) {
+  if (o != dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARP)) {
     dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,
-               o, dsv4_decode_shared_bytes(&k->layout, x.HC));
+               o, dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARP));
     return 1;
   }
   x.tid = T->thread_id(kb);
@@ -555,63 +615,406 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     kb_store(kb, st.l[h], kb_byte_ptr(kb, sums, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
   kb_endif(kb, &f);
   T->barrier(kb);
-  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), "");
-  LLVMValueRef S = kb_arg(kb, SPLITS), z = T->block_id(kb, 2);
-  LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
   for (int h = 0; h < 2; h++) {
     LLVMValueRef l = f32c(kb, 0.0);
     for (int w = 0; w < x.W; w++) /* every warp's sum, in a fixed order: the same l in each */
       l = LLVMBuildFAdd(b, l, kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x.HC * 4), rowoff[h], "")), 4), "l");
-    LLVMValueRef head = LLVMBuildAdd(b, h0, rowi[h], "head");
-    LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
-    LLVMValueRef th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
     LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x.c, kb_i32(kb, 0), ""),
                                       LLVMBuildICmp(b, LLVMIntEQ, x.part, kb_i32(kb, 0), ""), "");
     LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.part), kb_i64(kb, (long long)x.DV / x.W), ""),
                                      LLVMBuildMul(b, kb_zext64(kb, x.c), kb_i64(kb, 2), ""), "dim0");
-    kb_if_t w = kb_if(kb, live, "out");
-    kb_if_t sp = kb_if(kb, split, "partial");
-    { /* split-KV: this split's (m, l) and unnormalized acc for <name>_combine */
-      LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
-      LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, x.DV), ""), dim0, ""), kb_i64(kb, 4), "");
-      for (int j = 0; j < x.NT2; j++) {
-        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
-        for (int e = 0; e < 2; e++)
-          v = LLVMBuildInsertElement(b, v, st.acc[j][h * 2 + e], kb_i32(kb, e), "");
-        kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, WORK), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
-      }
-      kb_if_t g = kb_if(kb, first, "ml");
-      LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, N_TOKENS)), kb_sext64(kb, H), ""), kb_sext64(kb, S), "");
-      LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)x.DV * 4), ""),
-                                     LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "");
-      LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(kb->f32, 2)), st.m[h], kb_i32(kb, 0), "");
-      v = LLVMBuildInsertElement(b, v, l, kb_i32(kb, 1), "");
-      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, WORK), mo), 8);
-      kb_endif(kb, &g);
-    }
-    kb_else(kb, &sp);
-    {
-      LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, head), kb_i64(kb, 4), "");
-      LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
-      LLVMValueRef lse, factor;
-      finish_row(kb, st.m[h], l, sk, fold ? kb_arg(kb, TENSOR_SCALE) : NULL, &lse, &factor);
-      LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, x.DV), ""), dim0, ""), kb_i64(kb, 2), "");
-      for (int j = 0; j < x.NT2; j++) {
-        LLVMValueRef h16[2];
-        kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, st.acc[j][h * 2], factor, ""), LLVMBuildFMul(b, st.acc[j][h * 2 + 1], factor, ""), h16);
-        LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
-        kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
-      }
-      kb_if_t g = kb_if(kb, first, "lse");
-      kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
-      kb_endif(kb, &g);
-    }
-    kb_endif(kb, &sp);
-    kb_endif(kb, &w);
+    LLVMValueRef pr[NT2_MAX][2];
+    for (int j = 0; j < x.NT2; j++)
+      pr[j][0] = st.acc[j][h * 2], pr[j][1] = st.acc[j][h * 2 + 1];
+    head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, x.NT2, dim0, first);
   }
   return 0;
 }
 
+
+/* ---- the warpgroup form (tile.matrix where the target has wgmma) -----------
+ *
+ * One CTA per (token, 64 heads), in three roles (dsv4_abi.h fixes the
+ * shape and the shared memory).  DSV4_DECODE_WG_PRODUCERS producer warps
+ * find each tile's 64 K rows and dequantize them with the gathers'
+ * layout-driven code straight from the cache into one of two bf16 K tiles,
+ * laid out for the matrix units (128-byte swizzled atoms), while two
+ * consumer warpgroups compute the tile before it:
+ *
+ *   S_w = q K[rows 32w .. 32w+31]^T      (wgmma m64n32k16, q and K from shared memory)
+ *   row maxima exchanged between the two warpgroups; online softmax, base 2
+ *   P (hi + lo bf16 parts, as in the warp form) for its 32 columns -> shared memory
+ *   O_w += P V[:, 256w .. 256w+255]      (wgmma m64n256k16, V N-major: the K tile itself)
+ *
+ * Named barriers carry the hand-offs: FULL[b] (producers arrive, consumers
+ * wait), EMPTY[b] (the reverse, from the third tile on), CONS (the two
+ * warpgroups' maxima and P).  The accumulators stay in registers across
+ * tiles; each warpgroup writes its half of V's dims at the end, through
+ * the same head_out as the warp form. */
+enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_NB = DSV4_DECODE_WG_VDIM / 2 / 8 };
+
+typedef struct {
+  const dsv4_kernel *k;
+  int D, HC, threads;
+  LLVMValueRef qs, ks, ps, red, vm; /* shared regions */
+  LLVMValueRef tid, t, lo, hi;
+  LLVMValueRef n[2], ntiles[2];
+} wgd;
+
+static long long wg_kbytes(const wgd *x) { return (long long)TILE * x->D * 2; }
+#define WG_PBYTES (DSV4_DECODE_WG_HEADS * TILE * 2) /* one P part */
+
+/* Producer: tile i's rows into K buffer (i & 1), zeros for rows past the
+ * list or with bad indices (vm says which are valid). */
+static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_kernel *k = x->k;
+  int lanes = x->D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS, per = np / lanes;
+  LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
+  LLVMValueRef lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
+  LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
+  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, x->ntiles[0], "extra");
+#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
+  LLVMValueRef lt = PICK(i, LLVMBuildSub(b, i, x->ntiles[0], ""));
+  LLVMValueRef n = PICK(x->n[0], x->n[1]);
+  LLVMValueRef topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
+  LLVMValueRef bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
+  LLVMValueRef nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
+  LLVMValueRef stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
+  LLVMValueRef cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
+  LLVMValueRef ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
+#undef PICK
+  LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
+  LLVMValueRef ibase = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), "");
+  enum { GROUP = 2 }; /* tokens a thread loads before converting */
+  for (int u0 = 0; u0 < TILE / per; u0 += GROUP) {
+    dsv4_lane_token tok[GROUP] = {{0}};
+    int ng = TILE / per - u0 < GROUP ? TILE / per - u0 : GROUP;
+    for (int u = 0; u < ng; u++) {
+      LLVMValueRef j = LLVMBuildAdd(b, kb_i32(kb, (u0 + u) * per), local, "j");
+      LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, lt, kb_i32(kb, TILE), ""), j, "pos");
+      LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, n, "");
+      LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, ibase, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
+      LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, ind, ioff, 4, kb_i32(kb, -1)));
+      LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
+                                        LLVMBuildICmp(b, LLVMIntSLT, idx, LLVMBuildMul(b, nb, bs, ""), ""), "valid");
+      LLVMValueRef blk, row;
+      kb_udivrem_fast(kb, LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), ""), bs, &blk, &row);
+      tok[u].blk = kb_byte_ptr(kb, cache, LLVMBuildMul(b, blk, stride, ""));
+      tok[u].row = row;
+      tok[u].valid = valid;
+      tok[u].write = LLVMConstInt(kb->i1, 1, 0); /* every row: invalid ones as zeros */
+      tok[u].out_row = kbuf;
+      tok[u].out_sw = 128, tok[u].out_rows = TILE;
+      tok[u].out_index = kb_zext64(kb, j);
+      kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, lane, kb_i32(kb, 0), ""), "vm");
+      LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
+      kb_store(kb, LLVMBuildZExt(b, valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
+      kb_endif(kb, &f);
+    }
+    dsv4_kernel kd = *k;
+    kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
+    dsv4_emit_dequant_tokens(kb, &kd, lane, bs, f32c(kb, 1.0), tok, ng);
+  }
+}
+
+/* i64 offset of (row, kbyte) in a 128-byte-atom region of `rows` rows. */
+static LLVMValueRef wg_at(dsv4_kb *kb, int rows, long long row, long long kbyte)
+{
+  return kb_mma_offset(kb, 128, rows, kb_i64(kb, row), kb_i64(kb, kbyte));
+}
+
+typedef struct {
+  LLVMValueRef m[2], l[2], o[WG_NB][4];
+} wgstate;
+
+static void wg_pack(const wgstate *s, LLVMValueRef *v)
+{
+  v[0] = s->m[0], v[1] = s->m[1], v[2] = s->l[0], v[3] = s->l[1];
+  for (int j = 0; j < WG_NB; j++)
+    for (int e = 0; e < 4; e++)
+      v[4 + 4 * j + e] = s->o[j][e];
+}
+
+static void wg_unpack(wgstate *s, const LLVMValueRef *v)
+{
+  s->m[0] = v[0], s->m[1] = v[1], s->l[0] = v[2], s->l[1] = v[3];
+  for (int j = 0; j < WG_NB; j++)
+    for (int e = 0; e < 4; e++)
+      s->o[j][e] = v[4 + 4 * j + e];
+}
+
+/* Consumer warpgroup w (i32 0/1; wi its warp 0..3, g/c the lane's quad
+ * coordinates): tiles [lo, hi) folded into the state. */
+static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef wi, LLVMValueRef g, LLVMValueRef c,
+                       LLVMValueRef scale2, wgstate *st)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  int D = x->D, HC = x->HC;
+  LLVMValueRef init[KB_LOOP_MAX_VARS];
+  wg_pack(st, init);
+  kb_loop_t loop;
+  kb_for(kb, &loop, x->lo, x->hi, 4 + 4 * WG_NB, init);
+  wgstate cur, nx;
+  wg_unpack(&cur, loop.vars);
+  LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
+  LLVMValueRef w64 = kb_zext64(kb, w), buf64 = kb_zext64(kb, buf);
+  LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
+  kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "full0");
+  T->bar_sync(kb, WG_BAR_FULL, x->threads);
+  kb_else(kb, &f0);
+  T->bar_sync(kb, WG_BAR_FULL + 1, x->threads);
+  kb_endif(kb, &f0);
+
+  /* S = q K^T for this warpgroup's 32 rows of the tile */
+  LLVMValueRef A[32], B[32], S[16];
+  LLVMValueRef krows = kb_byte_ptr(kb, kbuf, LLVMBuildMul(b, w64, kb_i64(kb, 32 * 128), ""));
+  for (int ks = 0; ks < D / 16; ks++) {
+    A[ks] = kb_byte_ptr(kb, x->qs, wg_at(kb, HC, 0, ks * 32));
+    B[ks] = kb_byte_ptr(kb, krows, wg_at(kb, TILE, 0, ks * 32));
+  }
+  kb_wgmma qk = {KB_MMA_BF16, 32, D / 16, 128, 0, 0, 0};
+  T->wgmma(kb, &qk, A, B, S);
+  T->wgmma_wait(kb, 0, S, 16);
+
+  /* scores in base 2, -inf for rows without a valid index; row maxima */
+  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, 32), ""), LLVMBuildMul(b, c, kb_i32(kb, 2), ""), "col0");
+  LLVMValueRef vbase = kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, buf64, kb_i64(kb, TILE * 4), ""));
+  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
+  for (int j = 0; j < 4; j++)
+    for (int e = 0; e < 2; e++) {
+      LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j + e), "");
+      LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 4);
+      ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
+      for (int h = 0; h < 2; h++) {
+        LLVMValueRef v = LLVMBuildFMul(b, S[4 * j + 2 * h + e], scale2, "");
+        S[4 * j + 2 * h + e] = LLVMBuildSelect(b, ok, v, f32c(kb, -INFINITY), "");
+        mx[h] = fmax2(kb, mx[h], S[4 * j + 2 * h + e]);
+      }
+    }
+  /* the two warpgroups' maxima meet in red[i & 1] */
+  LLVMValueRef rowi[2], red = kb_byte_ptr(kb, x->red, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * HC * 4), ""));
+  for (int h = 0; h < 2; h++) {
+    mx[h] = quad_fold(kb, mx[h], 0);
+    rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
+  }
+  kb_if_t fm = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "rmax");
+  for (int h = 0; h < 2; h++)
+    kb_store(kb, mx[h], kb_byte_ptr(kb, red, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
+  kb_endif(kb, &fm);
+  T->bar_sync(kb, WG_BAR_CONS, 256);
+  LLVMValueRef other = LLVMBuildSub(b, kb_i32(kb, 1), w, "");
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef om = kb_load(kb, kb->f32, kb_byte_ptr(kb, red, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, other, kb_i32(kb, HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
+    LLVMValueRef mn = fmax2(kb, fmax2(kb, cur.m[h], mx[h]), om);
+    LLVMValueRef mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), mn, "");
+    LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
+    LLVMValueRef sum = f32c(kb, 0.0);
+    for (int j = 0; j < 4; j++)
+      for (int e = 0; e < 2; e++) {
+        S[4 * j + 2 * h + e] = kb_exp2(kb, LLVMBuildFSub(b, S[4 * j + 2 * h + e], mu, ""));
+        sum = LLVMBuildFAdd(b, sum, S[4 * j + 2 * h + e], "");
+      }
+    nx.m[h] = mn;
+    nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr, ""), sum, "");
+    for (int j = 0; j < WG_NB; j++)
+      for (int e = 0; e < 2; e++)
+        nx.o[j][2 * h + e] = LLVMBuildFMul(b, cur.o[j][2 * h + e], corr, "");
+  }
+  /* P for this warpgroup's 32 columns: hi and lo parts, 128-byte rows */
+  LLVMValueRef pb = kb_byte_ptr(kb, x->ps, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * WG_PBYTES), ""));
+  for (int h = 0; h < 2; h++)
+    for (int j = 0; j < 4; j++) {
+      LLVMValueRef hi[2], lo[2], rest[2];
+      kb_f32x2_to_bf16(kb, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], hi);
+      for (int e = 0; e < 2; e++)
+        rest[e] = LLVMBuildFSub(b, S[4 * j + 2 * h + e], kb_bf16_to_f32(kb, hi[e]), "");
+      kb_f32x2_to_bf16(kb, rest[0], rest[1], lo);
+      LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
+      LLVMValueRef off = kb_mma_offset(kb, 128, HC, kb_zext64(kb, rowi[h]), LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""));
+      LLVMValueRef *pair[2] = {hi, lo};
+      for (int q = 0; q < 2; q++) {
+        LLVMValueRef v = LLVMBuildOr(b, kb_zext64(kb, pair[q][0]), LLVMBuildShl(b, kb_zext64(kb, pair[q][1]), kb_i64(kb, 16), ""), "");
+        kb_store(kb, LLVMBuildTrunc(b, v, kb->i32, ""), kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
+      }
+    }
+  T->fence_proxy_async(kb);
+  T->bar_sync(kb, WG_BAR_CONS, 256);
+  /* O += P V over this warpgroup's 256 dims: lo then hi, 4 k-steps each */
+  LLVMValueRef vcols = kb_byte_ptr(kb, kbuf, LLVMBuildMul(b, w64, kb_i64(kb, (long long)DSV4_DECODE_WG_VDIM / 2 / 64 * TILE * 128), ""));
+  for (int q = 0; q < 2; q++)
+    for (int ks = 0; ks < TILE / 16; ks++) {
+      A[q * 4 + ks] = kb_byte_ptr(kb, pb, kb_i64(kb, (1 - q) * WG_PBYTES + ks * 32));
+      B[q * 4 + ks] = kb_byte_ptr(kb, vcols, kb_i64(kb, (long long)ks * 16 * 128));
+    }
+  LLVMValueRef O[4 * WG_NB];
+  for (int j = 0; j < WG_NB; j++)
+    for (int e = 0; e < 4; e++)
+      O[4 * j + e] = nx.o[j][e];
+  kb_wgmma pv = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 2 * TILE / 16, 128, 1, TILE * 128, 1};
+  T->wgmma(kb, &pv, A, B, O);
+  T->wgmma_wait(kb, 0, O, 4 * WG_NB);
+  for (int j = 0; j < WG_NB; j++)
+    for (int e = 0; e < 4; e++)
+      nx.o[j][e] = O[4 * j + e];
+  /* K tile read: the producers may refill it (from the third tile on) */
+  kb_if_t fe = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "empty");
+  kb_if_t fb = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "empty0");
+  T->bar_arrive(kb, WG_BAR_EMPTY, x->threads);
+  kb_else(kb, &fb);
+  T->bar_arrive(kb, WG_BAR_EMPTY + 1, x->threads);
+  kb_endif(kb, &fb);
+  kb_endif(kb, &fe);
+  LLVMValueRef next[KB_LOOP_MAX_VARS];
+  wg_pack(&nx, next);
+  kb_for_end(kb, &loop, next);
+  wg_unpack(st, loop.vars);
+}
+
+static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  wgd x = {0};
+  x.k = k, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
+  int lanes = x.D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS;
+  kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1};
+  if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor ||
+      !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
+      !T->set_max_regs(kb, 0, 0) ||
+      !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads() ||
+      np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
+      2 * DSV4_DECODE_WG_CONSUMER_REGS + DSV4_DECODE_WG_PRODUCER_REGS > 3 * (65536 / x.threads / 8 * 8)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
+               k->name, kb->arch);
+    return 1;
+  }
+  LLVMValueRef sm = kb_dyn_shared(kb);
+  long long o = 0;
+#define REGION(v, bytes) (x.v = kb_byte_ptr(kb, sm, kb_i64(kb, o)), o += (bytes))
+  REGION(qs, (long long)x.HC * x.D * 2);
+  REGION(ks, 2 * wg_kbytes(&x));
+  REGION(ps, 2 * 2 * WG_PBYTES);
+  REGION(red, 3 * 2 * x.HC * 4);
+  REGION(vm, 2 * TILE * 4);
+#undef REGION
+  if (o != dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARPGROUP)) {
+    dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,
+               o, dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARPGROUP));
+    return 1;
+  }
+  x.tid = T->thread_id(kb);
+  x.t = T->block_id(kb, 1);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
+  LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.HC), "h0");
+  LLVMValueRef H = kb_arg(kb, HEADS);
+  const list_args *lists[2] = {&MAIN, &EXTRA};
+  for (int li = 0; li < 2; li++) {
+    x.n[li] = list_len(kb, lists[li], x.t);
+    x.ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, x.n[li], kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "");
+  }
+  /* this CTA's share of the token's tiles: split z of `splits` */
+  LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, x.ntiles[0], x.ntiles[1], "nt"));
+  LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SPLITS)), z64 = kb_zext64(kb, T->block_id(kb, 2));
+  x.lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
+  x.hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
+                        kb->i32, "hi");
+
+  /* q rows h0 .. h0+HC of token t (zeros past the heads), by the consumers */
+  LLVMValueRef cons = LLVMBuildICmp(b, LLVMIntULT, x.tid, kb_i32(kb, 256), "consumer");
+  kb_if_t fq = kb_if(kb, cons, "q");
+  {
+    int per_row = x.D * 2 / 16;
+    LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+    LLVMValueRef hv = LLVMBuildSub(b, H, h0, "");
+    LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
+    for (int it = 0; it < x.HC * per_row / 256; it++) {
+      LLVMValueRef pi = LLVMBuildAdd(b, x.tid, kb_i32(kb, it * 256), "");
+      LLVMValueRef r = LLVMBuildUDiv(b, pi, kb_i32(kb, per_row), ""), cb = LLVMBuildURem(b, pi, kb_i32(kb, per_row), "");
+      LLVMValueRef kbyte = LLVMBuildMul(b, kb_zext64(kb, cb), kb_i64(kb, 16), "");
+      LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, qrow, kb_zext64(kb, r), ""), kb_i64(kb, (long long)x.D * 2), ""), kbyte, "");
+      LLVMValueRef v = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSLT, r, hv, ""), v4, kb_arg(kb, Q), src, 16, LLVMConstNull(v4));
+      kb_store(kb, v, kb_byte_ptr(kb, x.qs, kb_mma_offset(kb, 128, x.HC, kb_zext64(kb, r), kbyte)), 16);
+    }
+    T->fence_proxy_async(kb);
+  }
+  kb_endif(kb, &fq);
+  T->barrier(kb);
+
+  T->min_ctas(kb, 1); /* the register cap setmaxnreg redistributes */
+  kb_if_t role = kb_if(kb, cons, "role");
+  { /* consumers */
+    T->set_max_regs(kb, DSV4_DECODE_WG_CONSUMER_REGS, 1);
+    int fold = 0;
+    for (int i = 0; i < k->layout.nseg; i++)
+      fold |= k->layout.seg[i].scale_tensor;
+    LLVMValueRef scale = kb_arg(kb, SOFTMAX_SCALE);
+    if (fold)
+      scale = LLVMBuildFMul(b, scale, kb_arg(kb, TENSOR_SCALE), "");
+    LLVMValueRef scale2 = LLVMBuildFMul(b, scale, f32c(kb, LOG2E), "scale2");
+    LLVMValueRef w = LLVMBuildUDiv(b, x.tid, kb_i32(kb, 128), "wg");
+    LLVMValueRef wi = LLVMBuildAnd(b, LLVMBuildUDiv(b, x.tid, kb_i32(kb, 32), ""), kb_i32(kb, 3), "wi");
+    LLVMValueRef lane = LLVMBuildAnd(b, x.tid, kb_i32(kb, 31), "lane");
+    LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
+    wgstate st;
+    for (int h = 0; h < 2; h++)
+      st.m[h] = f32c(kb, -INFINITY), st.l[h] = f32c(kb, 0.0);
+    for (int j = 0; j < WG_NB; j++)
+      for (int e = 0; e < 4; e++)
+        st.o[j][e] = f32c(kb, 0.0);
+    wg_consume(kb, &x, w, wi, g, c, scale2, &st);
+    /* row sums: the quad, then the other warpgroup's (slot 2 of red) */
+    LLVMValueRef sums = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * 2 * x.HC * 4)), rowi[2];
+    for (int h = 0; h < 2; h++) {
+      st.l[h] = quad_fold(kb, st.l[h], 1);
+      rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
+    }
+    kb_if_t fs = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "lsum");
+    for (int h = 0; h < 2; h++)
+      kb_store(kb, st.l[h], kb_byte_ptr(kb, sums, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, x.HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
+    kb_endif(kb, &fs);
+    T->bar_sync(kb, WG_BAR_CONS, 256);
+    LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntEQ, w, kb_i32(kb, 0), ""), "");
+    LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, w), kb_i64(kb, DSV4_DECODE_WG_VDIM / 2), ""),
+                                     LLVMBuildMul(b, kb_zext64(kb, c), kb_i64(kb, 2), ""), "dim0");
+    for (int h = 0; h < 2; h++) {
+      LLVMValueRef l = f32c(kb, 0.0);
+      for (int q = 0; q < 2; q++) /* both warpgroups' sums in a fixed order: the same l in each */
+        l = LLVMBuildFAdd(b, l, kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, kb_i32(kb, q * x.HC), rowi[h], "")), kb_i64(kb, 4), "")), 4), "l");
+      LLVMValueRef pr[WG_NB][2];
+      for (int j = 0; j < WG_NB; j++)
+        pr[j][0] = st.o[j][2 * h], pr[j][1] = st.o[j][2 * h + 1];
+      head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, WG_NB, dim0, first);
+    }
+  }
+  kb_else(kb, &role);
+  { /* producers: fill the two K buffers ahead of the consumers */
+    T->set_max_regs(kb, DSV4_DECODE_WG_PRODUCER_REGS, 0);
+    kb_loop_t loop;
+    kb_for(kb, &loop, x.lo, x.hi, 0, NULL);
+    LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
+    kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, i, LLVMBuildAdd(b, x.lo, kb_i32(kb, 2), ""), ""), "wait");
+    kb_if_t fb = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "wait0");
+    T->bar_sync(kb, WG_BAR_EMPTY, x.threads);
+    kb_else(kb, &fb);
+    T->bar_sync(kb, WG_BAR_EMPTY + 1, x.threads);
+    kb_endif(kb, &fb);
+    kb_endif(kb, &fw);
+    wg_produce(kb, &x, i);
+    T->fence_proxy_async(kb);
+    kb_if_t fa = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "full0");
+    T->bar_arrive(kb, WG_BAR_FULL, x.threads);
+    kb_else(kb, &fa);
+    T->bar_arrive(kb, WG_BAR_FULL + 1, x.threads);
+    kb_endif(kb, &fa);
+    kb_for_end(kb, &loop, NULL);
+  }
+  kb_endif(kb, &role);
+  return 0;
+}
 
 /* <name>_combine: one CTA per (token, head) row merges the splits'
  * partial states, 4 dims a thread:  M = max m_z, w_z = 2^(m_z - M),
@@ -689,7 +1092,7 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   if (k->tile.matrix) {
-    if (matrix_decode(kb, k, d))
+    if (k->tile.matrix == DSV4_MATRIX_WARPGROUP ? wg_decode(kb, k, d) : matrix_decode(kb, k, d))
       return 1;
     LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
     decode_combine(kb, k);

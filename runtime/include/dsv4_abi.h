@@ -241,6 +241,36 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
   return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) + DSV4_LOGITS_MAX_NEXT_N * heads * 4;
 }
 
+/* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,
+ * recorded as matrix = DSV4_MATRIX_WARPGROUP): 64 heads a CTA, two consumer
+ * warpgroups (each S for half a tile's rows, P V for half of V's 512 dims)
+ * and a producer warpgroup (DSV4_DECODE_WG_PRODUCERS warps) that dequantizes the next
+ * tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte swizzled
+ * atoms), two P buffers (high and low bf16 parts), three slots of row
+ * maxima / sums a warpgroup, two validity words a K row. */
+#define DSV4_MATRIX_WARP 1
+#define DSV4_MATRIX_WARPGROUP 2
+#define DSV4_DECODE_WG_PRODUCERS 4
+/* registers a thread of a consumer / producer warpgroup (setmaxnreg).  The
+ * 384-thread CTA starts at the cap 65536 / 384 rounded down to 8 = 168, three
+ * warps a scheduler (two consumers, one producer): what the producer gives
+ * back must cover what the consumers take, 2 C + P <= 3 x 168, or their
+ * setmaxnreg.inc waits forever (seen on the H200 with 200 / 112). */
+#define DSV4_DECODE_WG_CONSUMER_REGS 200
+#define DSV4_DECODE_WG_PRODUCER_REGS 104
+#define DSV4_DECODE_WG_HEADS 64
+#define DSV4_DECODE_WG_VDIM 512
+static inline int dsv4_decode_wg_threads(void) { return 2 * 128 + 32 * DSV4_DECODE_WG_PRODUCERS; }
+static inline int dsv4_decode_wg_shared_bytes(int dim)
+{
+  return (DSV4_DECODE_WG_HEADS + 2 * DSV4_DECODE_TILE) * dim * 2 + 2 * 2 * DSV4_DECODE_WG_HEADS * DSV4_DECODE_TILE * 2 +
+         3 * 2 * DSV4_DECODE_WG_HEADS * 4 + 2 * DSV4_DECODE_TILE * 4;
+}
+/* The shapes it maps (smem: the caller checks the arch's limit). */
+static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
+{
+  return heads_per_cta == DSV4_DECODE_WG_HEADS && v_dim == DSV4_DECODE_WG_VDIM && dim % 64 == 0 && dim >= v_dim;
+}
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split. */
 static inline long long dsv4_decode_work_floats(long long tokens, long long heads, int splits, int v_dim)
@@ -258,6 +288,8 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
 {
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
+  if (op == DSV4_OP_SPARSE_DECODE && matrix == DSV4_MATRIX_WARPGROUP)
+    return dsv4_decode_wg_threads();
   if (op == DSV4_OP_SPARSE_DECODE && matrix) /* DSV4_DECODE_WARPS warps per 16 heads */
     return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
   if (op == DSV4_OP_PAGED_MQA_LOGITS && matrix)
@@ -286,8 +318,10 @@ static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
 {
   return (int)((dsv4_layout_min_block_bytes(l, DSV4_DECODE_TILE) + 15) / 16 * 16);
 }
-static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta)
+static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta, int matrix)
 {
+  if (matrix == DSV4_MATRIX_WARPGROUP)
+    return dsv4_decode_wg_shared_bytes(l->dim);
   return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
          2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS + DSV4_DECODE_TILE * 8 +
          dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
@@ -319,7 +353,7 @@ typedef struct {
   uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */
   uint32_t heads;                 /* paged_mqa_logits: query heads */
   uint32_t topk;                  /* topk: K */
-  uint32_t matrix;               /* sparse_decode: the warp-matrix form (tile.matrix) */
+  uint32_t matrix;               /* the matrix form: 0 none, 1 warp (mma.sync), 2 warpgroup (wgmma, sparse_decode) */
   uint32_t shared_bytes;         /* dynamic shared memory a launch needs (0: none) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */

@@ -245,9 +245,10 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
       e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
       e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
                                               (int)e->tokens_per_thread, (int)e->heads, (int)e->matrix) ||
-      e->matrix > 1 || (e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
+      e->matrix > DSV4_MATRIX_WARPGROUP || (e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
+      (e->matrix == DSV4_MATRIX_WARPGROUP && e->op != DSV4_OP_SPARSE_DECODE) ||
       e->shared_bytes != (e->matrix && e->op == DSV4_OP_SPARSE_DECODE
-                              ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta) : 0u) ||
+                              ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0u) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
