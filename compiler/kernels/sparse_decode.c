@@ -664,59 +664,90 @@ typedef struct {
 static long long wg_kbytes(const wgd *x) { return (long long)TILE * x->D * 2; }
 #define WG_PBYTES (DSV4_DECODE_WG_HEADS * TILE * 2) /* one P part */
 
+/* Tile i's list (main or extra) and the producer thread's coordinates. */
+typedef struct {
+  LLVMValueRef lt, n, topk, bs, nb, stride, cache, ind; /* local tile, list length, the list's arguments */
+  LLVMValueRef lane, local;                             /* i32: lane in a row, row in a pass */
+  int per, passes;                                      /* rows a pass, passes a tile */
+} wgtile;
+
+static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
+{
+  LLVMBuilderRef b = kb->b;
+  wgtile r;
+  int lanes = x->D / x->k->tile.values_per_thread;
+  r.per = 32 * DSV4_DECODE_WG_PRODUCERS / lanes, r.passes = TILE / r.per;
+  LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
+  r.lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), r.local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
+  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, x->ntiles[0], "extra");
+#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
+  r.lt = PICK(i, LLVMBuildSub(b, i, x->ntiles[0], ""));
+  r.n = PICK(x->n[0], x->n[1]);
+  r.topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
+  r.bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
+  r.nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
+  r.stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
+  r.cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
+  r.ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
+#undef PICK
+  return r;
+}
+
+/* The producer thread's row j of pass u. */
+static LLVMValueRef wg_row(dsv4_kb *kb, const wgtile *r, int u)
+{
+  return LLVMBuildAdd(kb->b, kb_i32(kb, u * r->per), r->local, "j");
+}
+
+/* Tile i's indices of this producer thread's rows (-1 past the list), all
+ * loads in flight together (measured 9% faster than each group loading its
+ * own; loading them a tile ahead, carried by the loop, 10% slower). */
+static void wg_indices(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef *idx)
+{
+  LLVMBuilderRef b = kb->b;
+  wgtile r = wg_tile(kb, x, i);
+  LLVMValueRef ibase = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, r.topk), "");
+  for (int u = 0; u < r.passes; u++) {
+    LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, r.lt, kb_i32(kb, TILE), ""), wg_row(kb, &r, u), "pos");
+    LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, r.n, "");
+    LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, ibase, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
+    idx[u] = kb_load_if(kb, want, kb->i32, r.ind, ioff, 4, kb_i32(kb, -1));
+  }
+}
+
 /* Producer: tile i's rows into K buffer (i & 1), zeros for rows past the
  * list or with bad indices (vm says which are valid). */
 static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
 {
   LLVMBuilderRef b = kb->b;
-  const dsv4_kernel *k = x->k;
-  int lanes = x->D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS, per = np / lanes;
-  LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
-  LLVMValueRef lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
+  wgtile r = wg_tile(kb, x, i);
+  LLVMValueRef idx[TILE];
+  wg_indices(kb, x, i, idx);
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
-  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, x->ntiles[0], "extra");
-#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
-  LLVMValueRef lt = PICK(i, LLVMBuildSub(b, i, x->ntiles[0], ""));
-  LLVMValueRef n = PICK(x->n[0], x->n[1]);
-  LLVMValueRef topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
-  LLVMValueRef bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
-  LLVMValueRef nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
-  LLVMValueRef stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
-  LLVMValueRef cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
-  LLVMValueRef ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
-#undef PICK
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
-  LLVMValueRef ibase = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), "");
-  enum { GROUP = 2 }; /* tokens a thread loads before converting */
-  for (int u0 = 0; u0 < TILE / per; u0 += GROUP) {
-    dsv4_lane_token tok[GROUP] = {{0}};
-    int ng = TILE / per - u0 < GROUP ? TILE / per - u0 : GROUP;
-    for (int u = 0; u < ng; u++) {
-      LLVMValueRef j = LLVMBuildAdd(b, kb_i32(kb, (u0 + u) * per), local, "j");
-      LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, lt, kb_i32(kb, TILE), ""), j, "pos");
-      LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, n, "");
-      LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, ibase, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
-      LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, ind, ioff, 4, kb_i32(kb, -1)));
-      LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
-                                        LLVMBuildICmp(b, LLVMIntSLT, idx, LLVMBuildMul(b, nb, bs, ""), ""), "valid");
-      LLVMValueRef blk, row;
-      kb_udivrem_fast(kb, LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), ""), bs, &blk, &row);
-      tok[u].blk = kb_byte_ptr(kb, cache, LLVMBuildMul(b, blk, stride, ""));
-      tok[u].row = row;
-      tok[u].valid = valid;
-      tok[u].write = LLVMConstInt(kb->i1, 1, 0); /* every row: invalid ones as zeros */
-      tok[u].out_row = kbuf;
-      tok[u].out_sw = 128, tok[u].out_rows = TILE;
-      tok[u].out_index = kb_zext64(kb, j);
-      kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, lane, kb_i32(kb, 0), ""), "vm");
-      LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
-      kb_store(kb, LLVMBuildZExt(b, valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
-      kb_endif(kb, &f);
-    }
-    dsv4_kernel kd = *k;
-    kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
-    dsv4_emit_dequant_tokens(kb, &kd, lane, bs, f32c(kb, 1.0), tok, ng);
+  enum { GROUP = 2 }; /* tokens a thread loads before converting (4 spills; 1 measured 4% slower) */
+  dsv4_lane_token tok[TILE] = {{0}};
+  for (int u = 0; u < r.passes; u++) {
+    LLVMValueRef j = wg_row(kb, &r, u), id = kb_sext64(kb, idx[u]);
+    tok[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, id, kb_i64(kb, 0), ""),
+                                LLVMBuildICmp(b, LLVMIntSLT, id, LLVMBuildMul(b, r.nb, r.bs, ""), ""), "valid");
+    LLVMValueRef blk, row;
+    kb_udivrem_fast(kb, LLVMBuildSelect(b, tok[u].valid, id, kb_i64(kb, 0), ""), r.bs, &blk, &row);
+    tok[u].blk = kb_byte_ptr(kb, r.cache, LLVMBuildMul(b, blk, r.stride, ""));
+    tok[u].row = row;
+    tok[u].write = LLVMConstInt(kb->i1, 1, 0); /* every row: invalid ones as zeros */
+    tok[u].out_row = kbuf;
+    tok[u].out_sw = 128, tok[u].out_rows = TILE;
+    tok[u].out_index = kb_zext64(kb, j);
+    kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r.lane, kb_i32(kb, 0), ""), "vm");
+    LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
+    kb_store(kb, LLVMBuildZExt(b, tok[u].valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
+    kb_endif(kb, &f);
   }
+  dsv4_kernel kd = *x->k;
+  kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
+  for (int u0 = 0; u0 < r.passes; u0 += GROUP)
+    dsv4_emit_dequant_tokens(kb, &kd, r.lane, r.bs, f32c(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP);
 }
 
 /* i64 offset of (row, kbyte) in a 128-byte-atom region of `rows` rows. */
