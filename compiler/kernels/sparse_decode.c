@@ -186,6 +186,25 @@ static LLVMValueRef list_len(dsv4_kb *kb, const list_args *la, LLVMValueRef t)
   return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
 }
 
+/* Token t's two lists: valid-prefix lengths n[], tiles ntiles[] (the main
+ * list's, then the extra list's), and this CTA's share [lo, hi) of them
+ * (split z = ctaid.z of `splits`). */
+static void token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *ntiles, LLVMValueRef *lo,
+                        LLVMValueRef *hi)
+{
+  LLVMBuilderRef b = kb->b;
+  const list_args *lists[2] = {&MAIN, &EXTRA};
+  for (int li = 0; li < 2; li++) {
+    n[li] = list_len(kb, lists[li], t);
+    ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, n[li], kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "");
+  }
+  LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, ntiles[0], ntiles[1], "nt"));
+  LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SPLITS)), z64 = kb_zext64(kb, kb->t->block_id(kb, 2));
+  *lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
+  *hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
+                       kb->i32, "hi");
+}
+
 /* Tile i's K rows: threads 0..63 find row tid's slot and store its row and
  * scale-row addresses (global, as i64) and its validity (vm[buf]). */
 static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValueRef i, LLVMValueRef buf)
@@ -551,11 +570,6 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
   LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.HC), "h0");
   LLVMValueRef H = kb_arg(kb, HEADS);
-  const list_args *lists[2] = {&MAIN, &EXTRA};
-  for (int li = 0; li < 2; li++) {
-    x.n[li] = list_len(kb, lists[li], x.t);
-    x.ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, x.n[li], kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "");
-  }
   /* ldmatrix row addresses: lane l gives row (l & 7) + 8 ((l >> 3) & 1) or
    * (l & 7) + 8 (l >> 4) of a 16 x 16 block, column 8 (l >> 4) or 8 ((l >> 3) & 1) */
   LLVMValueRef l7 = kb_zext64(kb, LLVMBuildAnd(b, x.lane, kb_i32(kb, 7), ""));
@@ -593,12 +607,8 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   for (int j = 0; j < x.NT2; j++)
     for (int e = 0; e < 4; e++)
       st.acc[j][e] = f32c(kb, 0.0);
-  /* this CTA's share of the token's tiles: split z of `splits` */
-  LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, x.ntiles[0], x.ntiles[1], "nt"));
-  LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SPLITS)), z64 = kb_zext64(kb, T->block_id(kb, 2));
-  LLVMValueRef lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
-  LLVMValueRef hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
-                                   kb->i32, "hi");
+  LLVMValueRef lo, hi; /* this CTA's share of the token's tiles */
+  token_tiles(kb, x.t, x.n, x.ntiles, &lo, &hi);
   matrix_tiles(kb, k, &x, lo, hi, &st);
 
   /* row sums: the quad, then the row block's warps (through shared memory) */
@@ -945,17 +955,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
   LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.HC), "h0");
   LLVMValueRef H = kb_arg(kb, HEADS);
-  const list_args *lists[2] = {&MAIN, &EXTRA};
-  for (int li = 0; li < 2; li++) {
-    x.n[li] = list_len(kb, lists[li], x.t);
-    x.ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, x.n[li], kb_i32(kb, TILE - 1), ""), kb_i32(kb, TILE), "");
-  }
-  /* this CTA's share of the token's tiles: split z of `splits` */
-  LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, x.ntiles[0], x.ntiles[1], "nt"));
-  LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SPLITS)), z64 = kb_zext64(kb, T->block_id(kb, 2));
-  x.lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
-  x.hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
-                        kb->i32, "hi");
+  token_tiles(kb, x.t, x.n, x.ntiles, &x.lo, &x.hi);
 
   /* q rows h0 .. h0+HC of token t (zeros past the heads), by the consumers */
   LLVMValueRef cons = LLVMBuildICmp(b, LLVMIntULT, x.tid, kb_i32(kb, 256), "consumer");
