@@ -205,6 +205,30 @@ static void token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueR
                        kb->i32, "hi");
 }
 
+/* Tile i's list (the main one's tiles, then the extra one's): its local
+ * tile index, valid-prefix length and arguments. */
+typedef struct {
+  LLVMValueRef lt, n, topk, bs, nb, stride, cache, ind; /* bs, nb: i64 */
+} tile_list;
+
+static tile_list pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, const LLVMValueRef *ntiles)
+{
+  LLVMBuilderRef b = kb->b;
+  tile_list r;
+  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, ntiles[0], "extra");
+#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
+  r.lt = PICK(i, LLVMBuildSub(b, i, ntiles[0], ""));
+  r.n = PICK(n[0], n[1]);
+  r.topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
+  r.bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
+  r.nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
+  r.stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
+  r.cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
+  r.ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
+#undef PICK
+  return r;
+}
+
 /* Tile i's K rows: threads 0..63 find row tid's slot and store its row and
  * scale-row addresses (global, as i64) and its validity (vm[buf]). */
 static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValueRef i, LLVMValueRef buf)
@@ -212,17 +236,9 @@ static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValu
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x->tid, kb_i32(kb, TILE), ""), "rows");
-  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, x->ntiles[0], "extra");
-#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
-  LLVMValueRef lt = PICK(i, LLVMBuildSub(b, i, x->ntiles[0], ""));
-  LLVMValueRef n = PICK(x->n[0], x->n[1]);
-  LLVMValueRef topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
-  LLVMValueRef bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
-  LLVMValueRef nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
-  LLVMValueRef stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
-  LLVMValueRef cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
-  LLVMValueRef ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
-#undef PICK
+  tile_list tl = pick_list(kb, i, x->n, x->ntiles);
+  LLVMValueRef lt = tl.lt, n = tl.n, topk = tl.topk, bs = tl.bs, nb = tl.nb, stride = tl.stride, cache = tl.cache,
+               ind = tl.ind;
   LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, lt, kb_i32(kb, TILE), ""), x->tid, "pos");
   LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, n, "");
   LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), ""),
@@ -525,6 +541,18 @@ static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValu
   kb_endif(kb, &w);
 }
 
+/* The generator's own layout of dynamic shared memory (o bytes) against
+ * the dsv4_abi.h rule the checker and the runtime use: 0 if equal. */
+static int shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
+{
+  int want = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
+  if (o == want)
+    return 0;
+  dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name, o,
+             want);
+  return 1;
+}
+
 static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   LLVMBuilderRef b = kb->b;
@@ -554,11 +582,8 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   REGION(red, (long long)x.HC * 8 * x.W);
   REGION(vm, TILE * 8);
 #undef REGION
-  if (o != dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARP)) {
-    dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,
-               o, dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARP));
+  if (shared_agrees(k, o, DSV4_MATRIX_WARP, d))
     return 1;
-  }
   x.tid = T->thread_id(kb);
   LLVMValueRef warp = LLVMBuildUDiv(b, x.tid, kb_i32(kb, 32), "warp");
   x.lane = LLVMBuildURem(b, x.tid, kb_i32(kb, 32), "lane");
@@ -674,11 +699,23 @@ typedef struct {
 static long long wg_kbytes(const wgd *x) { return (long long)TILE * x->D * 2; }
 #define WG_PBYTES (DSV4_DECODE_WG_HEADS * TILE * 2) /* one P part */
 
-/* Tile i's list (main or extra) and the producer thread's coordinates. */
+/* bar.sync (arrive 0) or bar.arrive (arrive 1) on barrier base + buf (buf
+ * i32 0 or 1, uniform: the barrier id must be an immediate). */
+static void wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int threads)
+{
+  void (*f)(dsv4_kb *, int, int) = arrive ? kb->t->bar_arrive : kb->t->bar_sync;
+  kb_if_t g = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "bar0");
+  f(kb, base, threads);
+  kb_else(kb, &g);
+  f(kb, base + 1, threads);
+  kb_endif(kb, &g);
+}
+
+/* Tile i's list and the producer thread's coordinates. */
 typedef struct {
-  LLVMValueRef lt, n, topk, bs, nb, stride, cache, ind; /* local tile, list length, the list's arguments */
-  LLVMValueRef lane, local;                             /* i32: lane in a row, row in a pass */
-  int per, passes;                                      /* rows a pass, passes a tile */
+  tile_list l;
+  LLVMValueRef lane, local; /* i32: lane in a row, row in a pass */
+  int per, passes;          /* rows a pass, passes a tile */
 } wgtile;
 
 static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
@@ -689,17 +726,7 @@ static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
   r.per = 32 * DSV4_DECODE_WG_PRODUCERS / lanes, r.passes = TILE / r.per;
   LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
   r.lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), r.local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
-  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, x->ntiles[0], "extra");
-#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
-  r.lt = PICK(i, LLVMBuildSub(b, i, x->ntiles[0], ""));
-  r.n = PICK(x->n[0], x->n[1]);
-  r.topk = PICK(kb_arg(kb, MAIN.topk), kb_arg(kb, EXTRA.topk));
-  r.bs = kb_sext64(kb, PICK(kb_arg(kb, MAIN.block_size), kb_arg(kb, EXTRA.block_size)));
-  r.nb = kb_sext64(kb, PICK(kb_arg(kb, MAIN.num_blocks), kb_arg(kb, EXTRA.num_blocks)));
-  r.stride = PICK(kb_arg(kb, MAIN.block_stride), kb_arg(kb, EXTRA.block_stride));
-  r.cache = PICK(kb_arg(kb, MAIN.cache), kb_arg(kb, EXTRA.cache));
-  r.ind = PICK(kb_arg(kb, MAIN.indices), kb_arg(kb, EXTRA.indices));
-#undef PICK
+  r.l = pick_list(kb, i, x->n, x->ntiles);
   return r;
 }
 
@@ -712,16 +739,16 @@ static LLVMValueRef wg_row(dsv4_kb *kb, const wgtile *r, int u)
 /* Tile i's indices of this producer thread's rows (-1 past the list), all
  * loads in flight together (measured 9% faster than each group loading its
  * own; loading them a tile ahead, carried by the loop, 10% slower). */
-static void wg_indices(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef *idx)
+static void wg_indices(dsv4_kb *kb, const wgd *x, const wgtile *r, LLVMValueRef *idx)
 {
   LLVMBuilderRef b = kb->b;
-  wgtile r = wg_tile(kb, x, i);
-  LLVMValueRef ibase = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, r.topk), "");
-  for (int u = 0; u < r.passes; u++) {
-    LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, r.lt, kb_i32(kb, TILE), ""), wg_row(kb, &r, u), "pos");
-    LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, r.n, "");
+  const tile_list *l = &r->l;
+  LLVMValueRef ibase = LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, l->topk), "");
+  for (int u = 0; u < r->passes; u++) {
+    LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, l->lt, kb_i32(kb, TILE), ""), wg_row(kb, r, u), "pos");
+    LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, l->n, "");
     LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, ibase, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
-    idx[u] = kb_load_if(kb, want, kb->i32, r.ind, ioff, 4, kb_i32(kb, -1));
+    idx[u] = kb_load_if(kb, want, kb->i32, l->ind, ioff, 4, kb_i32(kb, -1));
   }
 }
 
@@ -731,8 +758,9 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
 {
   LLVMBuilderRef b = kb->b;
   wgtile r = wg_tile(kb, x, i);
+  const tile_list *l = &r.l;
   LLVMValueRef idx[TILE];
-  wg_indices(kb, x, i, idx);
+  wg_indices(kb, x, &r, idx);
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
   enum { GROUP = 2 }; /* tokens a thread loads before converting (4 spills; 1 measured 4% slower) */
@@ -741,13 +769,13 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
   for (int u = 0; u < r.passes; u++) { /* (validity first, then the divisions: 40% fewer spills) */
     LLVMValueRef id = kb_sext64(kb, idx[u]);
     tok[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, id, kb_i64(kb, 0), ""),
-                                LLVMBuildICmp(b, LLVMIntSLT, id, LLVMBuildMul(b, r.nb, r.bs, ""), ""), "valid");
+                                LLVMBuildICmp(b, LLVMIntSLT, id, LLVMBuildMul(b, l->nb, l->bs, ""), ""), "valid");
     slot[u] = LLVMBuildSelect(b, tok[u].valid, id, kb_i64(kb, 0), "");
   }
   for (int u = 0; u < r.passes; u++) {
     LLVMValueRef j = wg_row(kb, &r, u), blk, row;
-    kb_udivrem_fast(kb, slot[u], r.bs, &blk, &row);
-    tok[u].blk = kb_byte_ptr(kb, r.cache, LLVMBuildMul(b, blk, r.stride, ""));
+    kb_udivrem_fast(kb, slot[u], l->bs, &blk, &row);
+    tok[u].blk = kb_byte_ptr(kb, l->cache, LLVMBuildMul(b, blk, l->stride, ""));
     tok[u].row = row;
     tok[u].write = LLVMConstInt(kb->i1, 1, 0); /* every row: invalid ones as zeros */
     tok[u].out_row = kbuf;
@@ -761,7 +789,7 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
   dsv4_kernel kd = *x->k;
   kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
   for (int u0 = 0; u0 < r.passes; u0 += GROUP)
-    dsv4_emit_dequant_tokens(kb, &kd, r.lane, r.bs, f32c(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP);
+    dsv4_emit_dequant_tokens(kb, &kd, r.lane, l->bs, f32c(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP);
 }
 
 /* i64 offset of (row, kbyte) in a 128-byte-atom region of `rows` rows. */
@@ -807,11 +835,7 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
   LLVMValueRef w64 = kb_zext64(kb, w), buf64 = kb_zext64(kb, buf);
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
-  kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "full0");
-  T->bar_sync(kb, WG_BAR_FULL, x->threads);
-  kb_else(kb, &f0);
-  T->bar_sync(kb, WG_BAR_FULL + 1, x->threads);
-  kb_endif(kb, &f0);
+  wg_bar(kb, 0, WG_BAR_FULL, buf, x->threads);
 
   /* S = q K^T for this warpgroup's 32 rows of the tile */
   LLVMValueRef A[32], B[32], S[16];
@@ -906,11 +930,7 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
       nx.o[j][e] = O[4 * j + e];
   /* K tile read: the producers may refill it (from the third tile on) */
   kb_if_t fe = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "empty");
-  kb_if_t fb = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "empty0");
-  T->bar_arrive(kb, WG_BAR_EMPTY, x->threads);
-  kb_else(kb, &fb);
-  T->bar_arrive(kb, WG_BAR_EMPTY + 1, x->threads);
-  kb_endif(kb, &fb);
+  wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
   kb_endif(kb, &fe);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
   wg_pack(&nx, next);
@@ -945,11 +965,8 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   REGION(red, 3 * 2 * x.HC * 4);
   REGION(vm, 2 * TILE * 4);
 #undef REGION
-  if (o != dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARPGROUP)) {
-    dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,
-               o, dsv4_decode_shared_bytes(&k->layout, x.HC, DSV4_MATRIX_WARPGROUP));
+  if (shared_agrees(k, o, DSV4_MATRIX_WARPGROUP, d))
     return 1;
-  }
   x.tid = T->thread_id(kb);
   x.t = T->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
@@ -1032,19 +1049,11 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     kb_for(kb, &loop, x.lo, x.hi, 0, NULL);
     LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
     kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, i, LLVMBuildAdd(b, x.lo, kb_i32(kb, 2), ""), ""), "wait");
-    kb_if_t fb = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "wait0");
-    T->bar_sync(kb, WG_BAR_EMPTY, x.threads);
-    kb_else(kb, &fb);
-    T->bar_sync(kb, WG_BAR_EMPTY + 1, x.threads);
-    kb_endif(kb, &fb);
+    wg_bar(kb, 0, WG_BAR_EMPTY, buf, x.threads);
     kb_endif(kb, &fw);
     wg_produce(kb, &x, i);
     T->fence_proxy_async(kb);
-    kb_if_t fa = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "full0");
-    T->bar_arrive(kb, WG_BAR_FULL, x.threads);
-    kb_else(kb, &fa);
-    T->bar_arrive(kb, WG_BAR_FULL + 1, x.threads);
-    kb_endif(kb, &fa);
+    wg_bar(kb, 1, WG_BAR_FULL, buf, x.threads);
     kb_for_end(kb, &loop, NULL);
   }
   kb_endif(kb, &role);
