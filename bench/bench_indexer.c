@@ -151,8 +151,11 @@ int main(int argc, char **argv)
       shape(kernels[i], "topk_512", &L, 64, 4, 1, 2048, copy);
       continue;
     }
-    shape(kernels[i], "topk_512", &L, 64, 128, 1, 32768, copy);
-    shape(kernels[i], "topk_512", &L, 64, 128, 2, 32768, copy);
+    /* DSV4_BENCH_NEXT_N=1 or 2: that shape alone (for a profiler) */
+    const char *only = getenv("DSV4_BENCH_NEXT_N");
+    for (int nn = 1; nn <= 2; nn++)
+      if (!only || atoi(only) == nn)
+        shape(kernels[i], "topk_512", &L, 64, 128, nn, 32768, copy);
   }
   return 0;
 }

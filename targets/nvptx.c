@@ -259,6 +259,32 @@ static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw, int lbo)
   return LLVMBuildOr(b, a, LLVMConstInt(kb->i64, fixed, 0), "desc");
 }
 
+/* p as base + a constant byte offset: a one-index i8 GEP of a constant
+ * index, else itself + 0. */
+static LLVMValueRef byte_base(dsv4_kb *kb, LLVMValueRef p, long long *off)
+{
+  *off = 0;
+  if (LLVMIsAGetElementPtrInst(p) && LLVMGetNumOperands(p) == 2 && LLVMGetGEPSourceElementType(p) == kb->i8 &&
+      LLVMIsAConstantInt(LLVMGetOperand(p, 1))) {
+    *off = LLVMConstIntGetSExtValue(LLVMGetOperand(p, 1));
+    return LLVMGetOperand(p, 0);
+  }
+  return p;
+}
+
+/* The descriptor of sptr (swizzle sw, leading offset lbo) where that of p0
+ * is d0: where both are one base plus constants, d0 plus their difference
+ * / 16 (both are shared-memory addresses under 256 KB and multiples of 16,
+ * so the 14-bit address field neither carries nor borrows): one add a step
+ * instead of the mask, shift and or.  Otherwise computed whole. */
+static LLVMValueRef desc_step(dsv4_kb *kb, LLVMValueRef d0, LLVMValueRef p0, LLVMValueRef sptr, int sw, int lbo)
+{
+  long long o0, o1;
+  if (byte_base(kb, p0, &o0) == byte_base(kb, sptr, &o1) && (o1 - o0) % 16 == 0)
+    return LLVMBuildAdd(kb->b, d0, kb_i64(kb, (o1 - o0) / 16), "desc");
+  return smem_desc(kb, sptr, sw, lbo);
+}
+
 /* One inline-asm block: fence, ksteps wgmma (the first overwriting D unless
  * accumulating, the rest accumulating), commit.  The accumulators go back
  * to LLVM only through ptx_wgmma_wait, whose asm takes and returns them:
@@ -300,8 +326,9 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
     fs[i] = kb->f32;
   for (int ks = 0; ks < ksteps; ks++) {
     ps[2 * ks] = ps[2 * ks + 1] = kb->i64;
-    args[2 * ks] = smem_desc(kb, a[ks], sw, 16);
-    args[2 * ks + 1] = smem_desc(kb, bm[ks], sw, op->b_mn_major ? op->b_lbo : 16);
+    int blbo = op->b_mn_major ? op->b_lbo : 16;
+    args[2 * ks] = ks ? desc_step(kb, args[0], a[0], a[ks], sw, 16) : smem_desc(kb, a[0], sw, 16);
+    args[2 * ks + 1] = smem_desc(kb, bm[ks], sw, blbo);
   }
   int na = np;
   ps[na] = kb->i32;

@@ -45,31 +45,50 @@ typedef struct {
   LLVMValueRef ok, row, scale;
 } kpos;
 
-static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
+/* locate in two halves, so that a caller can issue the block-table read
+ * early and use it late: kref holds the read's result (blk, i32), whether
+ * it was wanted and the row within the block (i64). */
+typedef struct {
+  LLVMValueRef want, blk, row;
+} kref;
+
+static kref locate_table(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
   /* a shift and a mask for a power-of-two block size (the usual case) */
-  LLVMValueRef col, row;
-  kb_udivrem_fast(kb, pos, bs, &col, &row);
-  LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
-                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
-  want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
+  LLVMValueRef col;
+  kref r;
+  kb_udivrem_fast(kb, pos, bs, &col, &r.row);
+  r.want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
+                        LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
+  r.want = LLVMBuildAnd(b, r.want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
-  LLVMValueRef pre_blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, 0));
-  LLVMValueRef bl = kb_sext64(kb, pre_blk);
+  r.blk = kb_load_if(kb, r.want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, 0));
+  return r;
+}
+
+static kpos locate_at(dsv4_kb *kb, const dsv4_layout *L, kref r)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef bl = kb_sext64(kb, r.blk);
   kpos k;
-  k.ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
+  k.ok = LLVMBuildAnd(b, r.want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
   k.ok = LLVMBuildAnd(b, k.ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
   LLVMValueRef bb = LLVMBuildMul(b, LLVMBuildSelect(b, k.ok, bl, kb_i64(kb, 0), ""), kb_arg(kb, BLOCK_STRIDE), "");
-  k.row = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
+  k.row = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, r.row, kb_i64(kb, L->row_bytes), ""),
                                            kb_i64(kb, L->seg[0].offset), ""), "krow");
   int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-  LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
+  LLVMValueRef so = LLVMBuildMul(b, r.row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
   if (tail)
-    so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
+    so = LLVMBuildAdd(b, so, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), kb_i64(kb, L->row_bytes), ""), "");
   k.scale = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "kscale");
   return k;
+}
+
+static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
+{
+  return locate_at(kb, L, locate_table(kb, pos, ctx, breq));
 }
 
 /* Whether this target can take the matrix path for kernel k. */
@@ -273,8 +292,20 @@ static void ring_fill(dsv4_kb *kb, const kring *r, LLVMValueRef it)
 }
 
 /* The matrix forms' CTA takes next_n (<= DSV4_LOGITS_MAX_NEXT_N) rows
- * from r0 (i32): their weights into shared ws (f32 [row][head]; rows past
- * next_n not written, never read). */
+ * from r0 (i32): their weights into shared ws (f32, rows past next_n not
+ * written, never read), in the order the epilogue reads them: column
+ * f = j H + h (row j's head h) is block i = f / 8, pair c = f % 8 / 2,
+ * e = f % 2 of the accumulator layout, and sits at ws_index(): the four
+ * weights of blocks i, i + 1 (i even) of quad lane c are one 16-byte piece,
+ * and the four lanes' pieces are adjacent (one conflict-free load). */
+static LLVMValueRef ws_index(dsv4_kb *kb, LLVMValueRef c, LLVMValueRef i, LLVMValueRef e)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef chunk = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildLShr(b, i, kb_i32(kb, 1), ""), kb_i32(kb, 4), ""), c, "");
+  LLVMValueRef w = LLVMBuildAdd(b, LLVMBuildMul(b, chunk, kb_i32(kb, 2), ""), LLVMBuildAnd(b, i, kb_i32(kb, 1), ""), "");
+  return LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, 2), ""), e, "");
+}
+
 static void stage_weights(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r0, LLVMValueRef ws, LLVMValueRef tid,
                           int threads)
 {
@@ -282,11 +313,12 @@ static void stage_weights(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r0, LL
   int H = k->heads;
   LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
   for (int c0 = 0; c0 < DSV4_LOGITS_MAX_NEXT_N * H; c0 += threads) {
-    LLVMValueRef i = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, i, LLVMBuildMul(b, kb_arg(kb, NEXT_N), kb_i32(kb, H), ""), ""), "wcopy");
-    LLVMValueRef i4 = LLVMBuildMul(b, kb_zext64(kb, i), kb_i64(kb, 4), "");
-    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, i4, "")), 4),
-             kb_byte_ptr(kb, ws, i4), 4);
+    LLVMValueRef f = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, NEXT_N), kb_i32(kb, H), ""), ""), "wcopy");
+    LLVMValueRef at = ws_index(kb, LLVMBuildAnd(b, LLVMBuildLShr(b, f, kb_i32(kb, 1), ""), kb_i32(kb, 3), ""),
+                               LLVMBuildLShr(b, f, kb_i32(kb, 3), ""), LLVMBuildAnd(b, f, kb_i32(kb, 1), ""));
+    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 4), ""), "")), 4),
+             kb_byte_ptr(kb, ws, LLVMBuildMul(b, kb_zext64(kb, at), kb_i64(kb, 4), "")), 4);
     kb_endif(kb, &in);
   }
 }
@@ -306,41 +338,64 @@ static LLVMValueRef row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctx
   return cmax;
 }
 
-/* The matrix forms' epilogue.  relu_weigh: for an accumulator block of
- * rows g, g + 8 and columns col0 + 2c, + 1 (the PTX m16n8 layout, which
- * wgmma repeats), part[hh] += max(acc[2 hh + e], 0) * ws[col0 + 2c + e]
- * over e, as a max and an fma (maxnum: a NaN gives 0, as the reference's
- * max(0, x) comparison does). */
-static void relu_weigh(dsv4_kb *kb, LLVMValueRef ws, LLVMValueRef c, int col0, const LLVMValueRef *acc, LLVMValueRef part[2])
+/* The matrix forms' epilogue.  relu_weigh: for nb (1 or 2) accumulator
+ * blocks from block i0 (each rows g, g + 8 and columns 8i + 2c, + 1: the
+ * PTX m16n8 layout, which wgmma repeats), part[hh] += max(acc[4 (i - i0) +
+ * 2 hh + e], 0) * weight(column 8i + 2c + e) over i and e, as a max and an
+ * fma (maxnum: a NaN gives 0, as the reference's max(0, x) comparison
+ * does), from wv: the 2 nb weights of those columns (ws_load: one load
+ * from shared ws, as ws_index lays them out). */
+static LLVMValueRef ws_load(dsv4_kb *kb, LLVMValueRef ws, LLVMValueRef c, int i0, int nb)
+{
+  LLVMValueRef at = ws_index(kb, c, kb_i32(kb, i0), kb_i32(kb, 0));
+  return kb_load(kb, LLVMVectorType(kb->f32, 2 * nb), kb_byte_ptr(kb, ws, LLVMBuildMul(kb->b, kb_zext64(kb, at), kb_i64(kb, 4), "")),
+                 8 * nb);
+}
+
+static void relu_weigh(dsv4_kb *kb, LLVMValueRef wv, int nb, const LLVMValueRef *acc, LLVMValueRef part[2])
 {
   LLVMBuilderRef b = kb->b;
   LLVMTypeRef f2[2] = {kb->f32, kb->f32}, f3[3] = {kb->f32, kb->f32, kb->f32};
-  LLVMValueRef wo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, c, kb_i32(kb, 2), ""), kb_i32(kb, col0), "")),
-                                 kb_i64(kb, 4), "");
-  LLVMValueRef w2 = kb_load(kb, LLVMVectorType(kb->f32, 2), kb_byte_ptr(kb, ws, wo), 8);
-  for (int hh = 0; hh < 2; hh++)
-    for (int e = 0; e < 2; e++) {
-      LLVMValueRef ma[2] = {acc[2 * hh + e], LLVMConstReal(kb->f32, 0.0)};
-      LLVMValueRef fa[3] = {kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv),
-                            LLVMBuildExtractElement(b, w2, kb_i32(kb, e), ""), part[hh]};
-      part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
-    }
+  for (int i = 0; i < nb; i++)
+    for (int hh = 0; hh < 2; hh++)
+      for (int e = 0; e < 2; e++) {
+        LLVMValueRef ma[2] = {acc[4 * i + 2 * hh + e], LLVMConstReal(kb->f32, 0.0)};
+        LLVMValueRef fa[3] = {kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ma, 2, LLVMCCallConv),
+                              LLVMBuildExtractElement(b, wv, kb_i32(kb, 2 * i + e), ""), part[hh]};
+        part[hh] = kb_call(kb, "llvm.fma.f32", kb->f32, f3, fa, 3, LLVMCCallConv);
+      }
 }
 
-/* The head sum of position pos (i32) of logits row r64 (i64), of which
- * each lane of a quad holds a part: the quad's butterfly, then the lane
- * c == writer stores scale * sum where the position is ok and before ctx,
- * -inf where it is not, if the position is in the row. */
-static void store_logit(dsv4_kb *kb, LLVMValueRef part, LLVMValueRef c, int writer, LLVMValueRef r64, LLVMValueRef pos,
+/* The quad's sums: v[0..nv-1] (nv 2 or 4) are this lane's parts of nv
+ * sums over the four lanes of a quad (lane % 4 = c); returns the whole of
+ * sum c % nv, reduce-scatter style (nv 4: 3 shuffles where four
+ * butterflies take 8; nv 2: 2 where two take 4). */
+static LLVMValueRef quad_sum(dsv4_kb *kb, LLVMValueRef c, const LLVMValueRef *v, int nv)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef b0 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
+  LLVMValueRef b1 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, c, kb_i32(kb, 2), ""), kb_i32(kb, 0), "");
+  LLVMValueRef s[2] = {v[0], v[1]};
+  if (nv == 4) /* lanes with bit 1 keep sums 2, 3 and send 0, 1; the others the reverse */
+    for (int k = 0; k < 2; k++) {
+      LLVMValueRef mine = LLVMBuildSelect(b, b1, v[2 + k], v[k], ""), send = LLVMBuildSelect(b, b1, v[k], v[2 + k], "");
+      s[k] = LLVMBuildFAdd(b, mine, kb->t->shfl_xor(kb, send, 2), "");
+    }
+  LLVMValueRef mine = LLVMBuildSelect(b, b0, s[1], s[0], ""), send = LLVMBuildSelect(b, b0, s[0], s[1], "");
+  LLVMValueRef t = LLVMBuildFAdd(b, mine, kb->t->shfl_xor(kb, send, 1), "");
+  return nv == 4 ? t : LLVMBuildFAdd(b, t, kb->t->shfl_xor(kb, t, 2), "");
+}
+
+/* Where `mine` and the position pos (i32) is in the row: logits row r64
+ * (i64) at pos gets scale * sum where the position is ok and before ctx,
+ * -inf where it is not. */
+static void store_logit(dsv4_kb *kb, LLVMValueRef sum, LLVMValueRef mine, LLVMValueRef r64, LLVMValueRef pos,
                         LLVMValueRef ok, LLVMValueRef ctx, LLVMValueRef scale)
 {
   LLVMBuilderRef b = kb->b;
-  for (int m = 1; m <= 2; m *= 2)
-    part = LLVMBuildFAdd(b, part, kb->t->shfl_xor(kb, part, m), "");
   LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, ctx, ""), "");
-  LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part, scale, ""), LLVMConstReal(kb->f32, -INFINITY), "");
-  LLVMValueRef sto = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, writer), ""),
-                                  LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, ROW_LEN), ""), "");
+  LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, sum, scale, ""), LLVMConstReal(kb->f32, -INFINITY), "");
+  LLVMValueRef sto = LLVMBuildAnd(b, mine, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, ROW_LEN), ""), "");
   kb_if_t f = kb_if(kb, sto, "store");
   LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), kb_zext64(kb, pos), ""),
                                  kb_i64(kb, 4), "");
@@ -437,12 +492,14 @@ static int matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
       }
       for (int ks = 0; ks < KS; ks++)
         kb->t->mma_e4m3_16x8x32(kb, A[ks], bqf[ks], acc, acc);
-      relu_weigh(kb, ws, c, j * H + nt * 8, acc, part);
+      relu_weigh(kb, ws_load(kb, ws, c, (j * H + nt * 8) / 8, 1), 1, acc, part);
     }
-    LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), ""));
-    for (int hh = 0; hh < 2; hh++)
-      store_logit(kb, part[hh], c, 0, r64, LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), ""), ""), vok[hh],
-                  ctxj[j], ksc[hh]);
+    /* lanes 0 and 1 of the quad store rows g and g + 8 */
+    LLVMValueRef sum = quad_sum(kb, c, part, 2), hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), "");
+    LLVMValueRef hi = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
+    store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), ""), kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), "")),
+                LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), ""),
+                LLVMBuildSelect(b, hi, vok[1], vok[0], ""), ctxj[j], LLVMBuildSelect(b, hi, ksc[1], ksc[0], ""));
     kb_endif(kb, &fj);
   }
   kb_for_end(kb, &lp, NULL);
@@ -505,14 +562,26 @@ static LLVMValueRef wg_stage(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef s, int
 
 /* Copies of step it: thread t takes row t / 2 (one lookup), half its bytes;
  * the even thread also its scale and validity. */
-static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef stage)
+/* The position of this thread's row in step it, and its block-table read. */
+static LLVMValueRef wg_pos(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m");
+  return kb_zext64(kb, LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), ""));
+}
+
+static kref wg_table(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
+{
+  return locate_table(kb, wg_pos(kb, w, it), w->cmax, w->breq);
+}
+
+static void wg_fill(dsv4_kb *kb, const wgk *w, kref ref, LLVMValueRef stage)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &w->k->layout;
   int D = L->dim;
   LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m"), half = LLVMBuildAnd(b, w->tid, kb_i32(kb, 1), "");
-  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "");
-  kpos kp = locate(kb, L, kb_zext64(kb, pos), w->cmax, w->breq);
+  kpos kp = locate_at(kb, L, ref);
   LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), cache = kb_arg(kb, CACHE);
   LLVMValueRef m64 = kb_zext64(kb, m), n16 = LLVMBuildSelect(b, kp.ok, kb_i32(kb, 16), kb_i32(kb, 0), "");
   for (int i = 0; i < D / 32; i++) {
@@ -531,8 +600,13 @@ static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef sta
 
 /* Step it's product for rows 0..nr-1 (n = nr H columns, one group: two
  * groups so that the first's sums overlap the second's product measured
- * 3-6% slower) and its logits. */
-static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValueRef stage)
+ * 3-6% slower) and its logits.  While the matrix unit runs, step nx's
+ * copies go into stage fs (if nx < iters): issued before the product, their
+ * block-table read delayed it (measured 2% slower at next_n 2; the read
+ * carried from a step before, or the copies issued after the sums, were
+ * no faster or, with the ring one step shallower, much slower). */
+static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValueRef stage, LLVMValueRef nx,
+                    LLVMValueRef fs, LLVMValueRef iters)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_kernel *k = w->k;
@@ -544,26 +618,36 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   }
   kb_wgmma op = wg_op(D, n);
   kb->t->wgmma(kb, &op, A, B, d);
+  kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
+  wg_fill(kb, w, wg_table(kb, w, nx), fs);
+  kb_endif(kb, &pf);
+  kb->t->cp_async_commit(kb);
   kb->t->wgmma_wait(kb, 0, d, n / 2);
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
-  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
-  LLVMValueRef sc = wg_stage(kb, w->sc, stage, WG_M * 8);
+  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), part[2 * DSV4_LOGITS_MAX_NEXT_N];
   for (int j = 0; j < nr; j++) {
-    LLVMValueRef part[2] = {zero, zero};
-    for (int i = j * H / 8; i < (j + 1) * H / 8; i++) /* columns 8i + 2c (+1): row j's heads, weights ws[8i + 2c] */
-      relu_weigh(kb, w->ws, c, 8 * i, &d[4 * i], part);
-    LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), ""));
-    for (int hh = 0; hh < 2; hh++) {
-      /* accumulator row 16 warp + g + 8 hh; quad lane 2 j + hh stores it */
-      LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * hh), ""), "");
-      LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
-      LLVMValueRef so = kb_load(kb, LLVMVectorType(kb->i32, 2), kb_byte_ptr(kb, sc, LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 8), "")), 8);
-      LLVMValueRef ksc = LLVMBuildBitCast(b, LLVMBuildExtractElement(b, so, kb_i32(kb, 0), ""), kb->f32, "");
-      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildExtractElement(b, so, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
-      store_logit(kb, part[hh], c, (2 * j + hh) % 4, r64, pos, ok, w->ctxj[j], ksc);
+    part[2 * j] = part[2 * j + 1] = zero;
+    for (int i = j * H / 8, nb; i < (j + 1) * H / 8; i += nb) { /* columns 8i + 2c (+1): row j's heads */
+      nb = i % 2 == 0 && (j + 1) * H / 8 - i >= 2 ? 2 : 1;  /* 16-byte loads at even blocks */
+      relu_weigh(kb, ws_load(kb, w->ws, c, i, nb), nb, &d[4 * i], &part[2 * j]);
     }
   }
+  /* sum 2 j + hh (row j, accumulator row 16 warp + g + 8 hh) lands in quad
+   * lane 2 j + hh (lanes 0 and 1 at one row): one store a lane */
+  LLVMValueRef sum = quad_sum(kb, c, part, 2 * nr);
+  LLVMValueRef hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), j = LLVMBuildLShr(b, c, kb_i32(kb, 1), "");
+  LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), "");
+  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
+  LLVMValueRef so = kb_load(kb, LLVMVectorType(kb->i32, 2),
+                            kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 8), "")), 8);
+  LLVMValueRef ksc = LLVMBuildBitCast(b, LLVMBuildExtractElement(b, so, kb_i32(kb, 0), ""), kb->f32, "");
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildExtractElement(b, so, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
+  LLVMValueRef ctx = w->ctxj[0];
+  for (int jj = 1; jj < nr; jj++)
+    ctx = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, j, kb_i32(kb, jj), ""), w->ctxj[jj], ctx, "");
+  store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, j, kb_i32(kb, nr), ""), kb_zext64(kb, LLVMBuildAdd(b, w->r0, j, "")), pos, ok,
+              ctx, ksc);
 }
 
 static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
@@ -619,7 +703,7 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
   for (int s0 = 0; s0 < S - 1; s0++) {
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
-    wg_fill(kb, &w, kb_i32(kb, s0), kb_i32(kb, s0));
+    wg_fill(kb, &w, wg_table(kb, &w, kb_i32(kb, s0)), kb_i32(kb, s0));
     kb_endif(kb, &f);
     kb->t->cp_async_commit(kb);
   }
@@ -633,13 +717,9 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   kb->t->fence_proxy_async(kb);      /* ... visible to the matrix unit */
   kb->t->barrier(kb);                /* everyone's; the stage refilled next is read by no one */
   LLVMValueRef nx = LLVMBuildAdd(b, lp.iv, kb_i32(kb, S - 1), "");
-  kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
-  wg_fill(kb, &w, nx, fs);
-  kb_endif(kb, &pf);
-  kb->t->cp_async_commit(kb);
   for (int nr = 1; nr <= NM; nr++) { /* the product as wide as next_n rows */
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, NN, kb_i32(kb, nr), ""), "rows");
-    wg_step(kb, &w, lp.iv, nr, cs);
+    wg_step(kb, &w, lp.iv, nr, cs, nx, fs, iters);
     kb_endif(kb, &f);
   }
   LLVMValueRef ns = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, cs, kb_i32(kb, S - 1), ""), kb_i32(kb, 0),
