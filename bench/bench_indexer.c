@@ -144,18 +144,20 @@ int main(int argc, char **argv)
       printf("\n(no %s kernel for this device)\n", kernels[i]);
       continue;
     }
-    char head[64];
-    snprintf(head, sizeof head, "%s, topk_512", kernels[i]);
+    /* DSV4_BENCH_TOPK: another top-k kernel of the bundle (a sweep point) */
+    const char *topk = getenv("DSV4_BENCH_TOPK") ? getenv("DSV4_BENCH_TOPK") : "topk_512";
+    char head[96];
+    snprintf(head, sizeof head, "%s, %s", kernels[i], topk);
     printf("\n%-30s %10s %9s %9s %9s %12s\n", head, "logits us", "GB/s", "vs copy", "TFLOP/s", "top-k us");
     if (small) {
-      shape(kernels[i], "topk_512", &L, 64, 4, 1, 2048, copy);
+      shape(kernels[i], topk, &L, 64, 4, 1, 2048, copy);
       continue;
     }
     /* DSV4_BENCH_NEXT_N=1 or 2: that shape alone (for a profiler) */
     const char *only = getenv("DSV4_BENCH_NEXT_N");
     for (int nn = 1; nn <= 2; nn++)
       if (!only || atoi(only) == nn)
-        shape(kernels[i], "topk_512", &L, 64, 128, nn, 32768, copy);
+        shape(kernels[i], topk, &L, 64, 128, nn, 32768, copy);
   }
   return 0;
 }

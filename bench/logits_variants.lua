@@ -20,6 +20,17 @@ kernel {
   targets = { ptx = { arch = "sm_90a" } },
 }
 
+-- top-k: threads a row (DSV4_BENCH_TOPK=topk_512_t256 ...)
+for _, t in ipairs { 256, 1024 } do
+  kernel {
+    name = string.format("topk_512_t%d", t),
+    op = "topk",
+    k = 512,
+    tile = { threads = t },
+    targets = { ptx = { arch = "sm_90a" } },
+  }
+end
+
 for _, p in ipairs { 512, 1024, 2048, 4096 } do
   kernel {
     name = string.format("mqa_logits_v4_mma_p%d", p),

@@ -3,13 +3,22 @@
  * ctx <= K gets 0 .. ctx-1 then -1.
  *
  * One CTA a row, portable radix select over the logits' 32-bit keys (the
- * float bits made monotone): four passes of an 8-bit histogram in shared
- * memory (atomic adds) narrow the K-th largest key T and how many keys
- * equal to T still belong to the answer; a last pass writes every position
- * above T and as many equal to T as needed, through two shared counters.
- * Ties at T are taken in whatever order the atomics give (the contract
- * leaves tie-breaking unspecified).  Barriers separate the phases; the
- * branch on ctx <= K is uniform per CTA.
+ * float bits made monotone): three passes of a histogram in shared memory
+ * (atomic adds) over digits of 12, 12 and 8 bits narrow the K-th largest
+ * key T and how many keys equal to T still belong to the answer; a last
+ * pass writes every position above T and as many equal to T as needed,
+ * through two shared counters.  Ties at T are taken in whatever order the
+ * atomics give (the contract leaves tie-breaking unspecified).
+ *
+ * Why 12-bit digits: logits of one row share a few binades, so the top 8
+ * bits (sign and 7 of the exponent) put nearly every key of a row in a
+ * handful of bins, and the atomic adds on one address serialise; 12 bits
+ * (3 of the mantissa too) spread them over eight times as many.  The bin
+ * holding the K-th key is found in parallel (each thread sums a run of
+ * bins, a scan over the threads' sums, then the one thread whose run
+ * holds it), not by one thread walking 4096 bins, and each thread keeps
+ * UNROLL loads in flight.  Barriers separate the phases; the branch on
+ * ctx <= K is uniform per CTA.
  */
 #include "gen.h"
 
@@ -29,6 +38,114 @@ static LLVMValueRef word(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef i)
   return kb_byte_ptr(kb, base, LLVMBuildMul(kb->b, kb_zext64(kb, i), kb_i64(kb, 4), ""));
 }
 
+enum { UNROLL = 8, NB_MAX = 4096 };
+static const int digit_shift[] = {20, 8, 0}, digit_bits[] = {12, 12, 8};
+
+/* For each position i of the row (< n) in the CTA's stride, UNROLL loads
+ * at a time: body(key, i) (the loads of a round are issued before any
+ * body runs, so that their latencies overlap). */
+typedef void (*key_fn)(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *ctx);
+static void for_keys(dsv4_kb *kb, LLVMValueRef lrow, LLVMValueRef tid, LLVMValueRef n, int T, key_fn body, void *ctx)
+{
+  LLVMBuilderRef b = kb->b;
+  kb_loop_t l;
+  kb_for(kb, &l, kb_i32(kb, 0), n, 0, NULL);
+  LLVMValueRef idx[UNROLL], key[UNROLL], in[UNROLL];
+  for (int u = 0; u < UNROLL; u++) {
+    idx[u] = LLVMBuildAdd(b, l.iv, LLVMBuildAdd(b, tid, kb_i32(kb, u * T), ""), "");
+    in[u] = LLVMBuildICmp(b, LLVMIntSLT, idx[u], n, "");
+    LLVMValueRef off = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in[u], idx[u], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+    key[u] = key_of(kb, kb_load_if(kb, in[u], kb->i32, lrow, off, 4, kb_i32(kb, 0)));
+  }
+  for (int u = 0; u < UNROLL; u++) {
+    kb_if_t f = kb_if(kb, in[u], "key");
+    body(kb, key[u], idx[u], ctx);
+    kb_endif(kb, &f);
+  }
+  l.step = T * UNROLL;
+  kb_for_end(kb, &l, NULL);
+}
+
+typedef struct {
+  LLVMValueRef hist, prefix, mask;
+  int shift, bits;
+} count_ctx;
+
+static void count_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
+{
+  (void)i;
+  LLVMBuilderRef b = kb->b;
+  count_ctx *c = vc;
+  kb_if_t m = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, key, c->mask, ""), c->prefix, ""), "match");
+  LLVMValueRef bin = LLVMBuildAnd(b, LLVMBuildLShr(b, key, kb_i32(kb, c->shift), ""), kb_i32(kb, (1 << c->bits) - 1), "");
+  kb_atomic_add_i32(kb, word(kb, c->hist, bin), kb_i32(kb, 1));
+  kb_endif(kb, &m);
+}
+
+typedef struct {
+  LLVMValueRef prefix, remaining, base_eq, gt_slot, eq_slot, orow;
+} take_ctx;
+
+static void take_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
+{
+  LLVMBuilderRef b = kb->b;
+  take_ctx *c = vc;
+  kb_if_t gt = kb_if(kb, LLVMBuildICmp(b, LLVMIntUGT, key, c->prefix, ""), "gt");
+  LLVMValueRef at = kb_atomic_add_i32(kb, c->gt_slot, kb_i32(kb, 1));
+  kb_store(kb, i, word(kb, c->orow, at), 4);
+  kb_else(kb, &gt);
+  kb_if_t eq = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, key, c->prefix, ""), "eq");
+  LLVMValueRef e = kb_atomic_add_i32(kb, c->eq_slot, kb_i32(kb, 1));
+  kb_if_t take = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, e, c->remaining, ""), "take");
+  kb_store(kb, i, word(kb, c->orow, LLVMBuildAdd(b, c->base_eq, e, "")), 4);
+  kb_endif(kb, &take);
+  kb_endif(kb, &eq);
+  kb_endif(kb, &gt);
+}
+
+/* The bin of nb holding the remaining-th largest counted key, found by all
+ * T threads: thread t sums the run of C = ceil(nb / T) bins from the top
+ * (bin nb-1 - tC down), an inclusive scan of the sums over the threads in
+ * psum (log2 T steps, barriers between), then the thread whose run holds
+ * it stores the bin and the count of keys in bins above it. */
+static void find_bin(dsv4_kb *kb, LLVMValueRef hist, LLVMValueRef psum, LLVMValueRef tid, int T, int nb,
+                     LLVMValueRef remaining, LLVMValueRef bin_slot, LLVMValueRef above_slot)
+{
+  LLVMBuilderRef b = kb->b;
+  int C = (nb + T - 1) / T;
+  LLVMValueRef cnt[NB_MAX / 32], bins[NB_MAX / 32], sum = kb_i32(kb, 0);
+  for (int j = 0; j < C; j++) {
+    LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildMul(b, tid, kb_i32(kb, C), ""), kb_i32(kb, j), "");
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, r, kb_i32(kb, nb), "");
+    bins[j] = LLVMBuildSub(b, kb_i32(kb, nb - 1), r, "");
+    LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in, bins[j], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+    cnt[j] = kb_load_if(kb, in, kb->i32, hist, at, 4, kb_i32(kb, 0));
+    sum = LLVMBuildAdd(b, sum, cnt[j], "");
+  }
+  kb_store(kb, sum, word(kb, psum, tid), 4);
+  LLVMValueRef incl = sum;
+  for (int off = 1; off < T; off *= 2) {
+    kb->t->barrier(kb);
+    LLVMValueRef has = LLVMBuildICmp(b, LLVMIntSGE, tid, kb_i32(kb, off), "");
+    LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, has, LLVMBuildSub(b, tid, kb_i32(kb, off), ""), kb_i32(kb, 0), "")),
+                                   kb_i64(kb, 4), "");
+    incl = LLVMBuildAdd(b, incl, kb_load_if(kb, has, kb->i32, psum, at, 4, kb_i32(kb, 0)), "");
+    kb->t->barrier(kb);
+    kb_store(kb, incl, word(kb, psum, tid), 4);
+  }
+  LLVMValueRef acc = LLVMBuildSub(b, incl, sum, "above");
+  for (int j = 0; j < C; j++) {
+    LLVMValueRef next = LLVMBuildAdd(b, acc, cnt[j], "");
+    LLVMValueRef here = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, acc, remaining, ""),
+                                     LLVMBuildICmp(b, LLVMIntSGE, next, remaining, ""), "");
+    kb_if_t f = kb_if(kb, here, "found");
+    kb_store(kb, bins[j], bin_slot, 4);
+    kb_store(kb, acc, above_slot, 4);
+    kb_endif(kb, &f);
+    acc = next;
+  }
+}
+
 int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
@@ -42,9 +159,10 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "n");
   LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
   LLVMValueRef lrow = kb_byte_ptr(kb, kb_arg(kb, LOGITS), LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), kb_i64(kb, 4), ""));
-  LLVMValueRef hist = kb_shared_array(kb, kb->i32, 256 + 4, "dsv4_topk_hist"); /* + bin, above, gt, eq */
-  LLVMValueRef bin_slot = word(kb, hist, kb_i32(kb, 256)), above_slot = word(kb, hist, kb_i32(kb, 257));
-  LLVMValueRef gt_slot = word(kb, hist, kb_i32(kb, 258)), eq_slot = word(kb, hist, kb_i32(kb, 259));
+  LLVMValueRef hist = kb_shared_array(kb, kb->i32, NB_MAX + 4, "dsv4_topk_hist"); /* + bin, above, gt, eq */
+  LLVMValueRef psum = kb_shared_array(kb, kb->i32, T, "dsv4_topk_scan");
+  LLVMValueRef bin_slot = word(kb, hist, kb_i32(kb, NB_MAX)), above_slot = word(kb, hist, kb_i32(kb, NB_MAX + 1));
+  LLVMValueRef gt_slot = word(kb, hist, kb_i32(kb, NB_MAX + 2)), eq_slot = word(kb, hist, kb_i32(kb, NB_MAX + 3));
 
   kb_if_t small = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, K), ""), "short_row");
   { /* 0 .. n-1 then -1 */
@@ -60,52 +178,25 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_else(kb, &small);
   {
     LLVMValueRef prefix = kb_i32(kb, 0), mask = kb_i32(kb, 0), remaining = kb_i32(kb, K);
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      /* clear the histogram */
-      for (int c = 0; c < 256; c += T) {
+    for (int p = 0; p < 3; p++) {
+      int nb = 1 << digit_bits[p];
+      for (int c = 0; c < nb; c += T) { /* clear the histogram */
         LLVMValueRef i = LLVMBuildAdd(b, tid, kb_i32(kb, c), "");
-        kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, i, kb_i32(kb, 256), ""), "clr");
+        kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
         kb_store(kb, kb_i32(kb, 0), word(kb, hist, i), 4);
         kb_endif(kb, &in);
       }
       kb->t->barrier(kb);
-      /* count the keys that match the prefix so far, by their next byte */
-      kb_loop_t l;
-      kb_for(kb, &l, tid, n, 0, NULL);
-      {
-        LLVMValueRef key = key_of(kb, kb_load(kb, kb->i32, word(kb, lrow, l.iv), 4));
-        kb_if_t m = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, key, mask, ""), prefix, ""), "match");
-        LLVMValueRef bin = LLVMBuildAnd(b, LLVMBuildLShr(b, key, kb_i32(kb, shift), ""), kb_i32(kb, 255), "");
-        kb_atomic_add_i32(kb, word(kb, hist, bin), kb_i32(kb, 1));
-        kb_endif(kb, &m);
-      }
-      l.step = T; /* the CTA strides over the row */
-      kb_for_end(kb, &l, NULL);
+      /* count the keys that match the prefix so far, by their next digit */
+      count_ctx cc = {hist, prefix, mask, digit_shift[p], digit_bits[p]};
+      for_keys(kb, lrow, tid, n, T, count_key, &cc);
       kb->t->barrier(kb);
-      /* thread 0 finds the bin holding the remaining-th largest */
-      kb_if_t z = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, tid, kb_i32(kb, 0), ""), "scan");
-      {
-        LLVMValueRef init[3] = {kb_i32(kb, 0), kb_i32(kb, 0), kb_i32(kb, 0)}; /* acc, bin, found */
-        kb_loop_t s;
-        kb_for(kb, &s, kb_i32(kb, 0), kb_i32(kb, 256), 3, init);
-        LLVMValueRef bin = LLVMBuildSub(b, kb_i32(kb, 255), s.iv, "");
-        LLVMValueRef cnt = kb_load(kb, kb->i32, word(kb, hist, bin), 4);
-        LLVMValueRef notyet = LLVMBuildICmp(b, LLVMIntEQ, s.vars[2], kb_i32(kb, 0), "");
-        LLVMValueRef reach = LLVMBuildAnd(b, notyet, LLVMBuildICmp(b, LLVMIntSGE, LLVMBuildAdd(b, s.vars[0], cnt, ""), remaining, ""), "");
-        LLVMValueRef next[3];
-        next[0] = LLVMBuildSelect(b, LLVMBuildAnd(b, notyet, LLVMBuildNot(b, reach, ""), ""), LLVMBuildAdd(b, s.vars[0], cnt, ""), s.vars[0], "");
-        next[1] = LLVMBuildSelect(b, reach, bin, s.vars[1], "");
-        next[2] = LLVMBuildSelect(b, reach, kb_i32(kb, 1), s.vars[2], "");
-        kb_for_end(kb, &s, next);
-        kb_store(kb, s.vars[1], bin_slot, 4);
-        kb_store(kb, s.vars[0], above_slot, 4); /* keys of higher bins */
-      }
-      kb_endif(kb, &z);
+      find_bin(kb, hist, psum, tid, T, nb, remaining, bin_slot, above_slot);
       kb->t->barrier(kb);
       LLVMValueRef bin = kb_load(kb, kb->i32, bin_slot, 4), above = kb_load(kb, kb->i32, above_slot, 4);
       remaining = LLVMBuildSub(b, remaining, above, "remaining");
-      prefix = LLVMBuildOr(b, prefix, LLVMBuildShl(b, bin, kb_i32(kb, shift), ""), "prefix");
-      mask = LLVMBuildOr(b, mask, kb_i32(kb, (int)(0xFFu << shift)), "mask");
+      prefix = LLVMBuildOr(b, prefix, LLVMBuildShl(b, bin, kb_i32(kb, digit_shift[p]), ""), "prefix");
+      mask = LLVMBuildOr(b, mask, kb_i32(kb, (int)((((1u << digit_bits[p]) - 1u)) << digit_shift[p])), "mask");
       kb->t->barrier(kb); /* everyone read bin/above before the next pass rewrites them */
     }
     /* prefix is the K-th largest key T; take all above it and `remaining` equal to it */
@@ -114,25 +205,8 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     kb_store(kb, kb_i32(kb, 0), eq_slot, 4);
     kb_endif(kb, &z);
     kb->t->barrier(kb);
-    LLVMValueRef base_eq = LLVMBuildSub(b, kb_i32(kb, K), remaining, "");
-    kb_loop_t l;
-    kb_for(kb, &l, tid, n, 0, NULL);
-    {
-      LLVMValueRef key = key_of(kb, kb_load(kb, kb->i32, word(kb, lrow, l.iv), 4));
-      kb_if_t gt = kb_if(kb, LLVMBuildICmp(b, LLVMIntUGT, key, prefix, ""), "gt");
-      LLVMValueRef at = kb_atomic_add_i32(kb, gt_slot, kb_i32(kb, 1));
-      kb_store(kb, l.iv, word(kb, orow, at), 4);
-      kb_else(kb, &gt);
-      kb_if_t eq = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, key, prefix, ""), "eq");
-      LLVMValueRef e = kb_atomic_add_i32(kb, eq_slot, kb_i32(kb, 1));
-      kb_if_t take = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, e, remaining, ""), "take");
-      kb_store(kb, l.iv, word(kb, orow, LLVMBuildAdd(b, base_eq, e, "")), 4);
-      kb_endif(kb, &take);
-      kb_endif(kb, &eq);
-      kb_endif(kb, &gt);
-    }
-    l.step = T;
-    kb_for_end(kb, &l, NULL);
+    take_ctx tc = {prefix, remaining, LLVMBuildSub(b, kb_i32(kb, K), remaining, ""), gt_slot, eq_slot, orow};
+    for_keys(kb, lrow, tid, n, T, take_key, &tc);
   }
   kb_endif(kb, &small);
   return 0;

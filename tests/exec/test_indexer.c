@@ -84,6 +84,27 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
   }
 }
 
+/* Top-k alone on long rows (more positions than one pass of a CTA's loads
+ * covers) of three kinds: spread values, values packed into one binade
+ * (many keys share their leading bits), and heavy ties; contexts 0, <= K,
+ * past the row and in between. */
+static void topk_rows(void)
+{
+  const int64_t rows = 8, L = 21011, stride = L + 5;
+  float *lg = malloc((size_t)(rows * stride) * 4);
+  int32_t cl[8] = {0, 300, (int32_t)L + 9, 19999, 1100, 20001, 7000, (int32_t)L};
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < stride; i++) {
+      int kind = (int)(r % 3);
+      float v = kind == 0 ? (rnd01() - 0.5f) * 200.0f : kind == 1 ? 1.0f + rnd01() : (float)(int)(rnd01() * 4.0f);
+      lg[r * stride + i] = i < L ? v : NAN;
+    }
+  dsv4rt_buffer *lb = dev(lg, (size_t)(rows * stride) * 4), *clb = dev(cl, sizeof cl);
+  run_topks("top-k on long rows", lb, lg, rows, L, stride, clb, cl);
+  dsv4rt_buffer_destroy(lb), dsv4rt_buffer_destroy(clb);
+  free(lg);
+}
+
 /* A random case with blocks of bs tokens: 64 (the layout's stride), or
  * another size (a power of two or not, above or below the kernels' 64-position
  * steps) at the smallest stride the layout allows, rounded up to its
@@ -236,6 +257,7 @@ int main(int argc, char **argv)
     ran++;
   }
   CHECK(ran > 0, "the bundle has no paged_mqa_logits kernel");
+  topk_rows();
   dsv4rt_bundle_destroy(bundle);
   dsv4rt_context_destroy(ctx);
   return harness_finish();
