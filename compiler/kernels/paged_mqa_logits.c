@@ -45,50 +45,31 @@ typedef struct {
   LLVMValueRef ok, row, scale;
 } kpos;
 
-/* locate in two halves, so that a caller can issue the block-table read
- * early and use it late: kref holds the read's result (blk, i32), whether
- * it was wanted and the row within the block (i64). */
-typedef struct {
-  LLVMValueRef want, blk, row;
-} kref;
-
-static kref locate_table(dsv4_kb *kb, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
+static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
   /* a shift and a mask for a power-of-two block size (the usual case) */
-  LLVMValueRef col;
-  kref r;
-  kb_udivrem_fast(kb, pos, bs, &col, &r.row);
-  r.want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
-                        LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
-  r.want = LLVMBuildAnd(b, r.want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
+  LLVMValueRef col, row;
+  kb_udivrem_fast(kb, pos, bs, &col, &row);
+  LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ROW_LEN)), ""), "");
+  want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
-  r.blk = kb_load_if(kb, r.want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, 0));
-  return r;
-}
-
-static kpos locate_at(dsv4_kb *kb, const dsv4_layout *L, kref r)
-{
-  LLVMBuilderRef b = kb->b;
-  LLVMValueRef bl = kb_sext64(kb, r.blk);
+  LLVMValueRef pre_blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, 0));
+  LLVMValueRef bl = kb_sext64(kb, pre_blk);
   kpos k;
-  k.ok = LLVMBuildAnd(b, r.want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
+  k.ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, bl, kb_i64(kb, 0), ""), "");
   k.ok = LLVMBuildAnd(b, k.ok, LLVMBuildICmp(b, LLVMIntSLT, bl, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), ""), "valid");
   LLVMValueRef bb = LLVMBuildMul(b, LLVMBuildSelect(b, k.ok, bl, kb_i64(kb, 0), ""), kb_arg(kb, BLOCK_STRIDE), "");
-  k.row = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, r.row, kb_i64(kb, L->row_bytes), ""),
+  k.row = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
                                            kb_i64(kb, L->seg[0].offset), ""), "krow");
   int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-  LLVMValueRef so = LLVMBuildMul(b, r.row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
+  LLVMValueRef so = LLVMBuildMul(b, row, kb_i64(kb, tail ? L->scale_row_bytes : L->row_bytes), "");
   if (tail)
-    so = LLVMBuildAdd(b, so, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), kb_i64(kb, L->row_bytes), ""), "");
+    so = LLVMBuildAdd(b, so, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), "");
   k.scale = LLVMBuildAdd(b, bb, LLVMBuildAdd(b, so, kb_i64(kb, L->seg[0].scale_offset), ""), "kscale");
   return k;
-}
-
-static kpos locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValueRef ctx, LLVMValueRef breq)
-{
-  return locate_at(kb, L, locate_table(kb, pos, ctx, breq));
 }
 
 /* Whether this target can take the matrix path for kernel k. */
@@ -562,26 +543,14 @@ static LLVMValueRef wg_stage(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef s, int
 
 /* Copies of step it: thread t takes row t / 2 (one lookup), half its bytes;
  * the even thread also its scale and validity. */
-/* The position of this thread's row in step it, and its block-table read. */
-static LLVMValueRef wg_pos(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
-{
-  LLVMBuilderRef b = kb->b;
-  LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m");
-  return kb_zext64(kb, LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), ""));
-}
-
-static kref wg_table(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
-{
-  return locate_table(kb, wg_pos(kb, w, it), w->cmax, w->breq);
-}
-
-static void wg_fill(dsv4_kb *kb, const wgk *w, kref ref, LLVMValueRef stage)
+static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef stage)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &w->k->layout;
   int D = L->dim;
   LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m"), half = LLVMBuildAnd(b, w->tid, kb_i32(kb, 1), "");
-  kpos kp = locate_at(kb, L, ref);
+  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "");
+  kpos kp = locate(kb, L, kb_zext64(kb, pos), w->cmax, w->breq);
   LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), cache = kb_arg(kb, CACHE);
   LLVMValueRef m64 = kb_zext64(kb, m), n16 = LLVMBuildSelect(b, kp.ok, kb_i32(kb, 16), kb_i32(kb, 0), "");
   for (int i = 0; i < D / 32; i++) {
@@ -619,7 +588,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   kb_wgmma op = wg_op(D, n);
   kb->t->wgmma(kb, &op, A, B, d);
   kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
-  wg_fill(kb, w, wg_table(kb, w, nx), fs);
+  wg_fill(kb, w, nx, fs);
   kb_endif(kb, &pf);
   kb->t->cp_async_commit(kb);
   kb->t->wgmma_wait(kb, 0, d, n / 2);
@@ -703,7 +672,7 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
   for (int s0 = 0; s0 < S - 1; s0++) {
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
-    wg_fill(kb, &w, wg_table(kb, &w, kb_i32(kb, s0)), kb_i32(kb, s0));
+    wg_fill(kb, &w, kb_i32(kb, s0), kb_i32(kb, s0));
     kb_endif(kb, &f);
     kb->t->cp_async_commit(kb);
   }

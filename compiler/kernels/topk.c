@@ -38,8 +38,10 @@ static LLVMValueRef word(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef i)
   return kb_byte_ptr(kb, base, LLVMBuildMul(kb->b, kb_zext64(kb, i), kb_i64(kb, 4), ""));
 }
 
-enum { UNROLL = 8, NB_MAX = 4096 };
-static const int digit_shift[] = {20, 8, 0}, digit_bits[] = {12, 12, 8};
+/* The digits, most significant first (they cover the 32-bit key); NB_MAX
+ * is the widest one's bin count. */
+enum { UNROLL = 8, DIGITS = 3, NB_MAX = 4096 };
+static const int digit_bits[DIGITS] = {12, 12, 8};
 
 /* For each position i of the row (< n) in the CTA's stride, UNROLL loads
  * at a time: body(key, i) (the loads of a round are issued before any
@@ -178,8 +180,9 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_else(kb, &small);
   {
     LLVMValueRef prefix = kb_i32(kb, 0), mask = kb_i32(kb, 0), remaining = kb_i32(kb, K);
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0, shift = 32; p < DIGITS; p++) {
       int nb = 1 << digit_bits[p];
+      shift -= digit_bits[p];
       for (int c = 0; c < nb; c += T) { /* clear the histogram */
         LLVMValueRef i = LLVMBuildAdd(b, tid, kb_i32(kb, c), "");
         kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
@@ -188,15 +191,15 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       }
       kb->t->barrier(kb);
       /* count the keys that match the prefix so far, by their next digit */
-      count_ctx cc = {hist, prefix, mask, digit_shift[p], digit_bits[p]};
+      count_ctx cc = {hist, prefix, mask, shift, digit_bits[p]};
       for_keys(kb, lrow, tid, n, T, count_key, &cc);
       kb->t->barrier(kb);
       find_bin(kb, hist, psum, tid, T, nb, remaining, bin_slot, above_slot);
       kb->t->barrier(kb);
       LLVMValueRef bin = kb_load(kb, kb->i32, bin_slot, 4), above = kb_load(kb, kb->i32, above_slot, 4);
       remaining = LLVMBuildSub(b, remaining, above, "remaining");
-      prefix = LLVMBuildOr(b, prefix, LLVMBuildShl(b, bin, kb_i32(kb, digit_shift[p]), ""), "prefix");
-      mask = LLVMBuildOr(b, mask, kb_i32(kb, (int)((((1u << digit_bits[p]) - 1u)) << digit_shift[p])), "mask");
+      prefix = LLVMBuildOr(b, prefix, LLVMBuildShl(b, bin, kb_i32(kb, shift), ""), "prefix");
+      mask = LLVMBuildOr(b, mask, kb_i32(kb, (int)((unsigned)(nb - 1) << shift)), "mask");
       kb->t->barrier(kb); /* everyone read bin/above before the next pass rewrites them */
     }
     /* prefix is the K-th largest key T; take all above it and `remaining` equal to it */
