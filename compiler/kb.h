@@ -122,6 +122,30 @@ typedef struct dsv4_target_ir {
    * a multiprocessor resident (the register allocation is capped to fit). */
   void (*min_ctas)(dsv4_kb *kb, int n);
   void (*fence_proxy_async)(dsv4_kb *kb);
+  /* Optional CTA pairs (PTX sm_90 clusters, sized at launch; a CTA
+   * launched alone is a cluster of one).  cluster_rank: this CTA's rank in
+   * its cluster and the cluster's CTAs (i32); returns 0 when the target or
+   * arch has none (NULL outputs ask only that).  cluster_sync: every thread
+   * of every CTA of the cluster arrives and waits (release / acquire, and
+   * barrier initialisation before it is visible after it).  mbar_*: a
+   * barrier object in shared memory (8 bytes, 8-aligned) completing a phase
+   * each `count` arrivals: init (one thread, then a cluster_sync), arrive on
+   * this CTA's (peer NULL) or on the one at the same address in CTA `peer`
+   * (release at cluster scope: this thread's earlier writes, remote ones
+   * included, are visible to whoever then sees the phase complete), wait
+   * until the phase of parity `parity` (i32 0/1) has completed (acquire).
+   * peer_addr: the i32 address in CTA `peer`'s shared memory of the byte
+   * sptr points at here; store_peer stores a 4- or 16-byte value (i32 or a
+   * 16-byte vector) there; fence_proxy_async_peer: fence_proxy_async for
+   * this thread's writes to any CTA of the cluster. */
+  int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank, LLVMValueRef *n);
+  void (*cluster_sync)(dsv4_kb *kb);
+  void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
+  void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
+  void (*mbar_wait)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity);
+  LLVMValueRef (*peer_addr)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
+  void (*store_peer)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef addr32);
+  void (*fence_proxy_async_peer)(dsv4_kb *kb);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;

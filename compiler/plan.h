@@ -40,7 +40,9 @@ typedef struct {
   int interleave;        /* a lane's values come in this many pieces, dim / interleave apart */
   int streaming;         /* 1: cache reads and output writes bypass caches where the target can */
   int matrix;            /* tile.matrix: DSV4_MATRIX_WARP (mma.sync), or DSV4_MATRIX_WARPGROUP (wgmma) where
-                            the spec checker found the target and shape for it */
+                            the spec checker found the target and shape for it; DSV4_MATRIX_WARPGROUP_PAIR
+                            for that form with tile.pair */
+  int pair;              /* tile.pair (sparse_decode): a token's two 64-head CTAs share each tile's dequantization */
   int threads;           /* derived: dim / values_per_thread * tokens_per_cta / tokens_per_thread */
 } dsv4_tile;
 

@@ -644,7 +644,7 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
-  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", NULL};
+  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
   int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
@@ -672,6 +672,8 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   dsv4_tile *tl = &kn->tile;
   if (decode || logits)
     bad |= get_bool(&t, "matrix", 0, &tl->matrix);
+  if (decode)
+    bad |= get_bool(&t, "pair", 0, &tl->pair);
   /* logits: a thread sums heads_per_thread heads of one position (the
    * matrix form has its own mapping and ignores it) */
   int lm = logits && tl->matrix;
@@ -980,10 +982,15 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
     if (kn->target[i].enabled && dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) &&
         dsv4_decode_wg_shape_ok(l->dim, kn->v_dim, kn->tile.tokens_per_cta) &&
         dsv4_decode_wg_shared_bytes(l->dim) <= dsv4_target_max_shared((dsv4_target_kind)i, kn->target[i].arch)) {
-      kn->tile.matrix = DSV4_MATRIX_WARPGROUP;
+      kn->tile.matrix = kn->tile.pair ? DSV4_MATRIX_WARPGROUP_PAIR : DSV4_MATRIX_WARPGROUP;
       kn->tile.threads = dsv4_op_threads(kn->op, l->dim, v, kn->tile.tokens_per_cta, kn->tile.tokens_per_thread,
                                          kn->heads, kn->tile.matrix);
     }
+  if (!bad && kn->tile.pair && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR) {
+    FERR(k, "tile", "sets pair = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
+         "only targets with wgmma: ptx sm_90a)");
+    bad = 1;
+  }
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
     FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
          "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
@@ -1347,7 +1354,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       sb_printf(&b, "  k %d\n", k->topk);
     if (k->op == DSV4_OP_SPARSE_DECODE)
       sb_printf(&b, "  v_dim %d, %d heads per CTA%s\n", k->v_dim, k->tile.tokens_per_cta,
-                k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
+                k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? ", warpgroup matrix form in CTA pairs"
+                : k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
                 : k->tile.matrix                        ? ", warp matrix form"
                                                         : "");
     if (dsv4_kernel_shared_bytes(k))

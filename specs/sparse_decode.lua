@@ -61,6 +61,11 @@ for _, v in ipairs {
   { "sparse_decode_v32_mma", L.fp8_ds_mla_v32, 512 },
   { "sparse_decode_fp8_per_tensor_mma", L.fp8_per_tensor, nil },
   { "sparse_decode_bf16_mma", L.bf16, nil },
+  -- the warpgroup form in CTA pairs (clusters of two): a token's two
+  -- 64-head CTAs each dequantize half of every K tile for both (FlashMLA's
+  -- "crossover"); for 128 heads (an odd head group runs beside a CTA of
+  -- padding heads, so 64 heads take the kernel above)
+  { "sparse_decode_v4_mma_pair", L.fp8_ds_mla_v4, nil, nil, true },
   -- the warp-matrix form of the DSv4 cache on the same GPU (sm_90 has no
   -- wgmma), for the benchmark's side-by-side and the tests
   { "sparse_decode_v4_mma_sm90", L.fp8_ds_mla_v4, nil, { ptx = { arch = "sm_90" } } },
@@ -69,7 +74,7 @@ for _, v in ipairs {
     name = v[1],
     op = "sparse_decode",
     layout = v[2],
-    tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8 },
+    tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5] },
     v_dim = v[3],
     targets = v[4] or mma,
   }

@@ -405,6 +405,97 @@ static void ptx_fence_proxy_async(dsv4_kb *kb)
   LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
 }
 
+/* One inline-asm statement: text over operands of types ps (constraints
+ * cons), returning ret (void: none). */
+static LLVMValueRef asm_call(dsv4_kb *kb, const char *text, const char *cons, LLVMTypeRef ret, LLVMTypeRef *ps,
+                             LLVMValueRef *args, int n, int side_effects)
+{
+  LLVMTypeRef fty = LLVMFunctionType(ret, ps, (unsigned)n, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)n, "");
+}
+
+/* i32 shared-window address of a shared pointer. */
+static LLVMValueRef saddr(dsv4_kb *kb, LLVMValueRef sptr)
+{
+  return LLVMBuildTrunc(kb->b, LLVMBuildPtrToInt(kb->b, sptr, kb->i64, ""), kb->i32, "saddr");
+}
+
+/* Clusters (sm_90): %cluster_ctarank / %cluster_nctarank. */
+static int ptx_cluster_rank(dsv4_kb *kb, LLVMValueRef *rank, LLVMValueRef *n)
+{
+  if (arch_number(kb->arch) < 90)
+    return 0;
+  if (rank)
+    *rank = asm_call(kb, "mov.u32 $0, %cluster_ctarank;", "=r", kb->i32, NULL, NULL, 0, 0);
+  if (n)
+    *n = asm_call(kb, "mov.u32 $0, %cluster_nctarank;", "=r", kb->i32, NULL, NULL, 0, 0);
+  return 1;
+}
+
+static void ptx_cluster_sync(dsv4_kb *kb)
+{
+  asm_call(kb, "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", "~{memory}", kb->v, NULL, NULL, 0, 1);
+}
+
+static void ptx_mbar_init(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count)
+{
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef args[2] = {saddr(kb, sptr), count};
+  asm_call(kb, "mbarrier.init.shared::cta.b64 [$0], $1;\nfence.mbarrier_init.release.cluster;", "r,r,~{memory}",
+           kb->v, ps, args, 2, 1);
+}
+
+static void ptx_mbar_arrive(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer)
+{
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef args[2] = {saddr(kb, sptr), peer};
+  if (!peer)
+    asm_call(kb, "{\n.reg .b64 st;\nmbarrier.arrive.release.cluster.shared::cta.b64 st, [$0];\n}", "r,~{memory}",
+             kb->v, ps, args, 1, 1);
+  else
+    asm_call(kb, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}",
+             "r,r,~{memory}", kb->v, ps, args, 2, 1);
+}
+
+/* try_wait in a loop (the braces scope the label to each use). */
+static void ptx_mbar_wait(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity)
+{
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef args[2] = {saddr(kb, sptr), parity};
+  asm_call(kb, "{\n.reg .pred done;\nwait:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [$0], $1;\n"
+               "@!done bra wait;\n}", "r,r,~{memory}", kb->v, ps, args, 2, 1);
+}
+
+static LLVMValueRef ptx_peer_addr(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer)
+{
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef args[2] = {saddr(kb, sptr), peer};
+  return asm_call(kb, "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", kb->i32, ps, args, 2, 0);
+}
+
+static void ptx_store_peer(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef addr32)
+{
+  LLVMTypeRef ps[5] = {kb->i32, kb->i32, kb->i32, kb->i32, kb->i32};
+  LLVMValueRef args[5] = {addr32};
+  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) {
+    args[1] = LLVMBuildBitCast(kb->b, v, kb->i32, "");
+    asm_call(kb, "st.shared::cluster.b32 [$0], $1;", "r,r,~{memory}", kb->v, ps, args, 2, 1);
+    return;
+  }
+  LLVMValueRef w = LLVMBuildBitCast(kb->b, v, LLVMVectorType(kb->i32, 4), "");
+  for (unsigned i = 0; i < 4; i++)
+    args[i + 1] = LLVMBuildExtractElement(kb->b, w, kb_i32(kb, i), "");
+  asm_call(kb, "st.shared::cluster.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", kb->v, ps, args, 5, 1);
+}
+
+static void ptx_fence_proxy_async_peer(dsv4_kb *kb)
+{
+  asm_call(kb, "fence.proxy.async.shared::cluster;", "~{memory}", kb->v, NULL, NULL, 0, 1);
+}
+
 static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
 {
   LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
@@ -452,6 +543,14 @@ static const dsv4_target_ir ptx_ir = {
     .wgmma_wait = ptx_wgmma_wait,
     .min_ctas = ptx_min_ctas,
     .fence_proxy_async = ptx_fence_proxy_async,
+    .cluster_rank = ptx_cluster_rank,
+    .cluster_sync = ptx_cluster_sync,
+    .mbar_init = ptx_mbar_init,
+    .mbar_arrive = ptx_mbar_arrive,
+    .mbar_wait = ptx_mbar_wait,
+    .peer_addr = ptx_peer_addr,
+    .store_peer = ptx_store_peer,
+    .fence_proxy_async_peer = ptx_fence_proxy_async_peer,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

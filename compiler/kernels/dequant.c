@@ -46,8 +46,8 @@ static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, in
     per = n;
   for (int c = 0; c < n; c += per) {
     LLVMValueRef oc = LLVMBuildAdd(kb->b, o, kb_i64(kb, (long long)c * 2), "");
-    LLVMValueRef dst = t->out_sw ? kb_byte_ptr(kb, t->out_row, kb_mma_offset(kb, t->out_sw, t->out_rows, t->out_index, oc))
-                                 : kb_byte_ptr(kb, t->out_row, oc);
+    LLVMValueRef off = t->out_sw ? kb_mma_offset(kb, t->out_sw, t->out_rows, t->out_index, oc) : oc;
+    LLVMValueRef dst = kb_byte_ptr(kb, t->out_row, off);
     if (per == 1) {
       kb_store(kb, vals[c], dst, (unsigned)align);
       continue;
@@ -60,6 +60,8 @@ static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, in
       kb_store_stream(kb, v, dst, a);
     else
       kb_store(kb, v, dst, a);
+    if (t->out_peer) /* (the caller asks for it only with 16-byte pieces) */
+      kb->t->store_peer(kb, v, LLVMBuildAdd(kb->b, t->out_peer, LLVMBuildTrunc(kb->b, off, kb->i32, ""), "peer"));
   }
 }
 

@@ -681,18 +681,24 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  *   P (hi + lo bf16 parts, as in the warp form) for its 32 columns -> shared memory
  *   O_w += P V[:, 256w .. 256w+255]      (wgmma m64n256k16, V N-major: the K tile itself)
  *
- * Named barriers carry the hand-offs: FULL[b] (producers arrive, consumers
- * wait), EMPTY[b] (the reverse, from the third tile on), CONS (the two
- * warpgroups' maxima and P).  The accumulators stay in registers across
+ * Barrier objects in shared memory carry the K buffers' hand-offs: FULL[b]
+ * (producers arrive, consumers wait), EMPTY[b] (the reverse, from the third
+ * tile on); a named barrier, CONS, the two warpgroups' maxima and P.  When
+ * a token's 128 heads run as a pair of CTAs (a cluster of two), each CTA's
+ * producers dequantize half of every tile's rows and store them in both
+ * CTAs' K buffers (FlashMLA's "crossover"), and the barriers count both
+ * CTAs' arrivals.  The accumulators stay in registers across
  * tiles; each warpgroup writes its half of V's dims at the end, through
  * the same head_out as the warp form. */
-enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_NB = DSV4_DECODE_WG_VDIM / 2 / 8 };
+enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_NB = DSV4_DECODE_WG_VDIM / 2 / 8 };
 
 typedef struct {
   const dsv4_kernel *k;
   int D, HC, threads;
-  LLVMValueRef qs, ks, ps, red, vm; /* shared regions */
+  LLVMValueRef qs, ks, ps, red, vm, mb; /* shared regions */
   LLVMValueRef tid, t, lo, hi;
+  LLVMValueRef rank, peer; /* i32: this CTA's rank in its pair, the other's */
+  int pair;                /* tile.pair: launched as pairs of CTAs */
   LLVMValueRef n[2], ntiles[2];
 } wgd;
 
@@ -711,6 +717,36 @@ static void wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int thre
   kb_endif(kb, &g);
 }
 
+/* The pair's hand-offs are barrier objects in shared memory (mb): FULL[b]
+ * completes when both CTAs' producers have stored tile i's rows into K
+ * buffer b = i & 1 (here and across), EMPTY[b] when both CTAs' consumers
+ * have finished reading it.  A CTA launched alone pairs with nobody: the
+ * counts are its own. */
+enum { WG_MB_FULL = 0, WG_MB_EMPTY = 2, WG_MBARS = 4 };
+
+static LLVMValueRef wg_mbar(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf)
+{
+  return kb_byte_ptr(kb, x->mb, LLVMBuildMul(kb->b, kb_zext64(kb, LLVMBuildAdd(kb->b, buf, kb_i32(kb, base), "")),
+                                             kb_i64(kb, 8), ""));
+}
+
+/* The parity of the phase of tile i's buffer that tile i (back 0) or tile
+ * i - 2 (back 1) completes: its (i - lo) / 2-th use. */
+static LLVMValueRef wg_parity(dsv4_kb *kb, const wgd *x, LLVMValueRef i, int back)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef u = LLVMBuildLShr(b, LLVMBuildSub(b, i, x->lo, ""), kb_i32(kb, 1), "");
+  return LLVMBuildAnd(b, LLVMBuildAdd(b, u, kb_i32(kb, back), ""), kb_i32(kb, 1), "parity");
+}
+
+/* Arrive on barrier base + buf here and in the other CTA of the pair. */
+static void wg_release(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf)
+{
+  LLVMValueRef m = wg_mbar(kb, x, base, buf);
+  kb->t->mbar_arrive(kb, m, NULL);
+  kb->t->mbar_arrive(kb, m, x->peer);
+}
+
 /* Tile i's list and the producer thread's coordinates. */
 typedef struct {
   tile_list l;
@@ -718,14 +754,16 @@ typedef struct {
   int per, passes;          /* rows a pass, passes a tile */
 } wgtile;
 
-static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
+static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h, int parts)
 {
   LLVMBuilderRef b = kb->b;
   wgtile r;
   int lanes = x->D / x->k->tile.values_per_thread;
-  r.per = 32 * DSV4_DECODE_WG_PRODUCERS / lanes, r.passes = TILE / r.per;
+  r.per = 32 * DSV4_DECODE_WG_PRODUCERS / lanes, r.passes = TILE / parts / r.per;
   LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
   r.lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), r.local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
+  if (h)
+    r.local = LLVMBuildAdd(b, r.local, LLVMBuildMul(b, h, kb_i32(kb, TILE / parts), ""), "");
   r.l = pick_list(kb, i, x->n, x->ntiles);
   return r;
 }
@@ -753,16 +791,19 @@ static void wg_indices(dsv4_kb *kb, const wgd *x, const wgtile *r, LLVMValueRef 
 }
 
 /* Producer: tile i's rows into K buffer (i & 1), zeros for rows past the
- * list or with bad indices (vm says which are valid). */
-static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
+ * list or with bad indices (vm says which are valid).  h NULL: all of
+ * them; else half h (i32 0/1: rows 32h .. 32h + 31), stored here and in
+ * the other CTA of the pair. */
+static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h)
 {
   LLVMBuilderRef b = kb->b;
-  wgtile r = wg_tile(kb, x, i);
+  wgtile r = wg_tile(kb, x, i, h, h ? 2 : 1);
   const tile_list *l = &r.l;
   LLVMValueRef idx[TILE];
   wg_indices(kb, x, &r, idx);
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
+  LLVMValueRef kpeer = h ? kb->t->peer_addr(kb, kbuf, x->peer) : NULL;
   enum { GROUP = 2 }; /* tokens a thread loads before converting (4 spills; 1 measured 4% slower) */
   dsv4_lane_token tok[TILE] = {{0}};
   LLVMValueRef slot[TILE];
@@ -781,9 +822,13 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i)
     tok[u].out_row = kbuf;
     tok[u].out_sw = 128, tok[u].out_rows = TILE;
     tok[u].out_index = kb_zext64(kb, j);
+    tok[u].out_peer = kpeer;
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r.lane, kb_i32(kb, 0), ""), "vm");
     LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
-    kb_store(kb, LLVMBuildZExt(b, tok[u].valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
+    LLVMValueRef vw = LLVMBuildZExt(b, tok[u].valid, kb->i32, ""), vp = kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo));
+    kb_store(kb, vw, vp, 4);
+    if (h)
+      kb->t->store_peer(kb, vw, kb->t->peer_addr(kb, vp, x->peer));
     kb_endif(kb, &f);
   }
   dsv4_kernel kd = *x->k;
@@ -835,7 +880,10 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
   LLVMValueRef w64 = kb_zext64(kb, w), buf64 = kb_zext64(kb, buf);
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
-  wg_bar(kb, 0, WG_BAR_FULL, buf, x->threads);
+  if (x->pair)
+    T->mbar_wait(kb, wg_mbar(kb, x, WG_MB_FULL, buf), wg_parity(kb, x, i, 0));
+  else
+    wg_bar(kb, 0, WG_BAR_FULL, buf, x->threads);
 
   /* S = q K^T for this warpgroup's 32 rows of the tile */
   LLVMValueRef A[32], B[32], S[16];
@@ -930,7 +978,13 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
       nx.o[j][e] = O[4 * j + e];
   /* K tile read: the producers may refill it (from the third tile on) */
   kb_if_t fe = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "empty");
-  wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
+  if (x->pair) { /* a warp's arrival here and across */
+    T->warp_sync(kb);
+    kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
+    wg_release(kb, x, WG_MB_EMPTY, buf);
+    kb_endif(kb, &f0);
+  } else
+    wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
   kb_endif(kb, &fe);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
   wg_pack(&nx, next);
@@ -938,16 +992,51 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
   wg_unpack(st, loop.vars);
 }
 
+/* The producers' loop: tile after tile into the K buffers (h: as in
+ * wg_produce), each once both CTAs' consumers have released it. */
+static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  kb_loop_t loop;
+  kb_for(kb, &loop, x->lo, x->hi, 0, NULL);
+  LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
+  kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, i, LLVMBuildAdd(b, x->lo, kb_i32(kb, 2), ""), ""), "wait");
+  if (h)
+    T->mbar_wait(kb, wg_mbar(kb, x, WG_MB_EMPTY, buf), wg_parity(kb, x, i, 1));
+  else
+    wg_bar(kb, 0, WG_BAR_EMPTY, buf, x->threads);
+  kb_endif(kb, &fw);
+  wg_produce(kb, x, i, h);
+  T->fence_proxy_async(kb);
+  if (!h) { /* alone: named barriers (barrier objects measured 194 against 186 us at V4-Pro) */
+    wg_bar(kb, 1, WG_BAR_FULL, buf, x->threads);
+    kb_for_end(kb, &loop, NULL);
+    return;
+  }
+  T->fence_proxy_async_peer(kb);
+  /* the producers meet, and one arrives for all (an arrival a thread on
+   * one barrier word measured slower) */
+  T->bar_sync(kb, WG_BAR_PROD, 32 * DSV4_DECODE_WG_PRODUCERS);
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->tid, kb_i32(kb, 256), ""), "full");
+  wg_release(kb, x, WG_MB_FULL, buf);
+  kb_endif(kb, &f);
+  kb_for_end(kb, &loop, NULL);
+}
+
 static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
   wgd x = {0};
-  x.k = k, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
+  x.k = k, x.pair = k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
   int lanes = x.D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS;
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor ||
       !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
+      (x.pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL, NULL) || !T->cluster_sync || !T->mbar_init ||
+                  !T->mbar_arrive || !T->mbar_wait || !T->peer_addr || !T->store_peer ||
+                  !T->fence_proxy_async_peer || !T->warp_sync || k->tile.values_per_thread / k->tile.interleave != 8)) ||
       !T->set_max_regs(kb, 0, 0) ||
       !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads() ||
       np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
@@ -964,8 +1053,10 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   REGION(ps, 2 * 2 * WG_PBYTES);
   REGION(red, 3 * 2 * x.HC * 4);
   REGION(vm, 2 * TILE * 4);
+  if (x.pair)
+    REGION(mb, WG_MBARS * 8);
 #undef REGION
-  if (shared_agrees(k, o, DSV4_MATRIX_WARPGROUP, d))
+  if (shared_agrees(k, o, k->tile.matrix, d))
     return 1;
   x.tid = T->thread_id(kb);
   x.t = T->block_id(kb, 1);
@@ -993,7 +1084,16 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     T->fence_proxy_async(kb);
   }
   kb_endif(kb, &fq);
-  T->barrier(kb);
+  if (x.pair) { /* a cluster of two: the other CTA is rank ^ 1; barrier objects ready in both */
+    T->cluster_rank(kb, &x.rank, NULL);
+    x.peer = LLVMBuildXor(b, x.rank, kb_i32(kb, 1), "peer");
+    kb_if_t fi = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x.tid, kb_i32(kb, 0), ""), "init");
+    for (int m = 0; m < WG_MBARS; m++) /* FULL: a producer thread a CTA; EMPTY: every consumer warp */
+      T->mbar_init(kb, wg_mbar(kb, &x, m, kb_i32(kb, 0)), kb_i32(kb, 2 * (m < WG_MB_EMPTY ? 1 : 8)));
+    kb_endif(kb, &fi);
+    T->cluster_sync(kb);
+  } else
+    T->barrier(kb);
 
   T->min_ctas(kb, 1); /* the register cap setmaxnreg redistributes */
   kb_if_t role = kb_if(kb, cons, "role");
@@ -1045,18 +1145,11 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_else(kb, &role);
   { /* producers: fill the two K buffers ahead of the consumers */
     T->set_max_regs(kb, DSV4_DECODE_WG_PRODUCER_REGS, 0);
-    kb_loop_t loop;
-    kb_for(kb, &loop, x.lo, x.hi, 0, NULL);
-    LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
-    kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, i, LLVMBuildAdd(b, x.lo, kb_i32(kb, 2), ""), ""), "wait");
-    wg_bar(kb, 0, WG_BAR_EMPTY, buf, x.threads);
-    kb_endif(kb, &fw);
-    wg_produce(kb, &x, i);
-    T->fence_proxy_async(kb);
-    wg_bar(kb, 1, WG_BAR_FULL, buf, x.threads);
-    kb_for_end(kb, &loop, NULL);
+    wg_producer(kb, &x, x.pair ? x.rank : NULL); /* pairs: this CTA's half of the rows */
   }
   kb_endif(kb, &role);
+  if (x.pair)
+    T->cluster_sync(kb); /* neither CTA of a pair leaves while the other may still write to it */
   return 0;
 }
 
@@ -1136,7 +1229,7 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   if (k->tile.matrix) {
-    if (k->tile.matrix == DSV4_MATRIX_WARPGROUP ? wg_decode(kb, k, d) : matrix_decode(kb, k, d))
+    if (k->tile.matrix >= DSV4_MATRIX_WARPGROUP ? wg_decode(kb, k, d) : matrix_decode(kb, k, d))
       return 1;
     LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
     decode_combine(kb, k);

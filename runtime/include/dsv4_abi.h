@@ -247,9 +247,13 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
  * and a producer warpgroup (DSV4_DECODE_WG_PRODUCERS warps) that dequantizes the next
  * tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte swizzled
  * atoms), two P buffers (high and low bf16 parts), three slots of row
- * maxima / sums a warpgroup, two validity words a K row. */
+ * maxima / sums a warpgroup, two validity words a K row; in CTA pairs
+ * (DSV4_MATRIX_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
+ * a token, each dequantizing half of every tile for both) also four
+ * barrier objects of 8 bytes. */
 #define DSV4_MATRIX_WARP 1
 #define DSV4_MATRIX_WARPGROUP 2
+#define DSV4_MATRIX_WARPGROUP_PAIR 3 /* the warpgroup form launched in clusters of two CTAs (tile.pair) */
 #define DSV4_DECODE_WG_PRODUCERS 4
 /* registers a thread of a consumer / producer warpgroup (setmaxnreg).  The
  * 384-thread CTA starts at the cap 65536 / 384 rounded down to 8 = 168, three
@@ -288,7 +292,7 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
 {
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
-  if (op == DSV4_OP_SPARSE_DECODE && matrix == DSV4_MATRIX_WARPGROUP)
+  if (op == DSV4_OP_SPARSE_DECODE && (matrix == DSV4_MATRIX_WARPGROUP || matrix == DSV4_MATRIX_WARPGROUP_PAIR))
     return dsv4_decode_wg_threads();
   if (op == DSV4_OP_SPARSE_DECODE && matrix) /* DSV4_DECODE_WARPS warps per 16 heads */
     return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
@@ -320,8 +324,8 @@ static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
 }
 static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta, int matrix)
 {
-  if (matrix == DSV4_MATRIX_WARPGROUP)
-    return dsv4_decode_wg_shared_bytes(l->dim);
+  if (matrix == DSV4_MATRIX_WARPGROUP || matrix == DSV4_MATRIX_WARPGROUP_PAIR)
+    return dsv4_decode_wg_shared_bytes(l->dim) + (matrix == DSV4_MATRIX_WARPGROUP_PAIR ? 4 * 8 : 0);
   return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
          2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS + DSV4_DECODE_TILE * 8 +
          dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
@@ -353,7 +357,8 @@ typedef struct {
   uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */
   uint32_t heads;                 /* paged_mqa_logits: query heads */
   uint32_t topk;                  /* topk: K */
-  uint32_t matrix;               /* the matrix form: 0 none, 1 warp (mma.sync), 2 warpgroup (wgmma, sparse_decode) */
+  uint32_t matrix;               /* the matrix form: 0 none, 1 warp (mma.sync), 2 warpgroup (wgmma, sparse_decode),
+                                    3 warpgroup in CTA pairs (launched in clusters of two) */
   uint32_t shared_bytes;         /* dynamic shared memory a launch needs (0: none) */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */

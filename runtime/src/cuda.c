@@ -23,6 +23,7 @@ enum {
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
 };
@@ -58,8 +59,29 @@ enum {
   F(cuEventDestroy_v2, CUresult, (CUevent))                                                             \
   F(cuGetErrorString, CUresult, (CUresult, const char **))
 
+/* cuLaunchKernelEx's configuration (CUDA 12 driver API): one attribute,
+ * the cluster's dimensions, in its 64-byte value union. */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } cluster;
+  } value;
+} CUlaunchAttribute;
+typedef struct {
+  unsigned grid[3], block[3], shared;
+  CUstream stream;
+  CUlaunchAttribute *attrs;
+  unsigned nattrs;
+} CUlaunchConfig;
+typedef CUresult (*cu_launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+
 typedef struct {
   void *lib;
+  cu_launch_ex_fn cuLaunchKernelEx; /* optional (CUDA 12 drivers on): clusters */
 #define F(name, ret, args) ret(*name) args;
   CU_FUNCS(F)
 #undef F
@@ -119,6 +141,7 @@ static int cu_init(dsv4rt_context *ctx, int device)
   }
   CU_FUNCS(F)
 #undef F
+  st->cuLaunchKernelEx = (cu_launch_ex_fn)rt_dlsym(st->lib, "cuLaunchKernelEx");
   CUresult r;
   int count = 0, ver = 0;
   if ((r = st->cuInit(0)) || (r = st->cuDeviceGetCount(&count))) {
@@ -192,6 +215,8 @@ static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
     return 0;
   if (e->shared_bytes > (uint32_t)S(ctx)->max_shared)
     return 0;
+  if (e->matrix == DSV4_MATRIX_WARPGROUP_PAIR && !S(ctx)->cuLaunchKernelEx) /* CTA pairs: clusters */
+    return 0;
   return suffix == 'a' ? S(ctx)->cc == v : S(ctx)->cc >= v;
 }
 
@@ -251,7 +276,7 @@ static void cu_unload(dsv4rt_context *ctx, void *module, void *kernel)
 }
 
 static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
-                     uint32_t shared, const rt_arg *args, int nargs)
+                     uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs)
 {
   void *params[DSV4_MAX_ARGS];
   CUdeviceptr ptrs[DSV4_MAX_ARGS];
@@ -261,6 +286,12 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
       params[i] = &ptrs[i];
     } else
       params[i] = (void *)&args[i].v; /* i32, i64 and f32 all sit at the union's start */
+  }
+  if (cluster > 1) { /* cu_accepts took no entry that needs clusters where there are none */
+    CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .value.cluster = {cluster, 1, 1}};
+    CUlaunchConfig c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared, NULL, &at, 1};
+    CUresult r = S(ctx)->cuLaunchKernelEx(&c, (CUfunction)kernel, params, NULL);
+    return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernelEx (clusters)") : 0;
   }
   CUresult r = S(ctx)->cuLaunchKernel((CUfunction)kernel, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                       shared, NULL, params, NULL);

@@ -424,7 +424,11 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       {DSV4_ARG_I32, {.i32 = (int32_t)S}},
   };
   uint32_t grid[3] = {(uint32_t)((H + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
-  if ((s = rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args))) || S == 1)
+  /* CTA pairs (tile.pair): a token's head groups two by two, an odd last
+   * one beside a CTA of padding heads that only helps dequantize */
+  uint32_t pair = en->matrix == DSV4_MATRIX_WARPGROUP_PAIR ? 2 : 1;
+  grid[0] = (grid[0] + pair - 1) / pair * pair;
+  if ((s = rt_launch_cluster(b, e, grid, pair, args, (int)(sizeof args / sizeof *args))) || S == 1)
     return s;
   rt_arg cargs[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},

@@ -245,8 +245,9 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
       e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
       e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
                                               (int)e->tokens_per_thread, (int)e->heads, (int)e->matrix) ||
-      e->matrix > DSV4_MATRIX_WARPGROUP || (e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
-      (e->matrix == DSV4_MATRIX_WARPGROUP && e->op != DSV4_OP_SPARSE_DECODE) ||
+      e->matrix > DSV4_MATRIX_WARPGROUP_PAIR ||
+      (e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
+      (e->matrix >= DSV4_MATRIX_WARPGROUP && e->op != DSV4_OP_SPARSE_DECODE) ||
       e->shared_bytes != (e->matrix && e->op == DSV4_OP_SPARSE_DECODE
                               ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0u) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
@@ -487,7 +488,7 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
 /* Entry i's code loaded, launch its first or second kernel (an empty grid
  * launches nothing). */
 static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t grid[3], uint32_t threads,
-                            uint32_t shared, const rt_arg *args, int nargs)
+                            uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs)
 {
   dsv4rt_status s = rt_load(b, i);
   if (s)
@@ -498,19 +499,28 @@ static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t 
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return DSV4RT_OK; /* nothing to do */
   uint32_t block[3] = {threads, 1, 1};
-  return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, args, nargs);
+  if (cluster < 1 || grid[0] % cluster)
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s: a grid of %u CTAs does not divide into clusters of %u",
+                   b->entries[i].name, grid[0], cluster);
+  return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, cluster, args, nargs);
 }
 
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
 {
+  return rt_launch_cluster(b, i, grid, 1, args, nargs);
+}
+
+dsv4rt_status rt_launch_cluster(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t cluster,
+                                const rt_arg *args, int nargs)
+{
   const dsv4_bundle_entry *e = &b->entries[i];
-  return launch(b, i, 0, grid, e->threads, e->shared_bytes, args, nargs);
+  return launch(b, i, 0, grid, e->threads, e->shared_bytes, cluster, args, nargs);
 }
 
 dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
                          int nargs)
 {
-  return launch(b, i, 1, grid, threads, 0, args, nargs);
+  return launch(b, i, 1, grid, threads, 0, 1, args, nargs);
 }
 
 dsv4rt_status rt_work(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)

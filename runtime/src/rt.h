@@ -36,9 +36,11 @@ typedef struct rt_backend {
   void (*unload)(dsv4rt_context *ctx, void *module, void *kernel);
   /* a further kernel of a loaded module by name (NULL: the backend has none) */
   int (*symbol)(dsv4rt_context *ctx, void *module, const char *name, void **kernel);
-  /* shared: dynamic shared memory bytes (0 unless the entry says) */
+  /* shared: dynamic shared memory bytes (0 unless the entry says);
+   * cluster: CTAs a cluster along x (1: none; a backend without clusters
+   * launches them alone, and kernels that ask for pairs work alone too) */
   int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
-                uint32_t shared, const rt_arg *args, int nargs);
+                uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs);
   int (*sync)(dsv4rt_context *ctx);
   int (*timer_start)(dsv4rt_context *ctx);
   int (*timer_stop)(dsv4rt_context *ctx, double *ms);
@@ -81,6 +83,9 @@ dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...
 
 /* Launch entry e of bundle b (loading it first if needed). */
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int entry, const uint32_t grid[3], const rt_arg *args, int nargs);
+/* rt_launch in clusters of `cluster` CTAs along x (grid[0] a multiple). */
+dsv4rt_status rt_launch_cluster(dsv4rt_bundle *b, int entry, const uint32_t grid[3], uint32_t cluster,
+                                const rt_arg *args, int nargs);
 /* Load entry's code if not yet (0 or a status). */
 dsv4rt_status rt_load(dsv4rt_bundle *b, int entry);
 /* Launch entry's second kernel (kernel2) with block.x threads and no

@@ -135,11 +135,12 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
                                  .extra_block_size = xbs, .extra_block_stride = xstride, .extra_indices = xib,
                                  .extra_lens = xlb, .extra_topk = xtopk, .attn_sink = sb, .softmax_scale = scale,
                                  .tensor_scale = ts};
-  /* the warp-matrix form: split-KV as the runtime chooses, one CTA a
-   * token, and an uneven split; each run on freshly poisoned outputs */
+  /* the matrix forms: split-KV as the runtime chooses, one CTA a token,
+   * and an uneven split; each run on freshly poisoned outputs */
   static const int splits[] = {0, 1, 3};
+  int runs = k->info.matrix ? 3 : 1;
   float *fo = malloc((size_t)(T * H * V) * 4), *fw = malloc((size_t)(T * H * V) * 4);
-  for (int si = 0; si < (k->info.matrix ? 3 : 1); si++) {
+  for (int si = 0; si < runs; si++) {
     dsv4_check_fill16(got, (size_t)(T * H * V), 0x7F81);
     for (int64_t i = 0; i < T * H; i++)
       lgot[i] = NAN;
@@ -155,8 +156,8 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     for (int64_t i = 0; i < T * H * V; i++)
       fo[i] = dsv4_ref_bf16_to_f32(got[i]), fw[i] = dsv4_ref_bf16_to_f32(want[i]);
     char what[160];
-    snprintf(what, sizeof what, "%s%s T=%lld H=%lld extra=%s splits=%d: out", unnamed ? "unnamed, layout of " : "", k->name, (long long)T, (long long)H,
-             with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none", splits[si]);
+    snprintf(what, sizeof what, "%s%s T=%lld H=%lld extra=%s splits=%d: out", unnamed ? "unnamed, layout of " : "",
+             k->name, (long long)T, (long long)H, with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none", splits[si]);
     close_enough(what, fo, fw, (size_t)(T * H * V), 1e-3, 2.01 / 128);
     snprintf(what, sizeof what, "%s T=%lld H=%lld splits=%d: lse", k->name, (long long)T, (long long)H, splits[si]);
     close_enough(what, lgot, lwant, (size_t)(T * H), 1e-6, 8.0 / 65536);
@@ -298,6 +299,8 @@ int main(int argc, char **argv)
     random_case(&k, 3, 128, 1, 2);  /* C128: pages of 2 entries */
     random_case(&k, 4, 64, 0, 64);  /* SWA only */
     random_case(&k, 3, 20, 1, 64);  /* heads not a multiple of the CTA's */
+    random_case(&k, 2, 100, 1, 64); /* two head groups, the second part padding */
+    random_case(&k, 2, 192, 0, 64); /* three head groups (CTA pairs: the last beside a padding CTA) */
     if (!strcmp(k.L.name, "fp8_ds_mla_v4")) {
       golden_case_run(&k, argv[2], "v4_sparse_decode_c128_h64");
       golden_case_run(&k, argv[2], "v4_sparse_decode_c4_h128");
