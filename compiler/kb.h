@@ -124,8 +124,8 @@ typedef struct dsv4_target_ir {
   void (*fence_proxy_async)(dsv4_kb *kb);
   /* Optional CTA pairs (PTX sm_90 clusters, sized at launch; a CTA
    * launched alone is a cluster of one).  cluster_rank: this CTA's rank in
-   * its cluster and the cluster's CTAs (i32); returns 0 when the target or
-   * arch has none (NULL outputs ask only that).  cluster_sync: every thread
+   * its cluster (i32); returns 0 when the target or arch has none (a NULL
+   * output asks only that).  cluster_sync: every thread
    * of every CTA of the cluster arrives and waits (release / acquire, and
    * barrier initialisation before it is visible after it).  mbar_*: a
    * barrier object in shared memory (8 bytes, 8-aligned) completing a phase
@@ -138,7 +138,7 @@ typedef struct dsv4_target_ir {
    * sptr points at here; store_peer stores a 4- or 16-byte value (i32 or a
    * 16-byte vector) there; fence_proxy_async_peer: fence_proxy_async for
    * this thread's writes to any CTA of the cluster. */
-  int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank, LLVMValueRef *n);
+  int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank);
   void (*cluster_sync)(dsv4_kb *kb);
   void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
   void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);

@@ -422,15 +422,13 @@ static LLVMValueRef saddr(dsv4_kb *kb, LLVMValueRef sptr)
   return LLVMBuildTrunc(kb->b, LLVMBuildPtrToInt(kb->b, sptr, kb->i64, ""), kb->i32, "saddr");
 }
 
-/* Clusters (sm_90): %cluster_ctarank / %cluster_nctarank. */
-static int ptx_cluster_rank(dsv4_kb *kb, LLVMValueRef *rank, LLVMValueRef *n)
+/* Clusters (sm_90): %cluster_ctarank. */
+static int ptx_cluster_rank(dsv4_kb *kb, LLVMValueRef *rank)
 {
   if (arch_number(kb->arch) < 90)
     return 0;
   if (rank)
     *rank = asm_call(kb, "mov.u32 $0, %cluster_ctarank;", "=r", kb->i32, NULL, NULL, 0, 0);
-  if (n)
-    *n = asm_call(kb, "mov.u32 $0, %cluster_nctarank;", "=r", kb->i32, NULL, NULL, 0, 0);
   return 1;
 }
 

@@ -681,13 +681,13 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  *   P (hi + lo bf16 parts, as in the warp form) for its 32 columns -> shared memory
  *   O_w += P V[:, 256w .. 256w+255]      (wgmma m64n256k16, V N-major: the K tile itself)
  *
- * Barrier objects in shared memory carry the K buffers' hand-offs: FULL[b]
- * (producers arrive, consumers wait), EMPTY[b] (the reverse, from the third
- * tile on); a named barrier, CONS, the two warpgroups' maxima and P.  When
- * a token's 128 heads run as a pair of CTAs (a cluster of two), each CTA's
- * producers dequantize half of every tile's rows and store them in both
- * CTAs' K buffers (FlashMLA's "crossover"), and the barriers count both
- * CTAs' arrivals.  The accumulators stay in registers across
+ * Named barriers carry the hand-offs: FULL[b] (producers arrive, consumers
+ * wait), EMPTY[b] (the reverse, from the third tile on), CONS (the two
+ * warpgroups' maxima and P).  In CTA pairs (tile.pair: a token's two
+ * 64-head CTAs as a cluster of two) each CTA's producers dequantize half of
+ * every tile's rows and store them in both CTAs' K buffers (FlashMLA's
+ * "crossover"), and FULL and EMPTY are barrier objects in shared memory
+ * that count both CTAs' arrivals.  The accumulators stay in registers across
  * tiles; each warpgroup writes its half of V's dims at the end, through
  * the same head_out as the warp form. */
 enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_NB = DSV4_DECODE_WG_VDIM / 2 / 8 };
@@ -720,8 +720,7 @@ static void wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int thre
 /* The pair's hand-offs are barrier objects in shared memory (mb): FULL[b]
  * completes when both CTAs' producers have stored tile i's rows into K
  * buffer b = i & 1 (here and across), EMPTY[b] when both CTAs' consumers
- * have finished reading it.  A CTA launched alone pairs with nobody: the
- * counts are its own. */
+ * have finished reading it. */
 enum { WG_MB_FULL = 0, WG_MB_EMPTY = 2, WG_MBARS = 4 };
 
 static LLVMValueRef wg_mbar(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf)
@@ -754,11 +753,11 @@ typedef struct {
   int per, passes;          /* rows a pass, passes a tile */
 } wgtile;
 
-static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h, int parts)
+static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h)
 {
   LLVMBuilderRef b = kb->b;
   wgtile r;
-  int lanes = x->D / x->k->tile.values_per_thread;
+  int lanes = x->D / x->k->tile.values_per_thread, parts = h ? 2 : 1; /* h: as in wg_produce */
   r.per = 32 * DSV4_DECODE_WG_PRODUCERS / lanes, r.passes = TILE / parts / r.per;
   LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
   r.lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), r.local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
@@ -797,7 +796,7 @@ static void wg_indices(dsv4_kb *kb, const wgd *x, const wgtile *r, LLVMValueRef 
 static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h)
 {
   LLVMBuilderRef b = kb->b;
-  wgtile r = wg_tile(kb, x, i, h, h ? 2 : 1);
+  wgtile r = wg_tile(kb, x, i, h);
   const tile_list *l = &r.l;
   LLVMValueRef idx[TILE];
   wg_indices(kb, x, &r, idx);
@@ -1009,7 +1008,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   kb_endif(kb, &fw);
   wg_produce(kb, x, i, h);
   T->fence_proxy_async(kb);
-  if (!h) { /* alone: named barriers (barrier objects measured 194 against 186 us at V4-Pro) */
+  if (!h) { /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
     wg_bar(kb, 1, WG_BAR_FULL, buf, x->threads);
     kb_for_end(kb, &loop, NULL);
     return;
@@ -1034,7 +1033,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor ||
       !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
-      (x.pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL, NULL) || !T->cluster_sync || !T->mbar_init ||
+      (x.pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||
                   !T->mbar_arrive || !T->mbar_wait || !T->peer_addr || !T->store_peer ||
                   !T->fence_proxy_async_peer || !T->warp_sync || k->tile.values_per_thread / k->tile.interleave != 8)) ||
       !T->set_max_regs(kb, 0, 0) ||
@@ -1085,7 +1084,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   }
   kb_endif(kb, &fq);
   if (x.pair) { /* a cluster of two: the other CTA is rank ^ 1; barrier objects ready in both */
-    T->cluster_rank(kb, &x.rank, NULL);
+    T->cluster_rank(kb, &x.rank);
     x.peer = LLVMBuildXor(b, x.rank, kb_i32(kb, 1), "peer");
     kb_if_t fi = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x.tid, kb_i32(kb, 0), ""), "init");
     for (int m = 0; m < WG_MBARS; m++) /* FULL: a producer thread a CTA; EMPTY: every consumer warp */
