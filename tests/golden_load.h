@@ -31,6 +31,13 @@ typedef struct golden_tensor {
 
 typedef struct golden_case golden_case;
 
+/* Whether root, the fixtures' folder, exists: a clone without ../shared has
+ * none.  golden_root() returns root where it does, else NULL after saying
+ * on stdout that the golden checks are left out (CTest's golden.fixtures
+ * reports them skipped); callers then skip every golden check. */
+int golden_present(const char *root);
+const char *golden_root(const char *root);
+
 /* Load the case in folder dir; NULL with a message in err (if err != NULL) on any failure. */
 golden_case *golden_open(const char *dir, char *err, size_t errlen);
 

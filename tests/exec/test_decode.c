@@ -288,6 +288,7 @@ int main(int argc, char **argv)
     return st;
   if (harness_bundle(argv[1], &bundle))
     return 1;
+  const char *groot = golden_root(argv[2]);
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;
@@ -301,11 +302,11 @@ int main(int argc, char **argv)
     random_case(&k, 3, 20, 1, 64);  /* heads not a multiple of the CTA's */
     random_case(&k, 2, 100, 1, 64); /* two head groups, the second part padding */
     random_case(&k, 2, 192, 0, 64); /* three head groups (CTA pairs: the last beside a padding CTA) */
-    if (!strcmp(k.L.name, "fp8_ds_mla_v4")) {
-      golden_case_run(&k, argv[2], "v4_sparse_decode_c128_h64");
-      golden_case_run(&k, argv[2], "v4_sparse_decode_c4_h128");
-      golden_case_run(&k, argv[2], "v4_sparse_decode_c4_h64");
-      golden_case_run(&k, argv[2], "v4_sparse_decode_swa_only_h64");
+    if (groot && !strcmp(k.L.name, "fp8_ds_mla_v4")) {
+      golden_case_run(&k, groot, "v4_sparse_decode_c128_h64");
+      golden_case_run(&k, groot, "v4_sparse_decode_c4_h128");
+      golden_case_run(&k, groot, "v4_sparse_decode_c4_h64");
+      golden_case_run(&k, groot, "v4_sparse_decode_swa_only_h64");
     }
     validation(&k);
     ran++;

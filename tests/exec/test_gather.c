@@ -466,6 +466,7 @@ int main(int argc, char **argv)
     return st;
   if (harness_bundle(argv[1], &bundle))
     return 1;
+  const char *groot = golden_root(argv[2]);
   /* every kernel of the bundle, each with the layout it was compiled for */
   const char *v4_dequant = NULL, *v4_paged = NULL;
   dsv4_layout v4 = dsv4_check_layout_v4();
@@ -493,18 +494,21 @@ int main(int argc, char **argv)
     if (!strcmp(op, "dequant_gather")) {
       test_dequant_random();
       test_dequant_edges();
+      if (is_v4 && groot) {
+        golden_gather(groot, "v4_dequant_gather");
+        golden_gather(groot, "v4_quant");
+      }
       if (is_v4) {
-        golden_gather(argv[2], "v4_dequant_gather");
-        golden_gather(argv[2], "v4_quant");
         v4_dequant = v4_dequant ? v4_dequant : name;
       }
-      if (!strcmp(L.name, "fp8_ds_mla_v32"))
-        golden_gather(argv[2], "v32_quant");
+      if (groot && !strcmp(L.name, "fp8_ds_mla_v32"))
+        golden_gather(groot, "v32_quant");
       ran++;
     } else if (!strcmp(op, "paged_gather")) {
       test_paged_random();
+      if (is_v4 && groot)
+        golden_paged(groot);
       if (is_v4) {
-        golden_paged(argv[2]);
         v4_paged = v4_paged ? v4_paged : name;
       }
       ran++;

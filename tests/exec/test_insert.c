@@ -328,6 +328,7 @@ int main(int argc, char **argv)
     return st;
   if (harness_bundle(argv[1], &bundle) || harness_bundle(argv[2], &gathers))
     return 1;
+  const char *groot = golden_root(argv[3]);
   int ran = 0;
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     kern k;
@@ -337,10 +338,10 @@ int main(int argc, char **argv)
     random_case(&k, 200, 150, 64, 4096, 8, 64); /* DP padding, padded heads, a stride past the page */
     random_case(&k, 37, 37, 2, 96, 1, 2);       /* C128-sized pages */
     /* vLLM's writer made v4_quant, FlashMLA's test quantizer v32_quant */
-    if (!k.info.rope_dims && !k.info.quant_floor && !strcmp(k.L.name, "fp8_ds_mla_v4"))
-      golden_insert(&k, argv[3], "v4_quant");
-    if (!k.info.rope_dims && k.info.quant_floor && !strcmp(k.L.name, "fp8_ds_mla_v32"))
-      golden_insert(&k, argv[3], "v32_quant");
+    if (groot && !k.info.rope_dims && !k.info.quant_floor && !strcmp(k.L.name, "fp8_ds_mla_v4"))
+      golden_insert(&k, groot, "v4_quant");
+    if (groot && !k.info.rope_dims && k.info.quant_floor && !strcmp(k.L.name, "fp8_ds_mla_v32"))
+      golden_insert(&k, groot, "v32_quant");
     validation(&k);
     ran++;
   }

@@ -604,8 +604,9 @@ int main(int argc, char **argv)
   seed = dsv4_check_seed();
   rng.s = seed;
   printf("seed %llu (set DSV4_SEED to repeat)\n", (unsigned long long)seed);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    test_golden(argv[1], cases[i]);
+  const char *groot = golden_root(argv[1]);
+  for (size_t i = 0; groot && i < sizeof cases / sizeof cases[0]; i++)
+    test_golden(groot, cases[i]);
   if (build_caches()) {
     check(0, "synthetic caches: kv_insert and dequant_gather", "");
   } else {

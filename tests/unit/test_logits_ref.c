@@ -518,8 +518,11 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: %s GOLDEN_ROOT\n", argv[0]);
     return 1;
   }
-  test_golden(argv[1], "indexer_logits_n1");
-  test_golden(argv[1], "indexer_logits_n2");
+  const char *groot = golden_root(argv[1]);
+  if (groot) {
+    test_golden(groot, "indexer_logits_n1");
+    test_golden(groot, "indexer_logits_n2");
+  }
   test_topk_synthetic();
   test_logits_synthetic();
   printf("%d passed, %d failed\n", n_pass, n_fail);
