@@ -54,16 +54,23 @@ static int arch_number(const char *arch)
   return v;
 }
 
+/* One inline-asm statement: text over operands of types ps (constraints
+ * cons), returning ret (void: none). */
+static LLVMValueRef asm_call(dsv4_kb *kb, const char *text, const char *cons, LLVMTypeRef ret, LLVMTypeRef *ps,
+                             LLVMValueRef *args, int n, int side_effects)
+{
+  LLVMTypeRef fty = LLVMFunctionType(ret, ps, (unsigned)n, 0);
+  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)n, "");
+}
+
 /* sm_89+: cvt.rn.f16x2.e4m3x2 (exact; e4m3 fits f16), then f16 -> f32. */
 static int ptx_cvt_e4m3x2(dsv4_kb *kb, LLVMValueRef pair, LLVMValueRef out[2])
 {
   if (arch_number(kb->arch) < 89)
     return 0;
-  static const char text[] = "cvt.rn.f16x2.e4m3x2 $0, $1;", cons[] = "=r,h";
-  LLVMTypeRef fty = LLVMFunctionType(kb->i32, &kb->i16, 1, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
-                                     LLVMInlineAsmDialectATT, 0);
-  LLVMValueRef h2 = LLVMBuildCall2(kb->b, fty, fn, &pair, 1, "");
+  LLVMValueRef h2 = asm_call(kb, "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", kb->i32, &kb->i16, &pair, 1, 0);
   LLVMValueRef v = LLVMBuildBitCast(kb->b, h2, LLVMVectorType(LLVMHalfTypeInContext(kb->ctx), 2), "");
   for (int i = 0; i < 2; i++)
     out[i] = LLVMBuildFPExt(kb->b, LLVMBuildExtractElement(kb->b, v, kb_i32(kb, i), ""), kb->f32, "");
@@ -89,10 +96,7 @@ static LLVMValueRef ptx_load_stream(dsv4_kb *kb, LLVMValueRef bptr, int words)
   LLVMTypeRef f4[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
   LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, (unsigned)words, 0);
   LLVMTypeRef pt = LLVMTypeOf(bptr);
-  LLVMTypeRef fty = LLVMFunctionType(st, &pt, 1, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), 0, 0,
-                                     LLVMInlineAsmDialectATT, 0);
-  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, &bptr, 1, "");
+  LLVMValueRef r = asm_call(kb, text, cons, st, &pt, &bptr, 1, 0);
   LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i32, (unsigned)words));
   for (unsigned i = 0; i < (unsigned)words; i++)
     v = LLVMBuildInsertElement(kb->b, v, LLVMBuildExtractValue(kb->b, r, i, ""), kb_i32(kb, i), "");
@@ -102,16 +106,11 @@ static LLVMValueRef ptx_load_stream(dsv4_kb *kb, LLVMValueRef bptr, int words)
 /* Write-once output: the streaming (evict-first) store. */
 static void ptx_store_stream16(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef bptr)
 {
-  static const char text[] = "st.global.cs.v4.u32 [$0], {$1, $2, $3, $4};";
-  static const char cons[] = "l,r,r,r,r,~{memory}";
   LLVMTypeRef ps[5] = {LLVMTypeOf(bptr), kb->i32, kb->i32, kb->i32, kb->i32};
-  LLVMTypeRef fty = LLVMFunctionType(kb->v, ps, 5, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 1, 0,
-                                     LLVMInlineAsmDialectATT, 0);
   LLVMValueRef args[5] = {bptr};
   for (unsigned i = 0; i < 4; i++)
     args[i + 1] = LLVMBuildExtractElement(kb->b, v, kb_i32(kb, i), "");
-  LLVMBuildCall2(kb->b, fty, fn, args, 5, "");
+  asm_call(kb, "st.global.cs.v4.u32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}", kb->v, ps, args, 5, 1);
 }
 
 /* sm_89+: cvt.rn.satfinite.e4m3x2.f32 (its first operand lands in the upper byte). */
@@ -119,13 +118,9 @@ static LLVMValueRef ptx_cvt_e4m3x2_from_f32(dsv4_kb *kb, LLVMValueRef lo, LLVMVa
 {
   if (arch_number(kb->arch) < 89)
     return NULL;
-  static const char text[] = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", cons[] = "=h,f,f";
   LLVMTypeRef ps[2] = {kb->f32, kb->f32};
-  LLVMTypeRef fty = LLVMFunctionType(kb->i16, ps, 2, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
-                                     LLVMInlineAsmDialectATT, 0);
   LLVMValueRef args[2] = {hi, lo};
-  return LLVMBuildCall2(kb->b, fty, fn, args, 2, "");
+  return asm_call(kb, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", kb->i16, ps, args, 2, 0);
 }
 
 /* Butterfly shuffles within the warp (shfl.sync.bfly), log2(width) steps. */
@@ -161,11 +156,8 @@ static int ptx_mma_e4m3(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValu
   LLVMTypeRef f4[4] = {kb->f32, kb->f32, kb->f32, kb->f32};
   LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, f4, 4, 0);
   LLVMTypeRef ps[10] = {kb->i32, kb->i32, kb->i32, kb->i32, kb->i32, kb->i32, kb->f32, kb->f32, kb->f32, kb->f32};
-  LLVMTypeRef fty = LLVMFunctionType(st, ps, 10, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 0, 0,
-                                     LLVMInlineAsmDialectATT, 0);
   LLVMValueRef args[10] = {a[0], a[1], a[2], a[3], bf[0], bf[1], c[0], c[1], c[2], c[3]};
-  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, args, 10, "");
+  LLVMValueRef r = asm_call(kb, text, cons, st, ps, args, 10, 0);
   for (unsigned i = 0; i < 4; i++)
     d[i] = LLVMBuildExtractValue(kb->b, r, i, "");
   return 1;
@@ -335,10 +327,7 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
   args[na++] = kb_i32(kb, 0); /* p0 false, p1 true: the first step overwrites unless accumulating */
   for (int i = 0; op->accumulate && i < nd; i++)
     ps[na] = kb->f32, args[na++] = d[i];
-  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0);
-  LLVMTypeRef fty = LLVMFunctionType(st, ps, (unsigned)na, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
-  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)na, "");
+  LLVMValueRef r = asm_call(kb, text, cons, LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0), ps, args, na, 1);
   for (int i = 0; i < nd; i++)
     d[i] = LLVMBuildExtractValue(kb->b, r, (unsigned)i, "");
   return 1;
@@ -349,11 +338,8 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
 static void named_bar(dsv4_kb *kb, const char *verb, int id, int threads)
 {
   char text[64];
-  static const char cons[] = "~{memory}";
   snprintf(text, sizeof text, "bar.%s %d, %d;", verb, id, threads);
-  LLVMTypeRef fty = LLVMFunctionType(kb->v, NULL, 0, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), (char *)cons, sizeof cons - 1, 1, 0, LLVMInlineAsmDialectATT, 0);
-  LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
+  asm_call(kb, text, "~{memory}", kb->v, NULL, NULL, 0, 1);
 }
 /* setmaxnreg (sm_90a): this warpgroup's register allotment grows or shrinks
  * to regs; 0 where the arch has none. */
@@ -364,11 +350,8 @@ static int ptx_set_max_regs(dsv4_kb *kb, int regs, int grow)
   if (!regs)
     return 1;
   char text[64];
-  static const char cons[] = "~{memory}";
   snprintf(text, sizeof text, "setmaxnreg.%s.sync.aligned.u32 %d;", grow ? "inc" : "dec", regs);
-  LLVMTypeRef fty = LLVMFunctionType(kb->v, NULL, 0, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), (char *)cons, sizeof cons - 1, 1, 0, LLVMInlineAsmDialectATT, 0);
-  LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
+  asm_call(kb, text, "~{memory}", kb->v, NULL, NULL, 0, 1);
   return 1;
 }
 
@@ -388,32 +371,14 @@ static void ptx_wgmma_wait(dsv4_kb *kb, int pending, LLVMValueRef *d, int nd)
   LLVMTypeRef fs[128];
   for (int i = 0; i < nd; i++)
     fs[i] = kb->f32;
-  LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0);
-  LLVMTypeRef fty = LLVMFunctionType(st, fs, (unsigned)nd, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
-  LLVMValueRef r = LLVMBuildCall2(kb->b, fty, fn, d, (unsigned)nd, "");
+  LLVMValueRef r = asm_call(kb, text, cons, LLVMStructTypeInContext(kb->ctx, fs, (unsigned)nd, 0), fs, d, nd, 1);
   for (int i = 0; i < nd; i++)
     d[i] = LLVMBuildExtractValue(kb->b, r, (unsigned)i, "");
 }
 
 static void ptx_fence_proxy_async(dsv4_kb *kb)
 {
-  static const char text[] = "fence.proxy.async.shared::cta;", cons[] = "~{memory}";
-  LLVMTypeRef fty = LLVMFunctionType(kb->v, NULL, 0, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, sizeof text - 1, (char *)cons, sizeof cons - 1, 1, 0,
-                                     LLVMInlineAsmDialectATT, 0);
-  LLVMBuildCall2(kb->b, fty, fn, NULL, 0, "");
-}
-
-/* One inline-asm statement: text over operands of types ps (constraints
- * cons), returning ret (void: none). */
-static LLVMValueRef asm_call(dsv4_kb *kb, const char *text, const char *cons, LLVMTypeRef ret, LLVMTypeRef *ps,
-                             LLVMValueRef *args, int n, int side_effects)
-{
-  LLVMTypeRef fty = LLVMFunctionType(ret, ps, (unsigned)n, 0);
-  LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
-                                     LLVMInlineAsmDialectATT, 0);
-  return LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)n, "");
+  asm_call(kb, "fence.proxy.async.shared::cta;", "~{memory}", kb->v, NULL, NULL, 0, 1);
 }
 
 /* i32 shared-window address of a shared pointer. */
