@@ -541,6 +541,16 @@ static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValu
   kb_endif(kb, &w);
 }
 
+/* The next `bytes` of dynamic shared memory sm, laid out from offset *o
+ * (advanced): both matrix forms carve their regions this way, and
+ * shared_agrees() then holds the total to the checker's rule. */
+static LLVMValueRef carve(dsv4_kb *kb, LLVMValueRef sm, long long *o, long long bytes)
+{
+  LLVMValueRef p = kb_byte_ptr(kb, sm, kb_i64(kb, *o));
+  *o += bytes;
+  return p;
+}
+
 /* The generator's own layout of dynamic shared memory (o bytes) against
  * the dsv4_abi.h rule the checker and the runtime use: 0 if equal. */
 static int shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
@@ -572,16 +582,14 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   }
   LLVMValueRef sm = kb_dyn_shared(kb);
   long long o = 0;
-#define REGION(v, bytes) (x.v = kb_byte_ptr(kb, sm, kb_i64(kb, o)), o += (bytes))
-  REGION(qs, (long long)x.HC * x.RB);
-  REGION(ks, (long long)TILE * x.RB);
-  REGION(ps, (long long)x.HC * x.PB);
-  REGION(pl, (long long)x.HC * x.PB);
-  REGION(raw, dsv4_decode_raw_bytes(&k->layout));
-  REGION(addr, TILE * 16);
-  REGION(red, (long long)x.HC * 8 * x.W);
-  REGION(vm, TILE * 8);
-#undef REGION
+  x.qs = carve(kb, sm, &o, (long long)x.HC * x.RB);
+  x.ks = carve(kb, sm, &o, (long long)TILE * x.RB);
+  x.ps = carve(kb, sm, &o, (long long)x.HC * x.PB);
+  x.pl = carve(kb, sm, &o, (long long)x.HC * x.PB);
+  x.raw = carve(kb, sm, &o, dsv4_decode_raw_bytes(&k->layout));
+  x.addr = carve(kb, sm, &o, TILE * 16);
+  x.red = carve(kb, sm, &o, (long long)x.HC * 8 * x.W);
+  x.vm = carve(kb, sm, &o, TILE * 8);
   if (shared_agrees(k, o, DSV4_MATRIX_WARP, d))
     return 1;
   x.tid = T->thread_id(kb);
@@ -1046,15 +1054,13 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   }
   LLVMValueRef sm = kb_dyn_shared(kb);
   long long o = 0;
-#define REGION(v, bytes) (x.v = kb_byte_ptr(kb, sm, kb_i64(kb, o)), o += (bytes))
-  REGION(qs, (long long)x.HC * x.D * 2);
-  REGION(ks, 2 * wg_kbytes(&x));
-  REGION(ps, 2 * 2 * WG_PBYTES);
-  REGION(red, 3 * 2 * x.HC * 4);
-  REGION(vm, 2 * TILE * 4);
+  x.qs = carve(kb, sm, &o, (long long)x.HC * x.D * 2);
+  x.ks = carve(kb, sm, &o, 2 * wg_kbytes(&x));
+  x.ps = carve(kb, sm, &o, 2 * 2 * WG_PBYTES);
+  x.red = carve(kb, sm, &o, 3 * 2 * x.HC * 4);
+  x.vm = carve(kb, sm, &o, 2 * TILE * 4);
   if (x.pair)
-    REGION(mb, WG_MBARS * 8);
-#undef REGION
+    x.mb = carve(kb, sm, &o, WG_MBARS * 8);
   if (shared_agrees(k, o, k->tile.matrix, d))
     return 1;
   x.tid = T->thread_id(kb);
