@@ -276,7 +276,7 @@ static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3],
                       uint32_t cluster, const rt_arg *args, int nargs)
 {
   (void)shared;  /* always 0: ocl_accepts takes no entry that needs it */
-  (void)cluster; /* no clusters: CTAs run alone (the kernels that pair work so too) */
+  (void)cluster; /* always 1: CTA pairs are PTX only (the spec checker refuses them elsewhere) */
   cl_state *st = S(ctx);
   for (int i = 0; i < nargs; i++) {
     cl_int r;

@@ -37,8 +37,9 @@ typedef struct rt_backend {
   /* a further kernel of a loaded module by name (NULL: the backend has none) */
   int (*symbol)(dsv4rt_context *ctx, void *module, const char *name, void **kernel);
   /* shared: dynamic shared memory bytes (0 unless the entry says);
-   * cluster: CTAs a cluster along x (1: none; a backend without clusters
-   * launches them alone, and kernels that ask for pairs work alone too) */
+   * cluster: CTAs a cluster along x (1: none; entries that need clusters,
+   * CTA pairs, are refused by accepts() where the backend has none: their
+   * CTAs wait on each other and cannot run alone) */
   int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
                 uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs);
   int (*sync)(dsv4rt_context *ctx);
