@@ -410,25 +410,29 @@ static void ptx_mbar_init(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count)
            kb->v, ps, args, 2, 1);
 }
 
-static void ptx_mbar_arrive(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer)
+static void ptx_mbar_arrive(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer, int publish)
 {
   LLVMTypeRef ps[2] = {kb->i32, kb->i32};
   LLVMValueRef args[2] = {saddr(kb, sptr), peer};
+  const char *sem = publish ? ".release.cluster" : ""; /* "": the default, release at CTA scope */
+  char text[256];
   if (!peer)
-    asm_call(kb, "{\n.reg .b64 st;\nmbarrier.arrive.release.cluster.shared::cta.b64 st, [$0];\n}", "r,~{memory}",
-             kb->v, ps, args, 1, 1);
+    snprintf(text, sizeof text, "{\n.reg .b64 st;\nmbarrier.arrive%s.shared::cta.b64 st, [$0];\n}", sem);
   else
-    asm_call(kb, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}",
-             "r,r,~{memory}", kb->v, ps, args, 2, 1);
+    snprintf(text, sizeof text, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
+             "mbarrier.arrive%s.shared::cluster.b64 _, [ra];\n}", sem);
+  asm_call(kb, text, peer ? "r,r,~{memory}" : "r,~{memory}", kb->v, ps, args, peer ? 2 : 1, 1);
 }
 
-/* try_wait in a loop (the braces scope the label to each use). */
+/* try_wait in a loop (the braces scope the label to each use), with the
+ * default acquire at CTA scope: an acquire at cluster scope invalidates the
+ * SM's L1 each time (CCTL.IVALL), which the waits of a tile loop paid for
+ * in stalls and in every later global load missing L1. */
 static void ptx_mbar_wait(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity)
 {
   LLVMTypeRef ps[2] = {kb->i32, kb->i32};
   LLVMValueRef args[2] = {saddr(kb, sptr), parity};
-  asm_call(kb, "{\n.reg .pred done;\nwait:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [$0], $1;\n"
+  asm_call(kb, "{\n.reg .pred done;\nwait:\nmbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
                "@!done bra wait;\n}", "r,r,~{memory}", kb->v, ps, args, 2, 1);
 }
 

@@ -747,11 +747,11 @@ static LLVMValueRef wg_parity(dsv4_kb *kb, const wgd *x, LLVMValueRef i, int bac
 }
 
 /* Arrive on barrier base + buf here and in the other CTA of the pair. */
-static void wg_release(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf)
+static void wg_release(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf, int publish)
 {
   LLVMValueRef m = wg_mbar(kb, x, base, buf);
-  kb->t->mbar_arrive(kb, m, NULL);
-  kb->t->mbar_arrive(kb, m, x->peer);
+  kb->t->mbar_arrive(kb, m, NULL, publish);
+  kb->t->mbar_arrive(kb, m, x->peer, publish);
 }
 
 /* Tile i's list and the producer thread's coordinates. */
@@ -988,7 +988,7 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
   if (x->pair) { /* a warp's arrival here and across */
     T->warp_sync(kb);
     kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
-    wg_release(kb, x, WG_MB_EMPTY, buf);
+    wg_release(kb, x, WG_MB_EMPTY, buf, 0);
     kb_endif(kb, &f0);
   } else
     wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
@@ -1015,8 +1015,8 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
     wg_bar(kb, 0, WG_BAR_EMPTY, buf, x->threads);
   kb_endif(kb, &fw);
   wg_produce(kb, x, i, h);
-  T->fence_proxy_async(kb);
-  if (!h) { /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
+  if (!h) {
+    T->fence_proxy_async(kb); /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
     wg_bar(kb, 1, WG_BAR_FULL, buf, x->threads);
     kb_for_end(kb, &loop, NULL);
     return;
@@ -1026,7 +1026,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
    * one barrier word measured slower) */
   T->bar_sync(kb, WG_BAR_PROD, 32 * DSV4_DECODE_WG_PRODUCERS);
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->tid, kb_i32(kb, 256), ""), "full");
-  wg_release(kb, x, WG_MB_FULL, buf);
+  wg_release(kb, x, WG_MB_FULL, buf, 1);
   kb_endif(kb, &f);
   kb_for_end(kb, &loop, NULL);
 }
