@@ -251,12 +251,13 @@ static LLVMValueRef smem_desc(dsv4_kb *kb, LLVMValueRef sptr, int sw, int lbo)
   return LLVMBuildOr(b, a, LLVMConstInt(kb->i64, fixed, 0), "desc");
 }
 
-/* p as base + a constant byte offset: a one-index i8 GEP of a constant
- * index, else itself + 0. */
+/* p as base + a constant byte offset: a one-index i8 GEP (instruction or
+ * constant) of a constant index, else itself + 0. */
 static LLVMValueRef byte_base(dsv4_kb *kb, LLVMValueRef p, long long *off)
 {
   *off = 0;
-  if (LLVMIsAGetElementPtrInst(p) && LLVMGetNumOperands(p) == 2 && LLVMGetGEPSourceElementType(p) == kb->i8 &&
+  int gep = LLVMIsAGetElementPtrInst(p) || (LLVMIsAConstantExpr(p) && LLVMGetConstOpcode(p) == LLVMGetElementPtr);
+  if (gep && LLVMGetNumOperands(p) == 2 && LLVMGetGEPSourceElementType(p) == kb->i8 &&
       LLVMIsAConstantInt(LLVMGetOperand(p, 1))) {
     *off = LLVMConstIntGetSExtValue(LLVMGetOperand(p, 1));
     return LLVMGetOperand(p, 0);
@@ -290,17 +291,38 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
     return 0;
   if (!d)
     return 1;
-  int nd = n / 2, np = 2 * ksteps; /* operands: d[nd], descriptors[np], flag, (tied d[nd]) */
-  char text[16384], cons[4096];
-  int t = snprintf(text, sizeof text, "{\n.reg .pred p0, p1;\nsetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
-                   "wgmma.fence.sync.aligned;\n", nd + np, nd + np);
+  /* Where every k-step's A and B are their first ones' plus constant byte
+   * offsets (the usual case), the asm takes the two first descriptors and
+   * steps them itself (the descriptors' start-address field counts 16 bytes
+   * a unit, and every address stays inside the shared window, so a step
+   * never carries or borrows out of the field): two 64-bit operands instead
+   * of 2 * ksteps, all live at once. */
+  long long ao[32], bo[32], a0, b0;
+  LLVMValueRef abase = byte_base(kb, a[0], &a0), bbase = byte_base(kb, bm[0], &b0);
+  int stepped = 1;
   for (int ks = 0; ks < ksteps; ks++) {
+    LLVMValueRef pa = byte_base(kb, a[ks], &ao[ks]), pb = byte_base(kb, bm[ks], &bo[ks]);
+    ao[ks] -= a0, bo[ks] -= b0;
+    stepped &= pa == abase && pb == bbase && ao[ks] % 16 == 0 && bo[ks] % 16 == 0;
+  }
+  int nd = n / 2, np = stepped ? 2 : 2 * ksteps; /* operands: d[nd], descriptors[np], flag, (tied d[nd]) */
+  char text[16384], cons[4096];
+  int t = snprintf(text, sizeof text, "{\n.reg .pred p0, p1;\n%ssetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
+                   "wgmma.fence.sync.aligned;\n", stepped ? ".reg .b64 da, db;\n" : "", nd + np, nd + np);
+  for (int ks = 0; ks < ksteps; ks++) {
+    char da[16], db[16];
+    if (stepped) {
+      t += snprintf(text + t, sizeof text - t, "add.s64 da, $%d, %lld;\nadd.s64 db, $%d, %lld;\n", nd, ao[ks] / 16,
+                    nd + 1, bo[ks] / 16);
+      snprintf(da, sizeof da, "da"), snprintf(db, sizeof db, "db");
+    } else
+      snprintf(da, sizeof da, "$%d", nd + 2 * ks), snprintf(db, sizeof db, "$%d", nd + 2 * ks + 1);
     t += snprintf(text + t, sizeof text - t, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s {", n, bf ? 16 : 32,
                   bf ? "bf16.bf16" : "e4m3.e4m3");
     for (int i = 0; i < nd; i++)
       t += snprintf(text + t, sizeof text - t, "%s$%d", i ? ", " : "", i);
-    t += snprintf(text + t, sizeof text - t, "}, $%d, $%d, %s, 1, 1%s;\n", nd + 2 * ks, nd + 2 * ks + 1,
-                  ks || op->accumulate ? "p1" : "p0", bf ? (op->b_mn_major ? ", 0, 1" : ", 0, 0") : "");
+    t += snprintf(text + t, sizeof text - t, "}, %s, %s, %s, 1, 1%s;\n", da, db, ks || op->accumulate ? "p1" : "p0",
+                  bf ? (op->b_mn_major ? ", 0, 1" : ", 0, 0") : "");
   }
   snprintf(text + t, sizeof text - t, "wgmma.commit_group.sync.aligned;\n}");
   int c = 0;
@@ -316,9 +338,9 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
   LLVMValueRef args[64 + 1 + 128];
   for (int i = 0; i < nd; i++)
     fs[i] = kb->f32;
-  for (int ks = 0; ks < ksteps; ks++) {
+  int blbo = op->b_mn_major ? op->b_lbo : 16;
+  for (int ks = 0; ks < np / 2; ks++) {
     ps[2 * ks] = ps[2 * ks + 1] = kb->i64;
-    int blbo = op->b_mn_major ? op->b_lbo : 16;
     args[2 * ks] = ks ? desc_step(kb, args[0], a[0], a[ks], sw, 16) : smem_desc(kb, a[0], sw, 16);
     args[2 * ks + 1] = smem_desc(kb, bm[ks], sw, blbo);
   }

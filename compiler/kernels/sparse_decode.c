@@ -1039,7 +1039,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.k = k, x.pair = k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
   int lanes = x.D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS;
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1};
-  if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor ||
+  if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
       !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
       (x.pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||
                   !T->mbar_arrive || !T->mbar_wait || !T->peer_addr || !T->store_peer ||
@@ -1111,7 +1111,11 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     if (fold)
       scale = LLVMBuildFMul(b, scale, kb_arg(kb, TENSOR_SCALE), "");
     LLVMValueRef scale2 = LLVMBuildFMul(b, scale, f32c(kb, LOG2E), "scale2");
-    LLVMValueRef w = LLVMBuildUDiv(b, x.tid, kb_i32(kb, 128), "wg");
+    /* the warpgroup, broadcast from lane 0 so that the compiler knows it is
+     * the same in every lane: the descriptors built from it then stay in
+     * uniform registers instead of being moved there at every product */
+    LLVMValueRef w = LLVMBuildUDiv(b, x.tid, kb_i32(kb, 128), "");
+    w = LLVMBuildBitCast(b, T->shfl_idx(kb, LLVMBuildBitCast(b, w, kb->f32, ""), kb_i32(kb, 0)), kb->i32, "wg");
     LLVMValueRef wi = LLVMBuildAnd(b, LLVMBuildUDiv(b, x.tid, kb_i32(kb, 32), ""), kb_i32(kb, 3), "wi");
     LLVMValueRef lane = LLVMBuildAnd(b, x.tid, kb_i32(kb, 31), "lane");
     LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
