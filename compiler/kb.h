@@ -64,6 +64,7 @@ typedef struct dsv4_target_ir {
   int (*mma_e4m3_16x8x32)(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c, LLVMValueRef *d);
   LLVMValueRef (*shfl_xor)(dsv4_kb *kb, LLVMValueRef v, int mask);
   LLVMValueRef (*shfl_idx)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src_lane); /* f32 v of lane src_lane */
+  LLVMValueRef (*vote_any)(dsv4_kb *kb, LLVMValueRef pred); /* optional: i1, pred holds in some lane of the (whole) warp */
   /* Optional bf16 warp matrix units.  mma_bf16_16x8x16: D[16x8] = A[16x16]
    * * B[16x8] + C in f32, bf16 pairs packed in i32 in the PTX m16n8k16
    * fragment layout (a: 4 x i32, b: 2 x i32, c/d: 4 x f32).  ldmatrix_x4:

@@ -499,6 +499,13 @@ static LLVMValueRef ptx_shfl_idx(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src)
   return kb_call(kb, "llvm.nvvm.shfl.sync.idx.f32", kb->f32, ps, args, 4, LLVMCCallConv);
 }
 
+static LLVMValueRef ptx_vote_any(dsv4_kb *kb, LLVMValueRef pred)
+{
+  LLVMTypeRef ps[2] = {kb->i32, kb->i1};
+  LLVMValueRef args[2] = {kb_i32(kb, -1), pred};
+  return kb_call(kb, "llvm.nvvm.vote.any.sync", kb->i1, ps, args, 2, LLVMCCallConv);
+}
+
 static const dsv4_target_ir ptx_ir = {
     .kind = DSV4_TARGET_PTX,
     .global_as = 1,
@@ -518,6 +525,7 @@ static const dsv4_target_ir ptx_ir = {
     .mma_e4m3_16x8x32 = ptx_mma_e4m3,
     .shfl_xor = ptx_shfl_xor,
     .shfl_idx = ptx_shfl_idx,
+    .vote_any = ptx_vote_any,
     .mma_bf16_16x8x16 = ptx_mma_bf16,
     .ldmatrix_x4 = ptx_ldmatrix_x4,
     .cp_async = ptx_cp_async,

@@ -699,6 +699,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  * tiles; each warpgroup writes its half of V's dims at the end, through
  * the same head_out as the warp form. */
 enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_NB = DSV4_DECODE_WG_VDIM / 2 / 8 };
+#define WG_LAZY 8.0 /* base-2 headroom of the lazy running max */
 
 typedef struct {
   const dsv4_kernel *k;
@@ -929,12 +930,22 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
     kb_store(kb, mx[h], kb_byte_ptr(kb, red, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
   kb_endif(kb, &fm);
   T->bar_sync(kb, WG_BAR_CONS, 256);
-  LLVMValueRef other = LLVMBuildSub(b, kb_i32(kb, 1), w, "");
+  /* The running max m only moves when a tile's max exceeds it by more than
+   * WG_LAZY (base 2): scores then stay below 2^WG_LAZY relative to m, l and
+   * O are kept relative to the same m, and lse = m + log2 l is the same
+   * value.  Most tiles then leave O as it is, and a warp skips its 128
+   * multiplications when none of its rows moved (FlashAttention-4's lazy
+   * rescaling). */
+  LLVMValueRef other = LLVMBuildSub(b, kb_i32(kb, 1), w, ""), corr[2], moved = NULL;
   for (int h = 0; h < 2; h++) {
     LLVMValueRef om = kb_load(kb, kb->f32, kb_byte_ptr(kb, red, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, other, kb_i32(kb, HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
-    LLVMValueRef mn = fmax2(kb, fmax2(kb, cur.m[h], mx[h]), om);
+    LLVMValueRef tm = fmax2(kb, mx[h], om);
+    LLVMValueRef grow = LLVMBuildFCmp(b, LLVMRealOGT, tm, LLVMBuildFAdd(b, cur.m[h], f32c(kb, WG_LAZY), ""), "grow");
+    LLVMValueRef mn = LLVMBuildSelect(b, grow, tm, cur.m[h], "");
     LLVMValueRef mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), mn, "");
-    LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
+    corr[h] = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
+    LLVMValueRef ne = LLVMBuildFCmp(b, LLVMRealUNE, corr[h], f32c(kb, 1.0), "");
+    moved = moved ? LLVMBuildOr(b, moved, ne, "") : ne;
     LLVMValueRef sum = f32c(kb, 0.0);
     for (int j = 0; j < 4; j++)
       for (int e = 0; e < 2; e++) {
@@ -942,11 +953,19 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
         sum = LLVMBuildFAdd(b, sum, S[4 * j + 2 * h + e], "");
       }
     nx.m[h] = mn;
-    nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr, ""), sum, "");
+    nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr[h], ""), sum, "");
+  }
+  kb_if_t fr = kb_if(kb, T->vote_any ? T->vote_any(kb, moved) : LLVMConstInt(kb->i1, 1, 0), "rescale");
+  LLVMValueRef scaled[WG_NB][4];
+  for (int h = 0; h < 2; h++)
     for (int j = 0; j < WG_NB; j++)
       for (int e = 0; e < 2; e++)
-        nx.o[j][2 * h + e] = LLVMBuildFMul(b, cur.o[j][2 * h + e], corr, "");
-  }
+        scaled[j][2 * h + e] = LLVMBuildFMul(b, cur.o[j][2 * h + e], corr[h], "");
+  LLVMBasicBlockRef did = LLVMGetInsertBlock(b);
+  kb_endif(kb, &fr);
+  for (int j = 0; j < WG_NB; j++)
+    for (int e = 0; e < 4; e++)
+      nx.o[j][e] = kb_phi(kb, scaled[j][e], did, cur.o[j][e], LLVMGetInstructionParent(fr.br));
   /* P for this warpgroup's 32 columns: hi and lo parts, 128-byte rows */
   LLVMValueRef pb = kb_byte_ptr(kb, x->ps, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * WG_PBYTES), ""));
   for (int h = 0; h < 2; h++)
