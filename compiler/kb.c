@@ -287,15 +287,18 @@ LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f)
 
 void kb_e4m3x2_to_f32(dsv4_kb *kb, LLVMValueRef b0, LLVMValueRef b1, LLVMValueRef out[2])
 {
-  if (kb->t->cvt_e4m3x2) {
-    LLVMBuilderRef b = kb->b;
-    LLVMValueRef lo = LLVMBuildZExt(b, b0, kb->i16, ""), hi = LLVMBuildZExt(b, b1, kb->i16, "");
-    LLVMValueRef pair = LLVMBuildOr(b, lo, LLVMBuildShl(b, hi, LLVMConstInt(kb->i16, 8, 0), ""), "");
-    if (kb->t->cvt_e4m3x2(kb, pair, out))
-      return;
-  }
-  out[0] = kb_e4m3_to_f32(kb, b0);
-  out[1] = kb_e4m3_to_f32(kb, b1);
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef lo = LLVMBuildZExt(b, b0, kb->i16, ""), hi = LLVMBuildZExt(b, b1, kb->i16, "");
+  kb_e4m3x2_pair_to_f32(kb, LLVMBuildOr(b, lo, LLVMBuildShl(b, hi, LLVMConstInt(kb->i16, 8, 0), ""), ""), out);
+}
+
+void kb_e4m3x2_pair_to_f32(dsv4_kb *kb, LLVMValueRef pair, LLVMValueRef out[2])
+{
+  if (kb->t->cvt_e4m3x2 && kb->t->cvt_e4m3x2(kb, pair, out))
+    return;
+  LLVMBuilderRef b = kb->b;
+  out[0] = kb_e4m3_to_f32(kb, LLVMBuildTrunc(b, pair, kb->i8, ""));
+  out[1] = kb_e4m3_to_f32(kb, LLVMBuildTrunc(b, LLVMBuildLShr(b, pair, LLVMConstInt(kb->i16, 8, 0), ""), kb->i8, ""));
 }
 
 void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef out[2])

@@ -233,6 +233,8 @@ LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f);         /* RNE, NaN ->
 /* Two at a time, through the target's instructions where it has them
  * (a NaN then keeps the target's canonical NaN pattern). */
 void kb_e4m3x2_to_f32(dsv4_kb *kb, LLVMValueRef b0_i8, LLVMValueRef b1_i8, LLVMValueRef out[2]);
+/* The same from the two bytes as one i16 (b0 in the low byte). */
+void kb_e4m3x2_pair_to_f32(dsv4_kb *kb, LLVMValueRef pair_i16, LLVMValueRef out[2]);
 void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef out_i16[2]);
 
 /* f32 -> OCP e4m3fn byte (i8): round to nearest even, saturating at 448,
