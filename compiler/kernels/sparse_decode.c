@@ -812,7 +812,7 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
   LLVMValueRef kpeer = h ? kb->t->peer_addr(kb, kbuf, x->peer) : NULL;
-  enum { GROUP = 2 }; /* tokens a thread loads before converting (4 spills; 1 measured 4% slower) */
+  enum { GROUP = 4 }; /* tokens a thread loads before converting (2 measured 2-4% slower, 1 slower still) */
   dsv4_lane_token tok[TILE] = {{0}};
   LLVMValueRef slot[TILE];
   for (int u = 0; u < r.passes; u++) { /* (validity first, then the divisions: 40% fewer spills) */
