@@ -187,14 +187,12 @@ static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLV
       out[j] = element(kb, c, raw, j); /* stored as bf16: copied bit for bit */
   } else {
     for (int j = 0; j < w; j++) {
-      if (s->type == DSV4_DT_E4M3 && j % 2 == 0 && j + 1 < w && c->per % 2 == 0) { /* a pair in one chunk: its i16 */
-        LLVMValueRef h = LLVMBuildBitCast(b, raw[j / c->per], LLVMVectorType(kb->i16, (unsigned)(c->per / 2)), "");
-        kb_e4m3x2_pair_to_f32(kb, LLVMBuildExtractElement(b, h, kb_i32(kb, j % c->per / 2), ""), &f[j]);
-        j++;
-        continue;
-      }
       if (s->type == DSV4_DT_E4M3 && j % 2 == 0 && j + 1 < w) {
-        kb_e4m3x2_to_f32(kb, element(kb, c, raw, j), element(kb, c, raw, j + 1), &f[j]);
+        if (c->per % 2 == 0) { /* the pair lies in one chunk: its 16-bit half, no bytes taken apart */
+          LLVMValueRef h = LLVMBuildBitCast(b, raw[j / c->per], LLVMVectorType(kb->i16, (unsigned)(c->per / 2)), "");
+          kb_e4m3x2_pair_to_f32(kb, LLVMBuildExtractElement(b, h, kb_i32(kb, j % c->per / 2), ""), &f[j]);
+        } else
+          kb_e4m3x2_to_f32(kb, element(kb, c, raw, j), element(kb, c, raw, j + 1), &f[j]);
         j++;
         continue;
       }
