@@ -682,23 +682,36 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  * find each tile's 64 K rows and dequantize them with the gathers'
  * layout-driven code straight from the cache into one of two bf16 K tiles,
  * laid out for the matrix units (128-byte swizzled atoms), while two
- * consumer warpgroups compute the tile before it:
+ * consumer warpgroups compute the tile before it (FlashMLA's split of the
+ * sparse decode's math warpgroups):
  *
- *   S_w = q K[rows 32w .. 32w+31]^T      (wgmma m64n32k16, q and K from shared memory)
- *   row maxima exchanged between the two warpgroups; online softmax, base 2
- *   P (hi + lo bf16 parts, as in the warp form) for its 32 columns -> shared memory
- *   O_w += P V[:, 256w .. 256w+255]      (wgmma m64n256k16, V N-major: the K tile itself)
+ *   lead:     S = q K^T                    (wgmma m64n64k16, q and K from shared memory)
+ *             online softmax, base 2 (no maxima cross warpgroups)
+ *             P (hi + lo bf16 parts, as in the warp form) and each row's
+ *             rescale factor -> shared memory, for the follower
+ *             O_lead += P V[:, 0 .. LEAD_DIMS)        (wgmma m64n256k16, V N-major: the K tile itself)
+ *   follower: O_follow *= the lead's factors; O_follow += P V[:, LEAD_DIMS .. 512)
  *
- * Named barriers carry the hand-offs: FULL[b] (producers arrive, consumers
- * wait), EMPTY[b] (the reverse, from the third tile on), CONS (the two
- * warpgroups' maxima and P).  In CTA pairs (tile.pair: a token's two
- * 64-head CTAs as a cluster of two) each CTA's producers dequantize half of
- * every tile's rows and store them in both CTAs' K buffers (FlashMLA's
- * "crossover"), and FULL and EMPTY are barrier objects in shared memory
- * that count both CTAs' arrivals.  The accumulators stay in registers across
- * tiles; each warpgroup writes its half of V's dims at the end, through
- * the same head_out as the warp form. */
-enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_NB = DSV4_DECODE_WG_VDIM / 2 / 8 };
+ * so the follower's P V of tile i runs beside the lead's q K^T and softmax
+ * of tile i + 1.  Named barriers carry the hand-offs: FULL[b] (producers
+ * arrive, the lead waits), EMPTY[b] (both consumer warpgroups arrive, the
+ * producers wait, from the third tile on), PREADY[b] / PFREE[b] (P buffer
+ * b: the lead publishes it, the follower hands it back), CONS (the rows'
+ * final m and l).  In CTA pairs (tile.pair: a token's two 64-head CTAs as
+ * a cluster of two) each CTA's producers dequantize half of every tile's
+ * rows and store them in both CTAs' K buffers (FlashMLA's "crossover"), and
+ * FULL and EMPTY are barrier objects in shared memory that count both
+ * CTAs' arrivals.  The accumulators stay in registers across tiles; each
+ * warpgroup writes its dims at the end, through the same head_out as the
+ * warp form. */
+enum {
+  WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9,
+  WG_FULL_THREADS = 128 + 32 * DSV4_DECODE_WG_PRODUCERS, /* the producers and the lead warpgroup */
+  /* V dims of the lead's P V (the follower takes the rest): the lead also
+   * runs q K^T and the softmax, so it takes the smaller share */
+  WG_LEAD_DIMS = DSV4_DECODE_WG_LEAD_DIMS,
+  WG_NB_MAX = (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 > WG_LEAD_DIMS / 8 ? (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 : WG_LEAD_DIMS / 8
+};
 #define WG_LAZY 8.0 /* base-2 headroom of the lazy running max */
 
 typedef struct {
@@ -851,14 +864,16 @@ static LLVMValueRef wg_at(dsv4_kb *kb, int rows, long long row, long long kbyte)
   return kb_mma_offset(kb, 128, rows, kb_i64(kb, row), kb_i64(kb, kbyte));
 }
 
+_Static_assert(4 + 4 * WG_NB_MAX <= KB_LOOP_MAX_VARS, "a warpgroup's state must fit a loop's carried values");
 typedef struct {
-  LLVMValueRef m[2], l[2], o[WG_NB][4];
+  int nb; /* blocks of 8 V dims held (the warpgroup's share / 8) */
+  LLVMValueRef m[2], l[2], o[WG_NB_MAX][4];
 } wgstate;
 
 static void wg_pack(const wgstate *s, LLVMValueRef *v)
 {
   v[0] = s->m[0], v[1] = s->m[1], v[2] = s->l[0], v[3] = s->l[1];
-  for (int j = 0; j < WG_NB; j++)
+  for (int j = 0; j < s->nb; j++)
     for (int e = 0; e < 4; e++)
       v[4 + 4 * j + e] = s->o[j][e];
 }
@@ -866,15 +881,91 @@ static void wg_pack(const wgstate *s, LLVMValueRef *v)
 static void wg_unpack(wgstate *s, const LLVMValueRef *v)
 {
   s->m[0] = v[0], s->m[1] = v[1], s->l[0] = v[2], s->l[1] = v[3];
-  for (int j = 0; j < WG_NB; j++)
+  for (int j = 0; j < s->nb; j++)
     for (int e = 0; e < 4; e++)
       s->o[j][e] = v[4 + 4 * j + e];
 }
 
-/* Consumer warpgroup w (i32 0/1; wi its warp 0..3, g/c the lane's quad
- * coordinates): tiles [lo, hi) folded into the state. */
-static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef wi, LLVMValueRef g, LLVMValueRef c,
-                       LLVMValueRef scale2, wgstate *st)
+/* The EMPTY hand-off of tile i's K buffer, from the third tile on: a
+ * warp's arrival here and across (pairs), or the named barrier. */
+static void wg_empty(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef buf)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  kb_if_t fe = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "empty");
+  if (x->pair) {
+    T->warp_sync(kb);
+    kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
+    wg_release(kb, x, WG_MB_EMPTY, buf, 0);
+    kb_endif(kb, &f0);
+  } else
+    wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
+  kb_endif(kb, &fe);
+}
+
+/* O (this warpgroup's 256 dims) rescaled by corr[h] for its rows, skipped
+ * by a warp none of whose rows moved (vote_any; without it, always). */
+static void wg_rescale(dsv4_kb *kb, LLVMValueRef (*o)[4], int nb, const LLVMValueRef *corr)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef moved = LLVMBuildOr(b, LLVMBuildFCmp(b, LLVMRealUNE, corr[0], f32c(kb, 1.0), ""),
+                                   LLVMBuildFCmp(b, LLVMRealUNE, corr[1], f32c(kb, 1.0), ""), "moved");
+  kb_if_t fr = kb_if(kb, kb->t->vote_any ? kb->t->vote_any(kb, moved) : LLVMConstInt(kb->i1, 1, 0), "rescale");
+  LLVMValueRef scaled[WG_NB_MAX][4];
+  for (int h = 0; h < 2; h++)
+    for (int j = 0; j < nb; j++)
+      for (int e = 0; e < 2; e++)
+        scaled[j][2 * h + e] = LLVMBuildFMul(b, o[j][2 * h + e], corr[h], "");
+  LLVMBasicBlockRef did = LLVMGetInsertBlock(b);
+  kb_endif(kb, &fr);
+  for (int j = 0; j < nb; j++)
+    for (int e = 0; e < 4; e++)
+      o[j][e] = kb_phi(kb, scaled[j][e], did, o[j][e], LLVMGetInstructionParent(fr.br));
+}
+
+/* O += P V over V dims d0 .. d0 + 8 nb of K buffer kbuf: P's lo part then
+ * its hi part (P buffer pb), 4 k-steps each; products of at most 256
+ * columns, all in flight before the wait. */
+static void wg_pv(dsv4_kb *kb, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb, LLVMValueRef (*o)[4])
+{
+  enum { CHUNK = 256 };
+  LLVMValueRef O[4 * WG_NB_MAX];
+  int parts = 0, dims = 8 * nb;
+  for (int c0 = 0; c0 < dims; c0 += CHUNK, parts++) {
+    int n = dims - c0 < CHUNK ? dims - c0 : CHUNK;
+    LLVMValueRef A[8], B[8];
+    LLVMValueRef vcols = kb_byte_ptr(kb, kbuf, kb_i64(kb, (long long)(d0 + c0) / 64 * TILE * 128));
+    for (int q = 0; q < 2; q++)
+      for (int ks = 0; ks < TILE / 16; ks++) {
+        A[q * 4 + ks] = kb_byte_ptr(kb, pb, kb_i64(kb, (1 - q) * WG_PBYTES + ks * 32));
+        B[q * 4 + ks] = kb_byte_ptr(kb, vcols, kb_i64(kb, (long long)ks * 16 * 128));
+      }
+    for (int j = 0; j < n / 8; j++)
+      for (int e = 0; e < 4; e++)
+        O[4 * (c0 / 8 + j) + e] = o[c0 / 8 + j][e];
+    kb_wgmma pv = {KB_MMA_BF16, n, 2 * TILE / 16, 128, 1, TILE * 128, 1};
+    kb->t->wgmma(kb, &pv, A, B, &O[4 * (c0 / 8)]);
+  }
+  for (int c0 = 0, p = 0; c0 < dims; c0 += CHUNK, p++) {
+    int n = dims - c0 < CHUNK ? dims - c0 : CHUNK;
+    kb->t->wgmma_wait(kb, parts - 1 - p, &O[4 * (c0 / 8)], 4 * (n / 8));
+  }
+  for (int j = 0; j < nb; j++)
+    for (int e = 0; e < 4; e++)
+      o[j][e] = O[4 * j + e];
+}
+
+/* The lead warpgroup (0; wi its warp, g/c the lane's quad coordinates):
+ * tiles [lo, hi) folded into the state (m, l, O over dims 0..255).  Per
+ * tile it alone computes S = q K^T over all 64 rows (wgmma m64n64k16: q is
+ * read from shared memory once a tile, where two 32-row halves read it
+ * twice and were bound by shared-memory bandwidth), the softmax, and P
+ * (hi + lo) with each row's rescale factor for the follower; then its own
+ * half of P V.  No maxima cross between warpgroups, so the follower's P V
+ * of tile i runs beside the lead's q K^T and softmax of tile i + 1
+ * (FlashMLA's split of the sparse decode's two math warpgroups). */
+static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, LLVMValueRef c, LLVMValueRef scale2,
+                    wgstate *st)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
@@ -882,36 +973,37 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
   LLVMValueRef init[KB_LOOP_MAX_VARS];
   wg_pack(st, init);
   kb_loop_t loop;
-  kb_for(kb, &loop, x->lo, x->hi, 4 + 4 * WG_NB, init);
-  wgstate cur, nx;
+  kb_for(kb, &loop, x->lo, x->hi, 4 + 4 * st->nb, init);
+  wgstate cur = {.nb = st->nb}, nx = {.nb = st->nb};
   wg_unpack(&cur, loop.vars);
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
-  LLVMValueRef w64 = kb_zext64(kb, w), buf64 = kb_zext64(kb, buf);
+  LLVMValueRef buf64 = kb_zext64(kb, buf);
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
   if (x->pair)
     T->mbar_wait(kb, wg_mbar(kb, x, WG_MB_FULL, buf), wg_parity(kb, x, i, 0));
   else
-    wg_bar(kb, 0, WG_BAR_FULL, buf, x->threads);
+    wg_bar(kb, 0, WG_BAR_FULL, buf, WG_FULL_THREADS);
 
-  /* S = q K^T for this warpgroup's 32 rows of the tile */
-  LLVMValueRef A[32], B[32], S[16];
-  LLVMValueRef krows = kb_byte_ptr(kb, kbuf, LLVMBuildMul(b, w64, kb_i64(kb, 32 * 128), ""));
+  /* S = q K^T for the tile's 64 rows */
+  LLVMValueRef A[32], B[32], S[32];
   for (int ks = 0; ks < D / 16; ks++) {
     A[ks] = kb_byte_ptr(kb, x->qs, wg_at(kb, HC, 0, ks * 32));
-    B[ks] = kb_byte_ptr(kb, krows, wg_at(kb, TILE, 0, ks * 32));
+    B[ks] = kb_byte_ptr(kb, kbuf, wg_at(kb, TILE, 0, ks * 32));
   }
-  kb_wgmma qk = {KB_MMA_BF16, 32, D / 16, 128, 0, 0, 0};
+  kb_wgmma qk = {KB_MMA_BF16, TILE, D / 16, 128, 0, 0, 0};
   T->wgmma(kb, &qk, A, B, S);
-  T->wgmma_wait(kb, 0, S, 16);
+  T->wgmma_wait(kb, 0, S, 32);
 
-  /* scores in base 2, -inf for rows without a valid index; row maxima */
-  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, 32), ""), LLVMBuildMul(b, c, kb_i32(kb, 2), ""), "col0");
+  /* scores in base 2, -inf for rows without a valid index; row maxima over
+   * the quad (the whole tile) */
+  LLVMValueRef col0 = LLVMBuildMul(b, c, kb_i32(kb, 2), "col0");
   LLVMValueRef vbase = kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, buf64, kb_i64(kb, TILE * 4), ""));
-  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
-  for (int j = 0; j < 4; j++)
+  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)}, rowi[2];
+  for (int j = 0; j < TILE / 8; j++) {
+    LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
+    LLVMValueRef okw = kb_load(kb, kb->i64, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 8);
     for (int e = 0; e < 2; e++) {
-      LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j + e), "");
-      LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 4);
+      LLVMValueRef ok = LLVMBuildTrunc(b, LLVMBuildLShr(b, okw, kb_i64(kb, 32 * e), ""), kb->i32, "");
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
       for (int h = 0; h < 2; h++) {
         LLVMValueRef v = LLVMBuildFMul(b, S[4 * j + 2 * h + e], scale2, "");
@@ -919,35 +1011,23 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
         mx[h] = fmax2(kb, mx[h], S[4 * j + 2 * h + e]);
       }
     }
-  /* the two warpgroups' maxima meet in red[i & 1] */
-  LLVMValueRef rowi[2], red = kb_byte_ptr(kb, x->red, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * HC * 4), ""));
-  for (int h = 0; h < 2; h++) {
-    mx[h] = quad_fold(kb, mx[h], 0);
-    rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
   }
-  kb_if_t fm = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "rmax");
-  for (int h = 0; h < 2; h++)
-    kb_store(kb, mx[h], kb_byte_ptr(kb, red, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
-  kb_endif(kb, &fm);
-  T->bar_sync(kb, WG_BAR_CONS, 256);
   /* The running max m only moves when a tile's max exceeds it by more than
    * WG_LAZY (base 2): scores then stay below 2^WG_LAZY relative to m, l and
    * O are kept relative to the same m, and lse = m + log2 l is the same
-   * value.  Most tiles then leave O as it is, and a warp skips its 128
+   * value.  Most tiles then leave O as it is, and a warp skips its
    * multiplications when none of its rows moved (FlashAttention-4's lazy
    * rescaling). */
-  LLVMValueRef other = LLVMBuildSub(b, kb_i32(kb, 1), w, ""), corr[2], moved = NULL;
+  LLVMValueRef corr[2];
   for (int h = 0; h < 2; h++) {
-    LLVMValueRef om = kb_load(kb, kb->f32, kb_byte_ptr(kb, red, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, other, kb_i32(kb, HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
-    LLVMValueRef tm = fmax2(kb, mx[h], om);
-    LLVMValueRef grow = LLVMBuildFCmp(b, LLVMRealOGT, tm, LLVMBuildFAdd(b, cur.m[h], f32c(kb, WG_LAZY), ""), "grow");
-    LLVMValueRef mn = LLVMBuildSelect(b, grow, tm, cur.m[h], "");
+    mx[h] = quad_fold(kb, mx[h], 0);
+    rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
+    LLVMValueRef grow = LLVMBuildFCmp(b, LLVMRealOGT, mx[h], LLVMBuildFAdd(b, cur.m[h], f32c(kb, WG_LAZY), ""), "grow");
+    LLVMValueRef mn = LLVMBuildSelect(b, grow, mx[h], cur.m[h], "");
     LLVMValueRef mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), mn, "");
     corr[h] = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
-    LLVMValueRef ne = LLVMBuildFCmp(b, LLVMRealUNE, corr[h], f32c(kb, 1.0), "");
-    moved = moved ? LLVMBuildOr(b, moved, ne, "") : ne;
     LLVMValueRef sum = f32c(kb, 0.0);
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < TILE / 8; j++)
       for (int e = 0; e < 2; e++) {
         S[4 * j + 2 * h + e] = kb_exp2(kb, LLVMBuildFSub(b, S[4 * j + 2 * h + e], mu, ""));
         sum = LLVMBuildFAdd(b, sum, S[4 * j + 2 * h + e], "");
@@ -955,21 +1035,14 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
     nx.m[h] = mn;
     nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr[h], ""), sum, "");
   }
-  kb_if_t fr = kb_if(kb, T->vote_any ? T->vote_any(kb, moved) : LLVMConstInt(kb->i1, 1, 0), "rescale");
-  LLVMValueRef scaled[WG_NB][4];
-  for (int h = 0; h < 2; h++)
-    for (int j = 0; j < WG_NB; j++)
-      for (int e = 0; e < 2; e++)
-        scaled[j][2 * h + e] = LLVMBuildFMul(b, cur.o[j][2 * h + e], corr[h], "");
-  LLVMBasicBlockRef did = LLVMGetInsertBlock(b);
-  kb_endif(kb, &fr);
-  for (int j = 0; j < WG_NB; j++)
-    for (int e = 0; e < 4; e++)
-      nx.o[j][e] = kb_phi(kb, scaled[j][e], did, cur.o[j][e], LLVMGetInstructionParent(fr.br));
-  /* P for this warpgroup's 32 columns: hi and lo parts, 128-byte rows */
+  /* P buffer (i & 1) is free once the follower's P V of tile i - 2 is done */
+  kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, i, LLVMBuildAdd(b, x->lo, kb_i32(kb, 2), ""), ""), "pfree");
+  wg_bar(kb, 0, WG_BAR_PFREE, buf, 256);
+  kb_endif(kb, &fw);
+  /* P: hi and lo parts, 128-byte rows; the rows' rescale factors beside it */
   LLVMValueRef pb = kb_byte_ptr(kb, x->ps, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * WG_PBYTES), ""));
   for (int h = 0; h < 2; h++)
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < TILE / 8; j++) {
       LLVMValueRef hi[2], lo[2], rest[2];
       kb_f32x2_to_bf16(kb, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], hi);
       for (int e = 0; e < 2; e++)
@@ -983,37 +1056,54 @@ static void wg_consume(dsv4_kb *kb, const wgd *x, LLVMValueRef w, LLVMValueRef w
         kb_store(kb, LLVMBuildTrunc(b, v, kb->i32, ""), kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
       }
     }
+  LLVMValueRef cb = kb_byte_ptr(kb, x->red, LLVMBuildMul(b, buf64, kb_i64(kb, HC * 4), ""));
+  kb_if_t fc = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "corr");
+  for (int h = 0; h < 2; h++)
+    kb_store(kb, corr[h], kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "")), 4);
+  kb_endif(kb, &fc);
   T->fence_proxy_async(kb);
-  T->bar_sync(kb, WG_BAR_CONS, 256);
-  /* O += P V over this warpgroup's 256 dims: lo then hi, 4 k-steps each */
-  LLVMValueRef vcols = kb_byte_ptr(kb, kbuf, LLVMBuildMul(b, w64, kb_i64(kb, (long long)DSV4_DECODE_WG_VDIM / 2 / 64 * TILE * 128), ""));
-  for (int q = 0; q < 2; q++)
-    for (int ks = 0; ks < TILE / 16; ks++) {
-      A[q * 4 + ks] = kb_byte_ptr(kb, pb, kb_i64(kb, (1 - q) * WG_PBYTES + ks * 32));
-      B[q * 4 + ks] = kb_byte_ptr(kb, vcols, kb_i64(kb, (long long)ks * 16 * 128));
-    }
-  LLVMValueRef O[4 * WG_NB];
-  for (int j = 0; j < WG_NB; j++)
+  wg_bar(kb, 1, WG_BAR_PREADY, buf, 256);
+  for (int j = 0; j < nx.nb; j++)
     for (int e = 0; e < 4; e++)
-      O[4 * j + e] = nx.o[j][e];
-  kb_wgmma pv = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 2 * TILE / 16, 128, 1, TILE * 128, 1};
-  T->wgmma(kb, &pv, A, B, O);
-  T->wgmma_wait(kb, 0, O, 4 * WG_NB);
-  for (int j = 0; j < WG_NB; j++)
-    for (int e = 0; e < 4; e++)
-      nx.o[j][e] = O[4 * j + e];
-  /* K tile read: the producers may refill it (from the third tile on) */
-  kb_if_t fe = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "empty");
-  if (x->pair) { /* a warp's arrival here and across */
-    T->warp_sync(kb);
-    kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
-    wg_release(kb, x, WG_MB_EMPTY, buf, 0);
-    kb_endif(kb, &f0);
-  } else
-    wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
-  kb_endif(kb, &fe);
+      nx.o[j][e] = cur.o[j][e];
+  wg_rescale(kb, nx.o, nx.nb, corr);
+  wg_pv(kb, pb, kbuf, 0, nx.nb, nx.o);
+  wg_empty(kb, x, i, buf);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
   wg_pack(&nx, next);
+  kb_for_end(kb, &loop, next);
+  wg_unpack(st, loop.vars);
+}
+
+/* The follower warpgroup (1): per tile, once the lead has published P, O
+ * over dims 256..511 rescaled by the lead's factors, then its half of P V. */
+static void wg_follow(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, wgstate *st)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef init[KB_LOOP_MAX_VARS];
+  wg_pack(st, init);
+  kb_loop_t loop;
+  kb_for(kb, &loop, x->lo, x->hi, 4 + 4 * st->nb, init);
+  wgstate cur = {.nb = st->nb};
+  wg_unpack(&cur, loop.vars);
+  LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
+  LLVMValueRef buf64 = kb_zext64(kb, buf);
+  LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
+  wg_bar(kb, 0, WG_BAR_PREADY, buf, 256);
+  LLVMValueRef cb = kb_byte_ptr(kb, x->red, LLVMBuildMul(b, buf64, kb_i64(kb, x->HC * 4), "")), corr[2];
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
+    corr[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, 4), "")), 4);
+  }
+  wg_rescale(kb, cur.o, cur.nb, corr);
+  LLVMValueRef pb = kb_byte_ptr(kb, x->ps, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * WG_PBYTES), ""));
+  wg_pv(kb, pb, kbuf, WG_LEAD_DIMS, cur.nb, cur.o);
+  kb_if_t ff = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "pfree");
+  wg_bar(kb, 1, WG_BAR_PFREE, buf, 256);
+  kb_endif(kb, &ff);
+  wg_empty(kb, x, i, buf);
+  LLVMValueRef next[KB_LOOP_MAX_VARS];
+  wg_pack(&cur, next);
   kb_for_end(kb, &loop, next);
   wg_unpack(st, loop.vars);
 }
@@ -1036,7 +1126,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   wg_produce(kb, x, i, h);
   if (!h) { /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
     T->fence_proxy_async(kb);
-    wg_bar(kb, 1, WG_BAR_FULL, buf, x->threads);
+    wg_bar(kb, 1, WG_BAR_FULL, buf, WG_FULL_THREADS);
     kb_for_end(kb, &loop, NULL);
     return;
   }
@@ -1048,6 +1138,25 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   wg_release(kb, x, WG_MB_FULL, buf, 1);
   kb_endif(kb, &f);
   kb_for_end(kb, &loop, NULL);
+}
+
+/* Warpgroup w's output: its 256 dims of each of its rows, with the row's
+ * (m, l) as the lead published them in ml. */
+static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const LLVMValueRef *rowi, LLVMValueRef c,
+                   LLVMValueRef h0, LLVMValueRef ml)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), LLVMConstInt(kb->i1, d0 == 0, 0), "");
+  LLVMValueRef dim0 = LLVMBuildAdd(b, kb_i64(kb, d0), LLVMBuildMul(b, kb_zext64(kb, c), kb_i64(kb, 2), ""), "dim0");
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "");
+    LLVMValueRef m = kb_load(kb, kb->f32, kb_byte_ptr(kb, ml, at), 4);
+    LLVMValueRef l = kb_load(kb, kb->f32, kb_byte_ptr(kb, ml, LLVMBuildAdd(b, at, kb_i64(kb, x->HC * 4), "")), 4);
+    LLVMValueRef pr[WG_NB_MAX][2];
+    for (int j = 0; j < st->nb; j++)
+      pr[j][0] = st->o[j][2 * h], pr[j][1] = st->o[j][2 * h + 1];
+    head_out(kb, x->k, x->t, LLVMBuildAdd(b, h0, rowi[h], "head"), m, l, pr, st->nb, dim0, first);
+  }
 }
 
 static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
@@ -1066,7 +1175,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       !T->set_max_regs(kb, 0, 0) ||
       !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads() ||
       np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
-      2 * DSV4_DECODE_WG_CONSUMER_REGS + DSV4_DECODE_WG_PRODUCER_REGS > 3 * (65536 / x.threads / 8 * 8)) {
+      DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS + DSV4_DECODE_WG_PRODUCER_REGS > 3 * (65536 / x.threads / 8 * 8)) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
                k->name, kb->arch);
     return 1;
@@ -1122,7 +1231,6 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   T->min_ctas(kb, 1); /* the register cap setmaxnreg redistributes */
   kb_if_t role = kb_if(kb, cons, "role");
   { /* consumers */
-    T->set_max_regs(kb, DSV4_DECODE_WG_CONSUMER_REGS, 1);
     int fold = 0;
     for (int i = 0; i < k->layout.nseg; i++)
       fold |= k->layout.seg[i].scale_tensor;
@@ -1138,37 +1246,42 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef wi = LLVMBuildAnd(b, LLVMBuildUDiv(b, x.tid, kb_i32(kb, 32), ""), kb_i32(kb, 3), "wi");
     LLVMValueRef lane = LLVMBuildAnd(b, x.tid, kb_i32(kb, 31), "lane");
     LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
-    wgstate st;
+    wgstate st = {.nb = WG_LEAD_DIMS / 8}, fst = {.nb = (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8};
     for (int h = 0; h < 2; h++)
-      st.m[h] = f32c(kb, -INFINITY), st.l[h] = f32c(kb, 0.0);
-    for (int j = 0; j < WG_NB; j++)
+      st.m[h] = fst.m[h] = f32c(kb, -INFINITY), st.l[h] = fst.l[h] = f32c(kb, 0.0);
+    for (int j = 0; j < WG_NB_MAX; j++)
       for (int e = 0; e < 4; e++)
-        st.o[j][e] = f32c(kb, 0.0);
-    wg_consume(kb, &x, w, wi, g, c, scale2, &st);
-    /* row sums: the quad, then the other warpgroup's (slot 2 of red) */
-    LLVMValueRef sums = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * 2 * x.HC * 4)), rowi[2];
-    for (int h = 0; h < 2; h++) {
-      st.l[h] = quad_fold(kb, st.l[h], 1);
-      rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
-    }
-    kb_if_t fs = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "lsum");
+        st.o[j][e] = fst.o[j][e] = f32c(kb, 0.0);
+    /* the lead folds the tiles and publishes each row's (m, l) at the end
+     * (slot 2 of red); the follower reads them */
+    LLVMValueRef ml = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * x.HC * 4)), rowi[2];
     for (int h = 0; h < 2; h++)
-      kb_store(kb, st.l[h], kb_byte_ptr(kb, sums, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, x.HC), ""), rowi[h], "")), kb_i64(kb, 4), "")), 4);
-    kb_endif(kb, &fs);
-    T->bar_sync(kb, WG_BAR_CONS, 256);
-    LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntEQ, w, kb_i32(kb, 0), ""), "");
-    LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, w), kb_i64(kb, DSV4_DECODE_WG_VDIM / 2), ""),
-                                     LLVMBuildMul(b, kb_zext64(kb, c), kb_i64(kb, 2), ""), "dim0");
-    for (int h = 0; h < 2; h++) {
-      LLVMValueRef l = f32c(kb, 0.0);
-      for (int q = 0; q < 2; q++) /* both warpgroups' sums in a fixed order: the same l in each */
-        l = LLVMBuildFAdd(b, l, kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, kb_i32(kb, q * x.HC), rowi[h], "")), kb_i64(kb, 4), "")), 4), "l");
-      LLVMValueRef pr[WG_NB][2];
-      for (int j = 0; j < WG_NB; j++)
-        pr[j][0] = st.o[j][2 * h], pr[j][1] = st.o[j][2 * h + 1];
-      head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, WG_NB, dim0, first);
+      rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
+    LLVMValueRef c0 = LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), "");
+    kb_if_t lead = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w, kb_i32(kb, 0), ""), "lead");
+    {
+      T->set_max_regs(kb, DSV4_DECODE_WG_LEAD_REGS, DSV4_DECODE_WG_LEAD_REGS > 65536 / x.threads / 8 * 8);
+      wg_lead(kb, &x, wi, g, c, scale2, &st);
+      for (int h = 0; h < 2; h++) /* (shuffles: before the branch, in every lane) */
+        st.l[h] = quad_fold(kb, st.l[h], 1);
+      kb_if_t fs = kb_if(kb, c0, "ml");
+      for (int h = 0; h < 2; h++) {
+        LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "");
+        kb_store(kb, st.m[h], kb_byte_ptr(kb, ml, at), 4);
+        kb_store(kb, st.l[h], kb_byte_ptr(kb, ml, LLVMBuildAdd(b, at, kb_i64(kb, x.HC * 4), "")), 4);
+      }
+      kb_endif(kb, &fs);
+      T->bar_sync(kb, WG_BAR_CONS, 256);
+      wg_out(kb, &x, &st, 0, rowi, c, h0, ml);
     }
+    kb_else(kb, &lead);
+    {
+      T->set_max_regs(kb, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_FOLLOW_REGS > 65536 / x.threads / 8 * 8);
+      wg_follow(kb, &x, wi, g, &fst);
+      T->bar_sync(kb, WG_BAR_CONS, 256);
+      wg_out(kb, &x, &fst, WG_LEAD_DIMS, rowi, c, h0, ml);
+    }
+    kb_endif(kb, &lead);
   }
   kb_else(kb, &role);
   { /* producers: fill the two K buffers ahead of the consumers */

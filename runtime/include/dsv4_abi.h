@@ -243,11 +243,13 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 
 /* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,
  * recorded as matrix = DSV4_MATRIX_WARPGROUP): 64 heads a CTA, two consumer
- * warpgroups (each S for half a tile's rows, P V for half of V's 512 dims)
- * and a producer warpgroup (DSV4_DECODE_WG_PRODUCERS warps) that dequantizes the next
- * tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte swizzled
- * atoms), two P buffers (high and low bf16 parts), three slots of row
- * maxima / sums a warpgroup, two validity words a K row; in CTA pairs
+ * warpgroups (the lead: S for a whole tile, the softmax, P V for V's first
+ * DSV4_DECODE_WG_LEAD_DIMS dims; the follower: P V for the rest) and a
+ * producer warpgroup (DSV4_DECODE_WG_PRODUCERS warps) that dequantizes the
+ * next tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte
+ * swizzled atoms), two P buffers (high and low bf16 parts), three slots of
+ * 2 x 64 floats (the rows' rescale factors of the two P buffers, the rows'
+ * final m and l), two validity words a K row; in CTA pairs
  * (DSV4_MATRIX_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
  * a token, each dequantizing half of every tile for both) also four
  * barrier objects of 8 bytes. */
@@ -255,14 +257,17 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 #define DSV4_MATRIX_WARPGROUP 2
 #define DSV4_MATRIX_WARPGROUP_PAIR 3 /* the warpgroup form launched in clusters of two CTAs (tile.pair) */
 #define DSV4_DECODE_WG_PRODUCERS 4
-/* registers a thread of a consumer / producer warpgroup (setmaxnreg).  The
- * 384-thread CTA starts at the cap 65536 / 384 rounded down to 8 = 168, three
- * warps a scheduler (two consumers, one producer): what the producer gives
- * back must cover what the consumers take, 2 C + P <= 3 x 168, or their
- * setmaxnreg.inc waits forever (seen on the H200 with 200 / 112).  184 / 136
- * lets a producer thread load four rows before converting (V4-Pro 153.7
- * against 157.2 us at 200 / 104 with two rows; 192 / 120 spills: 161.2). */
-#define DSV4_DECODE_WG_CONSUMER_REGS 184
+/* Registers a thread of the lead, follower and producer warpgroups
+ * (setmaxnreg).  The 384-thread CTA starts at the cap 65536 / 384 rounded
+ * down to 8 = 168, one warp of each a scheduler: what the others give back
+ * must cover what one takes, L + F + P <= 3 x 168, or its setmaxnreg.inc
+ * waits forever (seen on the H200 with 200 / 200 / 112).  The lead holds
+ * S (32) and its share of O, the follower the rest of O.  Lead dims 256
+ * with 208 / 160 / 136 measured best (V4-Pro 146.5 us in CTA pairs; 192
+ * dims at 176 / 200 / 128: 148.9; 128 dims at 152 / 224 / 128: 147.7). */
+#define DSV4_DECODE_WG_LEAD_DIMS 256
+#define DSV4_DECODE_WG_LEAD_REGS 208
+#define DSV4_DECODE_WG_FOLLOW_REGS 160
 #define DSV4_DECODE_WG_PRODUCER_REGS 136
 #define DSV4_DECODE_WG_HEADS 64
 #define DSV4_DECODE_WG_VDIM 512
