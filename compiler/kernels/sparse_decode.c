@@ -1198,10 +1198,23 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef H = kb_arg(kb, HEADS);
   token_tiles(kb, x.t, x.n, x.ntiles, &x.lo, &x.hi);
 
-  /* q rows h0 .. h0+HC of token t (zeros past the heads), by the consumers */
   LLVMValueRef cons = LLVMBuildICmp(b, LLVMIntULT, x.tid, kb_i32(kb, 256), "consumer");
-  kb_if_t fq = kb_if(kb, cons, "q");
-  {
+  if (x.pair) { /* a cluster of two: the other CTA is rank ^ 1; barrier objects ready in both */
+    T->cluster_rank(kb, &x.rank);
+    x.peer = LLVMBuildXor(b, x.rank, kb_i32(kb, 1), "peer");
+    kb_if_t fi = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x.tid, kb_i32(kb, 0), ""), "init");
+    for (int m = 0; m < WG_MBARS; m++) /* FULL: a producer thread a CTA; EMPTY: every consumer warp */
+      T->mbar_init(kb, wg_mbar(kb, &x, m, kb_i32(kb, 0)), kb_i32(kb, 2 * (m < WG_MB_EMPTY ? 1 : 8)));
+    kb_endif(kb, &fi);
+    T->cluster_sync(kb);
+  } /* (alone, nothing before the roles needs a CTA barrier: q is the consumers' own) */
+
+  T->min_ctas(kb, 1); /* the register cap setmaxnreg redistributes */
+  kb_if_t role = kb_if(kb, cons, "role");
+  { /* consumers */
+    /* q rows h0 .. h0+HC of token t (zeros past the heads), here and not
+     * before the roles part, so that the producers start the first tile
+     * while q arrives */
     int per_row = x.D * 2 / 16;
     LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
     LLVMValueRef hv = LLVMBuildSub(b, H, h0, "");
@@ -1215,22 +1228,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       kb_store(kb, v, kb_byte_ptr(kb, x.qs, kb_mma_offset(kb, 128, x.HC, kb_zext64(kb, r), kbyte)), 16);
     }
     T->fence_proxy_async(kb);
-  }
-  kb_endif(kb, &fq);
-  if (x.pair) { /* a cluster of two: the other CTA is rank ^ 1; barrier objects ready in both */
-    T->cluster_rank(kb, &x.rank);
-    x.peer = LLVMBuildXor(b, x.rank, kb_i32(kb, 1), "peer");
-    kb_if_t fi = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x.tid, kb_i32(kb, 0), ""), "init");
-    for (int m = 0; m < WG_MBARS; m++) /* FULL: a producer thread a CTA; EMPTY: every consumer warp */
-      T->mbar_init(kb, wg_mbar(kb, &x, m, kb_i32(kb, 0)), kb_i32(kb, 2 * (m < WG_MB_EMPTY ? 1 : 8)));
-    kb_endif(kb, &fi);
-    T->cluster_sync(kb);
-  } else
-    T->barrier(kb);
-
-  T->min_ctas(kb, 1); /* the register cap setmaxnreg redistributes */
-  kb_if_t role = kb_if(kb, cons, "role");
-  { /* consumers */
+    T->bar_sync(kb, WG_BAR_CONS, 256);
     int fold = 0;
     for (int i = 0; i < k->layout.nseg; i++)
       fold |= k->layout.seg[i].scale_tensor;
