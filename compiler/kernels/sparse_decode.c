@@ -707,8 +707,8 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 enum {
   WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9,
   WG_FULL_THREADS = 128 + 32 * DSV4_DECODE_WG_PRODUCERS, /* the producers and the lead warpgroup */
-  /* V dims of the lead's P V (the follower takes the rest): the lead also
-   * runs q K^T and the softmax, so it takes the smaller share */
+  /* V dims of the lead's P V, the follower taking the rest (dsv4_abi.h:
+   * smaller shares for the lead measured no faster) */
   WG_LEAD_DIMS = DSV4_DECODE_WG_LEAD_DIMS,
   WG_NB_MAX = (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 > WG_LEAD_DIMS / 8 ? (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 : WG_LEAD_DIMS / 8
 };
@@ -903,7 +903,7 @@ static void wg_empty(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef buf
   kb_endif(kb, &fe);
 }
 
-/* O (this warpgroup's 256 dims) rescaled by corr[h] for its rows, skipped
+/* O (this warpgroup's nb blocks of dims) rescaled by corr[h] for its rows, skipped
  * by a warp none of whose rows moved (vote_any; without it, always). */
 static void wg_rescale(dsv4_kb *kb, LLVMValueRef (*o)[4], int nb, const LLVMValueRef *corr)
 {
