@@ -137,19 +137,22 @@ typedef struct dsv4_target_ir {
    * otherwise the default release at CTA scope, for handing back a buffer
    * whose reads have completed), wait until the phase of parity `parity`
    * (i32 0/1) has completed (the default acquire at CTA scope: the barrier
-   * and the data it guards are this CTA's shared memory).
-   * peer_addr: the i32 address in CTA `peer`'s shared memory of the byte
-   * sptr points at here; store_peer stores a 4- or 16-byte value (i32 or a
-   * 16-byte vector) there; fence_proxy_async_peer: fence_proxy_async for
-   * this thread's writes to any CTA of the cluster. */
+   * and the data it guards are this CTA's shared memory). */
   int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank);
   void (*cluster_sync)(dsv4_kb *kb);
   void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
   void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer, int publish);
   void (*mbar_wait)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity);
-  LLVMValueRef (*peer_addr)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
-  void (*store_peer)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef addr32);
-  void (*fence_proxy_async_peer)(dsv4_kb *kb);
+  /* Optional asynchronous copies to the other CTA of a pair (the matrix
+   * unit's proxy: no fence between them and its reads there).
+   * copy_to_peer: `bytes` (a multiple of 16, both addresses 16-aligned)
+   * from src here to the same address as dst in CTA `peer`, completing
+   * that many bytes of transactions on the barrier object at mbar's
+   * address there.  mbar_expect: arrive on this CTA's barrier object (the
+   * default release at CTA scope) and have its phase also wait for `bytes`
+   * (i32) of such transactions. */
+  void (*copy_to_peer)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar, LLVMValueRef peer);
+  void (*mbar_expect)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef bytes);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;

@@ -458,31 +458,25 @@ static void ptx_mbar_wait(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity)
                "@!done bra wait;\n}", "r,r,~{memory}", kb->v, ps, args, 2, 1);
 }
 
-static LLVMValueRef ptx_peer_addr(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer)
+static void ptx_copy_to_peer(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar,
+                             LLVMValueRef peer)
+{
+  LLVMTypeRef ps[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
+  LLVMValueRef args[4] = {saddr(kb, dst), saddr(kb, src), saddr(kb, mbar), peer};
+  char text[512];
+  snprintf(text, sizeof text,
+           "{\n.reg .b32 rd, rm;\nmapa.shared::cluster.u32 rd, $0, $3;\nmapa.shared::cluster.u32 rm, $2, $3;\n"
+           "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [rd], [$1], %d, [rm];\n}",
+           bytes);
+  asm_call(kb, text, "r,r,r,r,~{memory}", kb->v, ps, args, 4, 1);
+}
+
+static void ptx_mbar_expect(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef bytes)
 {
   LLVMTypeRef ps[2] = {kb->i32, kb->i32};
-  LLVMValueRef args[2] = {saddr(kb, sptr), peer};
-  return asm_call(kb, "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", kb->i32, ps, args, 2, 0);
-}
-
-static void ptx_store_peer(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef addr32)
-{
-  LLVMTypeRef ps[5] = {kb->i32, kb->i32, kb->i32, kb->i32, kb->i32};
-  LLVMValueRef args[5] = {addr32};
-  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) {
-    args[1] = LLVMBuildBitCast(kb->b, v, kb->i32, "");
-    asm_call(kb, "st.shared::cluster.b32 [$0], $1;", "r,r,~{memory}", kb->v, ps, args, 2, 1);
-    return;
-  }
-  LLVMValueRef w = LLVMBuildBitCast(kb->b, v, LLVMVectorType(kb->i32, 4), "");
-  for (unsigned i = 0; i < 4; i++)
-    args[i + 1] = LLVMBuildExtractElement(kb->b, w, kb_i32(kb, i), "");
-  asm_call(kb, "st.shared::cluster.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", kb->v, ps, args, 5, 1);
-}
-
-static void ptx_fence_proxy_async_peer(dsv4_kb *kb)
-{
-  asm_call(kb, "fence.proxy.async.shared::cluster;", "~{memory}", kb->v, NULL, NULL, 0, 1);
+  LLVMValueRef args[2] = {saddr(kb, sptr), bytes};
+  asm_call(kb, "{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [$0], $1;\n}", "r,r,~{memory}", kb->v,
+           ps, args, 2, 1);
 }
 
 static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
@@ -545,9 +539,8 @@ static const dsv4_target_ir ptx_ir = {
     .mbar_init = ptx_mbar_init,
     .mbar_arrive = ptx_mbar_arrive,
     .mbar_wait = ptx_mbar_wait,
-    .peer_addr = ptx_peer_addr,
-    .store_peer = ptx_store_peer,
-    .fence_proxy_async_peer = ptx_fence_proxy_async_peer,
+    .copy_to_peer = ptx_copy_to_peer,
+    .mbar_expect = ptx_mbar_expect,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

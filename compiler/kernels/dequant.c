@@ -60,8 +60,6 @@ static void store_bf16(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *vals, in
       kb_store_stream(kb, v, dst, a);
     else
       kb_store(kb, v, dst, a);
-    if (t->out_peer) /* (the caller asks for it only with 16-byte pieces) */
-      kb->t->store_peer(kb, v, LLVMBuildAdd(kb->b, t->out_peer, LLVMBuildTrunc(kb->b, off, kb->i32, ""), "peer"));
   }
 }
 

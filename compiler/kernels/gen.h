@@ -50,8 +50,6 @@ typedef struct {
                            base of a region laid out for the matrix units (kb_mma_offset) */
   int out_sw, out_rows; /* 0, or that region's swizzle atom row bytes and rows */
   LLVMValueRef out_index; /* with out_sw: i64 row of the token in the region */
-  LLVMValueRef out_peer;  /* NULL, or the i32 address (target store_peer) of a second region laid
-                             out as out_row's, in another CTA of the cluster, that gets the same stores */
   LLVMValueRef valid;   /* i1: read the cache (else the row is +0.0) */
   LLVMValueRef write;   /* i1: store the row at all */
 } dsv4_lane_token;

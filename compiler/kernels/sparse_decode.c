@@ -699,11 +699,12 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  * b: the lead publishes it, the follower hands it back), CONS (the rows'
  * final m and l).  In CTA pairs (tile.pair: a token's two 64-head CTAs as
  * a cluster of two) each CTA's producers dequantize half of every tile's
- * rows and store them in both CTAs' K buffers (FlashMLA's "crossover"), and
- * FULL and EMPTY are barrier objects in shared memory that count both
- * CTAs' arrivals.  The accumulators stay in registers across tiles; each
- * warpgroup writes its dims at the end, through the same head_out as the
- * warp form. */
+ * rows into their own K buffer, and one thread copies that half into the
+ * other CTA's asynchronously (FlashMLA's "crossover"); FULL and EMPTY are
+ * then barrier objects in shared memory: FULL waits for this CTA's
+ * producers and the other CTA's copy, EMPTY counts both CTAs' consumer
+ * warps.  The accumulators stay in registers across tiles; each warpgroup
+ * writes its dims at the end, through the same head_out as the warp form. */
 enum {
   WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9,
   WG_FULL_THREADS = 128 + 32 * DSV4_DECODE_WG_PRODUCERS, /* the producers and the lead warpgroup */
@@ -824,7 +825,6 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
   wg_indices(kb, x, &r, idx);
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
   LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
-  LLVMValueRef kpeer = h ? kb->t->peer_addr(kb, kbuf, x->peer) : NULL;
   enum { GROUP = 4 }; /* tokens a thread loads before converting (2 measured 2-4% slower, 1 slower still) */
   dsv4_lane_token tok[TILE] = {{0}};
   LLVMValueRef slot[TILE];
@@ -843,13 +843,10 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
     tok[u].out_row = kbuf;
     tok[u].out_sw = 128, tok[u].out_rows = TILE;
     tok[u].out_index = kb_zext64(kb, j);
-    tok[u].out_peer = kpeer;
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r.lane, kb_i32(kb, 0), ""), "vm");
     LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
     LLVMValueRef vw = LLVMBuildZExt(b, tok[u].valid, kb->i32, ""), vp = kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo));
     kb_store(kb, vw, vp, 4);
-    if (h)
-      kb->t->store_peer(kb, vw, kb->t->peer_addr(kb, vp, x->peer));
     kb_endif(kb, &f);
   }
   dsv4_kernel kd = *x->k;
@@ -1130,12 +1127,29 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
     kb_for_end(kb, &loop, NULL);
     return;
   }
-  T->fence_proxy_async_peer(kb);
-  /* the producers meet, and one arrives for all (an arrival a thread on
-   * one barrier word measured slower) */
+  /* the producers meet; then one thread copies this CTA's half of the tile
+   * (its 4 KB of each 128-byte column block, and its rows' validity words)
+   * into the other CTA, completing there on FULL, and arrives here, where
+   * FULL also waits for the other CTA's copies: asynchronous copies need
+   * no cluster-scope fence, which the generic remote stores before them
+   * paid for on every tile (measured: about a fifth of the producers' time) */
+  T->fence_proxy_async(kb);
   T->bar_sync(kb, WG_BAR_PROD, 32 * DSV4_DECODE_WG_PRODUCERS);
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->tid, kb_i32(kb, 256), ""), "full");
-  wg_release(kb, x, WG_MB_FULL, buf, 1);
+  {
+    LLVMValueRef buf64 = kb_zext64(kb, buf), mb = wg_mbar(kb, x, WG_MB_FULL, buf);
+    LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
+    LLVMValueRef half = LLVMBuildMul(b, kb_zext64(kb, h), kb_i64(kb, TILE / 2 * 128), "");
+    for (int cb = 0; cb < x->D / 64; cb++) {
+      LLVMValueRef p = kb_byte_ptr(kb, kbuf, LLVMBuildAdd(b, half, kb_i64(kb, (long long)cb * TILE * 128), ""));
+      T->copy_to_peer(kb, p, p, TILE / 2 * 128, mb, x->peer);
+    }
+    LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, buf64, kb_i64(kb, TILE * 4), ""),
+                                   LLVMBuildMul(b, kb_zext64(kb, h), kb_i64(kb, TILE / 2 * 4), ""), "");
+    LLVMValueRef vp = kb_byte_ptr(kb, x->vm, vo);
+    T->copy_to_peer(kb, vp, vp, TILE / 2 * 4, mb, x->peer);
+    T->mbar_expect(kb, mb, kb_i32(kb, x->D / 64 * (TILE / 2 * 128) + TILE / 2 * 4));
+  }
   kb_endif(kb, &f);
   kb_for_end(kb, &loop, NULL);
 }
@@ -1170,8 +1184,8 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
       !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
       (x.pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||
-                  !T->mbar_arrive || !T->mbar_wait || !T->peer_addr || !T->store_peer ||
-                  !T->fence_proxy_async_peer || !T->warp_sync || k->tile.values_per_thread / k->tile.interleave != 8)) ||
+                  !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync ||
+                  k->tile.values_per_thread / k->tile.interleave != 8)) ||
       !T->set_max_regs(kb, 0, 0) ||
       !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads() ||
       np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
@@ -1203,8 +1217,8 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     T->cluster_rank(kb, &x.rank);
     x.peer = LLVMBuildXor(b, x.rank, kb_i32(kb, 1), "peer");
     kb_if_t fi = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x.tid, kb_i32(kb, 0), ""), "init");
-    for (int m = 0; m < WG_MBARS; m++) /* FULL: a producer thread a CTA; EMPTY: every consumer warp */
-      T->mbar_init(kb, wg_mbar(kb, &x, m, kb_i32(kb, 0)), kb_i32(kb, 2 * (m < WG_MB_EMPTY ? 1 : 8)));
+    for (int m = 0; m < WG_MBARS; m++) /* FULL: this CTA's producer thread (and the other's copies); EMPTY: every consumer warp */
+      T->mbar_init(kb, wg_mbar(kb, &x, m, kb_i32(kb, 0)), kb_i32(kb, m < WG_MB_EMPTY ? 1 : 2 * 8));
     kb_endif(kb, &fi);
     T->cluster_sync(kb);
   } /* (alone, nothing before the roles needs a CTA barrier: q is the consumers' own) */
