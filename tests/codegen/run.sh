@@ -54,6 +54,21 @@ done
 # golden: the checked plan of specs/decode.lua
 (cd "$specs" && "$dsv4c" decode.lua --emit plan) | diff -u "$golden/plan/decode.plan" - && ok || bad "--emit plan differs from golden/plan/decode.plan"
 
+# the decode's warpgroup form on sm_90a: the lead's q K^T over a whole tile,
+# three register allotments; in CTA pairs, the halves copied between the CTAs
+# with bulk copies completing on the other CTA's barrier object (no generic
+# remote stores, no cluster-scope proxy fence)
+"$dsv4c" "$specs/sparse_decode.lua" -t ptx --emit asm -k sparse_decode_v4_mma >"$out/wg.ptx" 2>"$out/wg.log" && ok || bad "wg: $(cat "$out/wg.log")"
+grep -q "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" "$out/wg.ptx" && ok || bad "wg: no m64n64k16 q K^T"
+for r in "inc.sync.aligned.u32 208" "dec.sync.aligned.u32 160" "dec.sync.aligned.u32 136"; do
+  grep -q "setmaxnreg.$r;" "$out/wg.ptx" && ok || bad "wg: no setmaxnreg.$r"
+done
+"$dsv4c" "$specs/sparse_decode.lua" -t ptx --emit asm -k sparse_decode_v4_mma_pair >"$out/pair.ptx" 2>"$out/pair.log" && ok || bad "pair: $(cat "$out/pair.log")"
+n=$(grep -c "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes" "$out/pair.ptx")
+[ "$n" -eq 9 ] && ok || bad "pair: $n bulk copies to the other CTA, want 9 (8 column blocks and the validity words)"
+grep -q "mbarrier.arrive.expect_tx.shared::cta.b64" "$out/pair.ptx" && ok || bad "pair: no arrive.expect_tx"
+! grep -qE "st.shared::cluster|fence.proxy.async.shared::cluster" "$out/pair.ptx" && ok || bad "pair: generic remote stores or a cluster-scope proxy fence are back"
+
 # the other archs: sm_80 (generic conversions, no fp8 cvt instruction) and gfx90a
 d=$out/archs
 if (cd "$here" && "$dsv4c" archs.lua -o "$d") 2>"$d.log"; then ok; else bad "archs.lua: $(cat "$d.log")"; fi
