@@ -1358,6 +1358,14 @@ char *dsv4_plan_dump(const dsv4_plan *p)
                 : k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
                 : k->tile.matrix                        ? ", warp matrix form"
                                                         : "");
+    if (k->op == DSV4_OP_SPARSE_DECODE &&
+        (k->tile.matrix == DSV4_MATRIX_WARPGROUP || k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR))
+      sb_printf(&b,
+                "  roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
+                "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
+                DSV4_DECODE_WG_PRODUCERS, DSV4_DECODE_WG_PRODUCER_REGS, DSV4_DECODE_WG_LEAD_REGS,
+                DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS, k->v_dim,
+                k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
     if (dsv4_kernel_shared_bytes(k))
       sb_printf(&b, "  dynamic shared memory %d bytes\n", dsv4_kernel_shared_bytes(k));
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
