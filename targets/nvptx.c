@@ -62,7 +62,12 @@ static LLVMValueRef asm_call(dsv4_kb *kb, const char *text, const char *cons, LL
   LLVMTypeRef fty = LLVMFunctionType(ret, ps, (unsigned)n, 0);
   LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
                                      LLVMInlineAsmDialectATT, 0);
-  return LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)n, "");
+  LLVMValueRef call = LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)n, "");
+  if (side_effects) { /* barriers, wgmma, setmaxnreg ...: the optimizer must not make them depend on more values (convergent) */
+    unsigned id = LLVMGetEnumAttributeKindForName("convergent", strlen("convergent"));
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(kb->ctx, id, 0));
+  }
+  return call;
 }
 
 /* sm_89+: cvt.rn.f16x2.e4m3x2 (exact; e4m3 fits f16), then f16 -> f32. */
