@@ -3,7 +3,10 @@
  *   bench_decode BUNDLE [cuda|opencl] [KERNEL]
  *
  * DSV4_BENCH_SPLITS=n forces the warp-matrix kernels' split-KV count (0:
- * the runtime's choice), for sweeps.
+ * the runtime's choice), for sweeps.  DSV4_BENCH_KV_SCALE=k makes both
+ * caches k times larger (the indices spread over all of it): by default
+ * each set's caches (about 5 MB) sit in the L2, as they would not in
+ * serving, where the rows a token selects come from DRAM.
  *
  * TFLOP/s counted as T * H * (valid indices) * 2048 (QK and PV, 512 dims,
  * two FLOPs a multiply-add) over the kernel time, and the time beside the
@@ -25,6 +28,7 @@
 static dsv4rt_bundle *bundle;
 static dsv4rt_launch_opts kopts;
 static dsv4_rng rng;
+static int64_t kv_scale = 1; /* DSV4_BENCH_KV_SCALE */
 
 typedef struct {
   dsv4rt_sparse_decode_args a[BENCH_SETS];
@@ -57,8 +61,8 @@ static uint8_t *make_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64_t
 static void shape(const char *label, const char *kernel, const dsv4_layout *L, int64_t T, int64_t H, int64_t nx,
                   int64_t xbs, double copy_gbs)
 {
-  int64_t bs = 64, nb = 64, stride = 37440, topk = 128;
-  int64_t xstride = (dsv4_layout_min_block_bytes(L, xbs) + 575) / 576 * 576, xnb = nx ? (nx * 4) / xbs + 1 : 0;
+  int64_t bs = 64, nb = 64 * kv_scale, stride = 37440, topk = 128;
+  int64_t xstride = (dsv4_layout_min_block_bytes(L, xbs) + 575) / 576 * 576, xnb = nx ? ((nx * 4) / xbs + 1) * kv_scale : 0;
   uint8_t *cache = make_cache(L, nb, bs, stride), *xcache = nx ? make_cache(L, xnb, xbs, xstride) : NULL;
   uint16_t *q = malloc((size_t)(T * H * 512) * 2);
   for (int64_t i = 0; i < T * H * 512; i++)
@@ -134,9 +138,15 @@ int main(int argc, char **argv)
   rng.s = dsv4_check_seed();
   dsv4_layout L = dsv4_check_layout_v4();
   int small = getenv("DSV4_BENCH_SMALL") != NULL;
+  if (getenv("DSV4_BENCH_KV_SCALE") && (kv_scale = atoll(getenv("DSV4_BENCH_KV_SCALE"))) < 1) {
+    fprintf(stderr, "bench_decode: DSV4_BENCH_KV_SCALE must be a positive integer\n");
+    return 2;
+  }
   printf("device: %s\n\n", dsv4rt_device_name(bench_ctx));
   double cms, copy = bench_copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
   printf("d2d copy: %.0f GB/s\n", copy);
+  if (kv_scale > 1)
+    printf("caches %lld times the default size (DSV4_BENCH_KV_SCALE)\n", (long long)kv_scale);
   /* the warp-matrix form (where the device runs it) beside the portable form */
   static const char *kernels[] = {"sparse_decode_v4_mma", "sparse_decode_v4"};
   int nk = 2;
