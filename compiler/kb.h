@@ -132,16 +132,14 @@ typedef struct dsv4_target_ir {
    * barrier object in shared memory (8 bytes, 8-aligned) completing a phase
    * each `count` arrivals: init (one thread, then a cluster_sync), arrive on
    * this CTA's (peer NULL) or on the one at the same address in CTA `peer`
-   * (publish: release at cluster scope, this thread's earlier writes, remote
-   * ones included, are visible to whoever then sees the phase complete;
-   * otherwise the default release at CTA scope, for handing back a buffer
-   * whose reads have completed), wait until the phase of parity `parity`
+   * (the default release at CTA scope: for handing back a buffer whose
+   * reads have completed), wait until the phase of parity `parity`
    * (i32 0/1) has completed (the default acquire at CTA scope: the barrier
    * and the data it guards are this CTA's shared memory). */
   int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank);
   void (*cluster_sync)(dsv4_kb *kb);
   void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
-  void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer, int publish);
+  void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
   void (*mbar_wait)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity);
   /* Optional asynchronous copies to the other CTA of a pair (the matrix
    * unit's proxy: no fence between them and its reads there).

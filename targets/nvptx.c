@@ -437,18 +437,16 @@ static void ptx_mbar_init(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count)
            kb->v, ps, args, 2, 1);
 }
 
-static void ptx_mbar_arrive(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer, int publish)
+/* (the default semantics, release at CTA scope) */
+static void ptx_mbar_arrive(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer)
 {
   LLVMTypeRef ps[2] = {kb->i32, kb->i32};
   LLVMValueRef args[2] = {saddr(kb, sptr), peer};
-  const char *sem = publish ? ".release.cluster" : ""; /* "": the default, release at CTA scope */
-  char text[256];
   if (!peer)
-    snprintf(text, sizeof text, "{\n.reg .b64 st;\nmbarrier.arrive%s.shared::cta.b64 st, [$0];\n}", sem);
+    asm_call(kb, "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", "r,~{memory}", kb->v, ps, args, 1, 1);
   else
-    snprintf(text, sizeof text, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\n"
-             "mbarrier.arrive%s.shared::cluster.b64 _, [ra];\n}", sem);
-  asm_call(kb, text, peer ? "r,r,~{memory}" : "r,~{memory}", kb->v, ps, args, peer ? 2 : 1, 1);
+    asm_call(kb, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}",
+             "r,r,~{memory}", kb->v, ps, args, 2, 1);
 }
 
 /* try_wait in a loop (the braces scope the label to each use), with the

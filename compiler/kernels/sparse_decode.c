@@ -726,6 +726,12 @@ typedef struct {
 } wgd;
 
 static long long wg_kbytes(const wgd *x) { return (long long)TILE * x->D * 2; }
+
+/* Buffer buf (i32 0/1) of a double-buffered shared region of `bytes` each. */
+static LLVMValueRef wg_buf(dsv4_kb *kb, LLVMValueRef region, LLVMValueRef buf, long long bytes)
+{
+  return kb_byte_ptr(kb, region, LLVMBuildMul(kb->b, kb_zext64(kb, buf), kb_i64(kb, bytes), ""));
+}
 #define WG_PBYTES (DSV4_DECODE_WG_HEADS * TILE * 2) /* one P part */
 
 /* bar.sync (arrive 0) or bar.arrive (arrive 1) on barrier base + buf (buf
@@ -741,9 +747,9 @@ static void wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int thre
 }
 
 /* The pair's hand-offs are barrier objects in shared memory (mb): FULL[b]
- * completes when both CTAs' producers have stored tile i's rows into K
- * buffer b = i & 1 (here and across), EMPTY[b] when both CTAs' consumers
- * have finished reading it. */
+ * completes when this CTA's producers have stored their half of tile i
+ * into K buffer b = i & 1 and the other CTA's copy of its half has landed,
+ * EMPTY[b] when both CTAs' consumers have finished reading it. */
 enum { WG_MB_FULL = 0, WG_MB_EMPTY = 2, WG_MBARS = 4 };
 
 static LLVMValueRef wg_mbar(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf)
@@ -762,11 +768,11 @@ static LLVMValueRef wg_parity(dsv4_kb *kb, const wgd *x, LLVMValueRef i, int bac
 }
 
 /* Arrive on barrier base + buf here and in the other CTA of the pair. */
-static void wg_release(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf, int publish)
+static void wg_release(dsv4_kb *kb, const wgd *x, int base, LLVMValueRef buf)
 {
   LLVMValueRef m = wg_mbar(kb, x, base, buf);
-  kb->t->mbar_arrive(kb, m, NULL, publish);
-  kb->t->mbar_arrive(kb, m, x->peer, publish);
+  kb->t->mbar_arrive(kb, m, NULL);
+  kb->t->mbar_arrive(kb, m, x->peer);
 }
 
 /* Tile i's list and the producer thread's coordinates. */
@@ -814,8 +820,8 @@ static void wg_indices(dsv4_kb *kb, const wgd *x, const wgtile *r, LLVMValueRef 
 
 /* Producer: tile i's rows into K buffer (i & 1), zeros for rows past the
  * list or with bad indices (vm says which are valid).  h NULL: all of
- * them; else half h (i32 0/1: rows 32h .. 32h + 31), stored here and in
- * the other CTA of the pair. */
+ * them; else half h (i32 0/1: rows 32h .. 32h + 31), which wg_producer
+ * then copies into the other CTA of the pair. */
 static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h)
 {
   LLVMBuilderRef b = kb->b;
@@ -824,7 +830,7 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
   LLVMValueRef idx[TILE];
   wg_indices(kb, x, &r, idx);
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
-  LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, wg_kbytes(x)), ""));
+  LLVMValueRef kbuf = wg_buf(kb, x->ks, buf, wg_kbytes(x));
   enum { GROUP = 4 }; /* tokens a thread loads before converting (2 measured 2-4% slower, 1 slower still) */
   dsv4_lane_token tok[TILE] = {{0}};
   LLVMValueRef slot[TILE];
@@ -893,7 +899,7 @@ static void wg_empty(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef buf
   if (x->pair) {
     T->warp_sync(kb);
     kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
-    wg_release(kb, x, WG_MB_EMPTY, buf, 0);
+    wg_release(kb, x, WG_MB_EMPTY, buf);
     kb_endif(kb, &f0);
   } else
     wg_bar(kb, 1, WG_BAR_EMPTY, buf, x->threads);
@@ -952,8 +958,9 @@ static void wg_pv(dsv4_kb *kb, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int n
       o[j][e] = O[4 * j + e];
 }
 
-/* The lead warpgroup (0; wi its warp, g/c the lane's quad coordinates):
- * tiles [lo, hi) folded into the state (m, l, O over dims 0..255).  Per
+/* The lead warpgroup (0; rowi the lane's two rows of the 64 heads, c its
+ * column pair in the quad): tiles [lo, hi) folded into the state (m, l, O
+ * over V dims [0, LEAD_DIMS)).  Per
  * tile it alone computes S = q K^T over all 64 rows (wgmma m64n64k16: q is
  * read from shared memory once a tile, where two 32-row halves read it
  * twice and were bound by shared-memory bandwidth), the softmax, and P
@@ -961,7 +968,7 @@ static void wg_pv(dsv4_kb *kb, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int n
  * half of P V.  No maxima cross between warpgroups, so the follower's P V
  * of tile i runs beside the lead's q K^T and softmax of tile i + 1
  * (FlashMLA's split of the sparse decode's two math warpgroups). */
-static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, LLVMValueRef c, LLVMValueRef scale2,
+static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMValueRef c, LLVMValueRef scale2,
                     wgstate *st)
 {
   LLVMBuilderRef b = kb->b;
@@ -974,8 +981,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, 
   wgstate cur = {.nb = st->nb}, nx = {.nb = st->nb};
   wg_unpack(&cur, loop.vars);
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
-  LLVMValueRef buf64 = kb_zext64(kb, buf);
-  LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
+  LLVMValueRef kbuf = wg_buf(kb, x->ks, buf, wg_kbytes(x));
   if (x->pair)
     T->mbar_wait(kb, wg_mbar(kb, x, WG_MB_FULL, buf), wg_parity(kb, x, i, 0));
   else
@@ -994,8 +1000,8 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, 
   /* scores in base 2, -inf for rows without a valid index; row maxima over
    * the quad (the whole tile) */
   LLVMValueRef col0 = LLVMBuildMul(b, c, kb_i32(kb, 2), "col0");
-  LLVMValueRef vbase = kb_byte_ptr(kb, x->vm, LLVMBuildMul(b, buf64, kb_i64(kb, TILE * 4), ""));
-  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)}, rowi[2];
+  LLVMValueRef vbase = wg_buf(kb, x->vm, buf, TILE * 4);
+  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
   for (int j = 0; j < TILE / 8; j++) {
     LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
     LLVMValueRef okw = kb_load(kb, kb->i64, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 8);
@@ -1018,7 +1024,6 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, 
   LLVMValueRef corr[2];
   for (int h = 0; h < 2; h++) {
     mx[h] = quad_fold(kb, mx[h], 0);
-    rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
     LLVMValueRef grow = LLVMBuildFCmp(b, LLVMRealOGT, mx[h], LLVMBuildFAdd(b, cur.m[h], f32c(kb, WG_LAZY), ""), "grow");
     LLVMValueRef mn = LLVMBuildSelect(b, grow, mx[h], cur.m[h], "");
     LLVMValueRef mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), mn, "");
@@ -1037,7 +1042,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, 
   wg_bar(kb, 0, WG_BAR_PFREE, buf, 256);
   kb_endif(kb, &fw);
   /* P: hi and lo parts, 128-byte rows; the rows' rescale factors beside it */
-  LLVMValueRef pb = kb_byte_ptr(kb, x->ps, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * WG_PBYTES), ""));
+  LLVMValueRef pb = wg_buf(kb, x->ps, buf, 2 * WG_PBYTES);
   for (int h = 0; h < 2; h++)
     for (int j = 0; j < TILE / 8; j++) {
       LLVMValueRef hi[2], lo[2], rest[2];
@@ -1053,7 +1058,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, 
         kb_store(kb, LLVMBuildTrunc(b, v, kb->i32, ""), kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
       }
     }
-  LLVMValueRef cb = kb_byte_ptr(kb, x->red, LLVMBuildMul(b, buf64, kb_i64(kb, HC * 4), ""));
+  LLVMValueRef cb = wg_buf(kb, x->red, buf, HC * 4);
   kb_if_t fc = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "corr");
   for (int h = 0; h < 2; h++)
     kb_store(kb, corr[h], kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "")), 4);
@@ -1072,9 +1077,10 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, 
   wg_unpack(st, loop.vars);
 }
 
-/* The follower warpgroup (1): per tile, once the lead has published P, O
- * over dims 256..511 rescaled by the lead's factors, then its half of P V. */
-static void wg_follow(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g, wgstate *st)
+/* The follower warpgroup (1; rowi as for the lead): per tile, once the
+ * lead has published P, O over V dims [LEAD_DIMS, 512) rescaled by the
+ * lead's factors, then its share of P V. */
+static void wg_follow(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, wgstate *st)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef init[KB_LOOP_MAX_VARS];
@@ -1084,16 +1090,13 @@ static void wg_follow(dsv4_kb *kb, const wgd *x, LLVMValueRef wi, LLVMValueRef g
   wgstate cur = {.nb = st->nb};
   wg_unpack(&cur, loop.vars);
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "buf");
-  LLVMValueRef buf64 = kb_zext64(kb, buf);
-  LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
+  LLVMValueRef kbuf = wg_buf(kb, x->ks, buf, wg_kbytes(x));
   wg_bar(kb, 0, WG_BAR_PREADY, buf, 256);
-  LLVMValueRef cb = kb_byte_ptr(kb, x->red, LLVMBuildMul(b, buf64, kb_i64(kb, x->HC * 4), "")), corr[2];
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
-    corr[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, 4), "")), 4);
-  }
+  LLVMValueRef cb = wg_buf(kb, x->red, buf, x->HC * 4), corr[2];
+  for (int h = 0; h < 2; h++)
+    corr[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "")), 4);
   wg_rescale(kb, cur.o, cur.nb, corr);
-  LLVMValueRef pb = kb_byte_ptr(kb, x->ps, LLVMBuildMul(b, buf64, kb_i64(kb, 2 * WG_PBYTES), ""));
+  LLVMValueRef pb = wg_buf(kb, x->ps, buf, 2 * WG_PBYTES);
   wg_pv(kb, pb, kbuf, WG_LEAD_DIMS, cur.nb, cur.o);
   kb_if_t ff = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "pfree");
   wg_bar(kb, 1, WG_BAR_PFREE, buf, 256);
@@ -1137,16 +1140,14 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   T->bar_sync(kb, WG_BAR_PROD, 32 * DSV4_DECODE_WG_PRODUCERS);
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->tid, kb_i32(kb, 256), ""), "full");
   {
-    LLVMValueRef buf64 = kb_zext64(kb, buf), mb = wg_mbar(kb, x, WG_MB_FULL, buf);
-    LLVMValueRef kbuf = kb_byte_ptr(kb, x->ks, LLVMBuildMul(b, buf64, kb_i64(kb, wg_kbytes(x)), ""));
-    LLVMValueRef half = LLVMBuildMul(b, kb_zext64(kb, h), kb_i64(kb, TILE / 2 * 128), "");
+    LLVMValueRef mb = wg_mbar(kb, x, WG_MB_FULL, buf);
+    LLVMValueRef kbuf = wg_buf(kb, x->ks, buf, wg_kbytes(x));
+    LLVMValueRef half = wg_buf(kb, kbuf, h, TILE / 2 * 128); /* rows 32h .. 32h + 31 of column block 0 */
     for (int cb = 0; cb < x->D / 64; cb++) {
-      LLVMValueRef p = kb_byte_ptr(kb, kbuf, LLVMBuildAdd(b, half, kb_i64(kb, (long long)cb * TILE * 128), ""));
+      LLVMValueRef p = kb_byte_ptr(kb, half, kb_i64(kb, (long long)cb * TILE * 128));
       T->copy_to_peer(kb, p, p, TILE / 2 * 128, mb, x->peer);
     }
-    LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, buf64, kb_i64(kb, TILE * 4), ""),
-                                   LLVMBuildMul(b, kb_zext64(kb, h), kb_i64(kb, TILE / 2 * 4), ""), "");
-    LLVMValueRef vp = kb_byte_ptr(kb, x->vm, vo);
+    LLVMValueRef vp = wg_buf(kb, wg_buf(kb, x->vm, buf, TILE * 4), h, TILE / 2 * 4);
     T->copy_to_peer(kb, vp, vp, TILE / 2 * 4, mb, x->peer);
     T->mbar_expect(kb, mb, kb_i32(kb, x->D / 64 * (TILE / 2 * 128) + TILE / 2 * 4));
   }
@@ -1154,8 +1155,8 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   kb_for_end(kb, &loop, NULL);
 }
 
-/* Warpgroup w's output: its 256 dims of each of its rows, with the row's
- * (m, l) as the lead published them in ml. */
+/* A consumer warpgroup's output: its V dims from d0 of each of its rows,
+ * with the row's (m, l) as the lead published them in ml. */
 static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const LLVMValueRef *rowi, LLVMValueRef c,
                    LLVMValueRef h0, LLVMValueRef ml)
 {
@@ -1180,6 +1181,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   wgd x = {0};
   x.k = k, x.pair = k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
   int lanes = x.D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS;
+  int cap = 65536 / x.threads / 8 * 8; /* registers a thread at launch, which setmaxnreg redistributes */
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
       !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
@@ -1189,7 +1191,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       !T->set_max_regs(kb, 0, 0) ||
       !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads() ||
       np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
-      DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS + DSV4_DECODE_WG_PRODUCER_REGS > 3 * (65536 / x.threads / 8 * 8)) {
+      DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS + DSV4_DECODE_WG_PRODUCER_REGS > 3 * cap) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
                k->name, kb->arch);
     return 1;
@@ -1272,8 +1274,8 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef c0 = LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), "");
     kb_if_t lead = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w, kb_i32(kb, 0), ""), "lead");
     {
-      T->set_max_regs(kb, DSV4_DECODE_WG_LEAD_REGS, DSV4_DECODE_WG_LEAD_REGS > 65536 / x.threads / 8 * 8);
-      wg_lead(kb, &x, wi, g, c, scale2, &st);
+      T->set_max_regs(kb, DSV4_DECODE_WG_LEAD_REGS, DSV4_DECODE_WG_LEAD_REGS > cap);
+      wg_lead(kb, &x, rowi, c, scale2, &st);
       for (int h = 0; h < 2; h++) /* (shuffles: before the branch, in every lane) */
         st.l[h] = quad_fold(kb, st.l[h], 1);
       kb_if_t fs = kb_if(kb, c0, "ml");
@@ -1288,8 +1290,8 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     }
     kb_else(kb, &lead);
     {
-      T->set_max_regs(kb, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_FOLLOW_REGS > 65536 / x.threads / 8 * 8);
-      wg_follow(kb, &x, wi, g, &fst);
+      T->set_max_regs(kb, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_FOLLOW_REGS > cap);
+      wg_follow(kb, &x, rowi, &fst);
       T->bar_sync(kb, WG_BAR_CONS, 256);
       wg_out(kb, &x, &fst, WG_LEAD_DIMS, rowi, c, h0, ml);
     }
@@ -1297,7 +1299,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   }
   kb_else(kb, &role);
   { /* producers: fill the two K buffers ahead of the consumers */
-    T->set_max_regs(kb, DSV4_DECODE_WG_PRODUCER_REGS, 0);
+    T->set_max_regs(kb, DSV4_DECODE_WG_PRODUCER_REGS, DSV4_DECODE_WG_PRODUCER_REGS > cap);
     wg_producer(kb, &x, x.pair ? x.rank : NULL); /* pairs: this CTA's half of the rows */
   }
   kb_endif(kb, &role);
