@@ -25,6 +25,7 @@ typedef struct kb_wgmma {
   int b_mn_major; /* B N-major (bf16 only) */
   int b_lbo;      /* N-major B: bytes between its sw-byte column blocks */
   int accumulate; /* D += (d given) rather than D = */
+  int a_regs;     /* A from registers (bf16): a[4 ks + r] is this thread's i32 r of step ks */
 } kb_wgmma;
 
 /* Per-target IR hooks: everything a generator may need that differs by
@@ -45,6 +46,8 @@ typedef struct dsv4_target_ir {
    * 0) falls back to the generic integer code of kb.c. */
   int (*cvt_e4m3x2)(dsv4_kb *kb, LLVMValueRef pair_i16, LLVMValueRef out_f32[2]);
   LLVMValueRef (*cvt_bf16x2)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi); /* -> i32 (lo in bits 0..15) */
+  /* Optional: the same of max(x, 0) (a NaN stays NaN), or NULL. */
+  LLVMValueRef (*cvt_bf16x2_relu)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi);
   /* Optional streaming (read-once / write-once) accesses that keep data out
    * of the caches; NULL: plain accesses.  Loads take 2 or 4 words. */
   LLVMValueRef (*load_stream)(dsv4_kb *kb, LLVMValueRef bptr, int words); /* -> <words x i32> */
@@ -92,7 +95,12 @@ typedef struct dsv4_target_ir {
    * which), both operands read from shared memory in atoms of 8 rows of sw
    * bytes (64 or 128; atoms 8 sw bytes apart, the first 1024-byte
    * aligned) whose 16-byte pieces are swizzled as kb_swizzle() says.  A is
-   * K-major: a[ks] points at the first row's bytes of step ks.  B is
+   * K-major: a[ks] points at the first row's bytes of step ks (with
+   * op->a_regs, bf16, A comes from registers instead: a[4 ks + r], r < 4,
+   * is this thread's i32 r of step ks in the layout of an m64n16 f32
+   * accumulator's values 8 ks + 2 r, + 1, packed as bf16 pairs, so the
+   * converted accumulators of one product are the A of the next; they too
+   * belong to the unit until wgmma_wait).  B is
    * K-major the same way (rows are its n columns), or, with op->b_mn_major
    * (bf16), N-major: rows of B are k rows of sw bytes of n values, b[ks]
    * points at step ks's first row, and the next sw bytes of n are
@@ -102,7 +110,9 @@ typedef struct dsv4_target_ir {
    * + 8 (e / 2), column 8i + 2 (lane % 4) + (e % 2).  Returns 0 when the
    * target or arch has none (d NULL asks only that).  wgmma_wait: waits
    * until at most `pending` groups are running and hands back the nd
-   * values of a group that has finished (d in, d out).  fence_proxy_async:
+   * values of a group that has finished (d in, d out; an a_regs group's A
+   * registers ride along, bitcast to f32, so that nothing reuses them
+   * while the unit reads them).  fence_proxy_async:
    * orders this thread's earlier ordinary shared-memory writes (cp.async
    * included) before later matrix-unit reads of them (then a barrier). */
   int (*wgmma)(dsv4_kb *kb, const struct kb_wgmma *op, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *d);

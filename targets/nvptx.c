@@ -92,6 +92,16 @@ static LLVMValueRef ptx_cvt_bf16x2(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi
   return LLVMBuildBitCast(kb->b, r, kb->i32, "");
 }
 
+/* sm_80+: cvt.rn.relu.bf16x2.f32: negatives become +0, a NaN stays NaN. */
+static LLVMValueRef ptx_cvt_bf16x2_relu(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi)
+{
+  if (arch_number(kb->arch) < 80)
+    return NULL;
+  LLVMTypeRef ps[2] = {kb->f32, kb->f32};
+  LLVMValueRef args[2] = {hi, lo};
+  return asm_call(kb, "cvt.rn.relu.bf16x2.f32 $0, $1, $2;", "=r,f,f", kb->i32, ps, args, 2, 0);
+}
+
 /* Read-once data: non-coherent, no L1 allocation; 2 or 4 words. */
 static LLVMValueRef ptx_load_stream(dsv4_kb *kb, LLVMValueRef bptr, int words)
 {
@@ -289,9 +299,9 @@ static LLVMValueRef desc_step(dsv4_kb *kb, LLVMValueRef d0, LLVMValueRef p0, LLV
  * nothing reads them while the unit owns them. */
 static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValueRef *bm, LLVMValueRef *d)
 {
-  int n = op->n, ksteps = op->ksteps, sw = op->sw, bf = op->type == KB_MMA_BF16;
+  int n = op->n, ksteps = op->ksteps, sw = op->sw, bf = op->type == KB_MMA_BF16, ar = op->a_regs;
   if (!dsv4_target_has_wgmma(DSV4_TARGET_PTX, kb->arch) || n < 8 || n > 256 || n % 8 || (sw != 64 && sw != 128) ||
-      ksteps < 1 || ksteps > 32 || (op->type != KB_MMA_E4M3 && !bf) || (op->b_mn_major && !bf) ||
+      ksteps < 1 || ksteps > 32 || (op->type != KB_MMA_E4M3 && !bf) || (op->b_mn_major && !bf) || (ar && !bf) ||
       (op->b_mn_major && (op->b_lbo <= 0 || op->b_lbo % 16 || op->b_lbo / 16 >= (1 << 14))))
     return 0;
   if (!d)
@@ -301,55 +311,77 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
    * steps them itself (the descriptors' start-address field counts 16 bytes
    * a unit, and every address stays inside the shared window, so a step
    * never carries or borrows out of the field): two 64-bit operands instead
-   * of 2 * ksteps, all live at once. */
-  long long ao[32], bo[32], a0, b0;
-  LLVMValueRef abase = byte_base(kb, a[0], &a0), bbase = byte_base(kb, bm[0], &b0);
+   * of 2 * ksteps, all live at once.  A from registers: B's alone. */
+  long long ao[32] = {0}, bo[32], a0 = 0, b0;
+  LLVMValueRef abase = ar ? NULL : byte_base(kb, a[0], &a0), bbase = byte_base(kb, bm[0], &b0);
   int stepped = 1;
   for (int ks = 0; ks < ksteps; ks++) {
-    LLVMValueRef pa = byte_base(kb, a[ks], &ao[ks]), pb = byte_base(kb, bm[ks], &bo[ks]);
-    ao[ks] -= a0, bo[ks] -= b0;
-    stepped &= pa == abase && pb == bbase && ao[ks] % 16 == 0 && bo[ks] % 16 == 0;
+    LLVMValueRef pb = byte_base(kb, bm[ks], &bo[ks]);
+    bo[ks] -= b0;
+    stepped &= pb == bbase && bo[ks] % 16 == 0;
+    if (!ar) {
+      LLVMValueRef pa = byte_base(kb, a[ks], &ao[ks]);
+      ao[ks] -= a0;
+      stepped &= pa == abase && ao[ks] % 16 == 0;
+    }
   }
-  int nd = n / 2, np = stepped ? 2 : 2 * ksteps; /* operands: d[nd], descriptors[np], flag, (tied d[nd]) */
+  /* operands: d[nd], A registers[4 ksteps] (a_regs), descriptors[np], flag, (tied d[nd]) */
+  int nd = n / 2, nar = ar ? 4 * ksteps : 0, np = (ar ? 1 : 2) * (stepped ? 1 : ksteps), nds = ar ? 1 : 2;
+  int fl = nd + nar + np; /* the flag's operand number */
   char text[16384], cons[4096];
   int t = snprintf(text, sizeof text, "{\n.reg .pred p0, p1;\n%ssetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
-                   "wgmma.fence.sync.aligned;\n", stepped ? ".reg .b64 da, db;\n" : "", nd + np, nd + np);
+                   "wgmma.fence.sync.aligned;\n", stepped ? (ar ? ".reg .b64 db;\n" : ".reg .b64 da, db;\n") : "", fl, fl);
   for (int ks = 0; ks < ksteps; ks++) {
-    char da[16], db[16];
-    if (stepped) {
-      t += snprintf(text + t, sizeof text - t, "add.s64 da, $%d, %lld;\nadd.s64 db, $%d, %lld;\n", nd, ao[ks] / 16,
-                    nd + 1, bo[ks] / 16);
-      snprintf(da, sizeof da, "da"), snprintf(db, sizeof db, "db");
+    char da[64], db[16];
+    int d0 = nd + nar + (stepped ? 0 : nds * ks); /* this step's first descriptor operand */
+    if (ar)
+      snprintf(da, sizeof da, "{$%d, $%d, $%d, $%d}", nd + 4 * ks, nd + 4 * ks + 1, nd + 4 * ks + 2, nd + 4 * ks + 3);
+    else if (stepped) {
+      t += snprintf(text + t, sizeof text - t, "add.s64 da, $%d, %lld;\n", d0, ao[ks] / 16);
+      snprintf(da, sizeof da, "da");
     } else
-      snprintf(da, sizeof da, "$%d", nd + 2 * ks), snprintf(db, sizeof db, "$%d", nd + 2 * ks + 1);
+      snprintf(da, sizeof da, "$%d", d0);
+    if (stepped) {
+      t += snprintf(text + t, sizeof text - t, "add.s64 db, $%d, %lld;\n", d0 + nds - 1, bo[ks] / 16);
+      snprintf(db, sizeof db, "db");
+    } else
+      snprintf(db, sizeof db, "$%d", d0 + nds - 1);
     t += snprintf(text + t, sizeof text - t, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s {", n, bf ? 16 : 32,
                   bf ? "bf16.bf16" : "e4m3.e4m3");
     for (int i = 0; i < nd; i++)
       t += snprintf(text + t, sizeof text - t, "%s$%d", i ? ", " : "", i);
-    t += snprintf(text + t, sizeof text - t, "}, %s, %s, %s, 1, 1%s;\n", da, db, ks || op->accumulate ? "p1" : "p0",
-                  bf ? (op->b_mn_major ? ", 0, 1" : ", 0, 0") : "");
+    /* bf16 takes transpose flags: A's (shared memory only), then B's */
+    t += snprintf(text + t, sizeof text - t, "}, %s, %s, %s, 1, 1%s%s;\n", da, db, ks || op->accumulate ? "p1" : "p0",
+                  bf && !ar ? ", 0" : "", bf ? (op->b_mn_major ? ", 1" : ", 0") : "");
   }
   snprintf(text + t, sizeof text - t, "wgmma.commit_group.sync.aligned;\n}");
   int c = 0;
   for (int i = 0; i < nd; i++)
     c += snprintf(cons + c, sizeof cons - c, "%s=f", i ? "," : "");
+  for (int i = 0; i < nar; i++)
+    c += snprintf(cons + c, sizeof cons - c, ",r");
   for (int i = 0; i < np; i++)
     c += snprintf(cons + c, sizeof cons - c, ",l");
   c += snprintf(cons + c, sizeof cons - c, ",r");
   for (int i = 0; op->accumulate && i < nd; i++)
     c += snprintf(cons + c, sizeof cons - c, ",%d", i);
   snprintf(cons + c, sizeof cons - c, ",~{memory}");
-  LLVMTypeRef fs[128], ps[64 + 1 + 128];
-  LLVMValueRef args[64 + 1 + 128];
+  LLVMTypeRef fs[128], ps[128 + 64 + 1 + 128];
+  LLVMValueRef args[128 + 64 + 1 + 128];
   for (int i = 0; i < nd; i++)
     fs[i] = kb->f32;
-  int blbo = op->b_mn_major ? op->b_lbo : 16;
-  for (int ks = 0; ks < np / 2; ks++) {
-    ps[2 * ks] = ps[2 * ks + 1] = kb->i64;
-    args[2 * ks] = ks ? desc_step(kb, args[0], a[0], a[ks], sw, 16) : smem_desc(kb, a[0], sw, 16);
-    args[2 * ks + 1] = smem_desc(kb, bm[ks], sw, blbo);
+  int blbo = op->b_mn_major ? op->b_lbo : 16, na = 0;
+  for (int i = 0; i < nar; i++)
+    ps[na] = kb->i32, args[na++] = a[i];
+  LLVMValueRef da0 = NULL;
+  for (int ks = 0; ks < (stepped ? 1 : ksteps); ks++) {
+    if (!ar) {
+      LLVMValueRef v = ks ? desc_step(kb, da0, a[0], a[ks], sw, 16) : smem_desc(kb, a[0], sw, 16);
+      da0 = da0 ? da0 : v;
+      ps[na] = kb->i64, args[na++] = v;
+    }
+    ps[na] = kb->i64, args[na++] = smem_desc(kb, bm[ks], sw, blbo); /* (B's whole: stepped, the decode's spilled more) */
   }
-  int na = np;
   ps[na] = kb->i32;
   args[na++] = kb_i32(kb, 0); /* p0 false, p1 true: the first step overwrites unless accumulating */
   for (int i = 0; op->accumulate && i < nd; i++)
@@ -515,6 +547,7 @@ static const dsv4_target_ir ptx_ir = {
     .barrier = ptx_barrier,
     .cvt_e4m3x2 = ptx_cvt_e4m3x2,
     .cvt_bf16x2 = ptx_cvt_bf16x2,
+    .cvt_bf16x2_relu = ptx_cvt_bf16x2_relu,
     .load_stream = ptx_load_stream,
     .cvt_e4m3x2_from_f32 = ptx_cvt_e4m3x2_from_f32,
     .lane_reduce = ptx_lane_reduce,

@@ -506,7 +506,19 @@ static LLVMValueRef wg_off(dsv4_kb *kb, int D, int rows, LLVMValueRef row, LLVMV
 /* The product of a step: n columns, e4m3, both operands K-major. */
 static kb_wgmma wg_op(int D, int n)
 {
-  kb_wgmma op = {KB_MMA_E4M3, n, D / 32, wg_sw(D), 0, 0, 0};
+  kb_wgmma op = {KB_MMA_E4M3, n, D / 32, wg_sw(D), 0, 0, 0, 0};
+  return op;
+}
+
+/* The head sum of a step on the matrix unit: D[64 positions x 8] = relu(S)
+ * [64 x cols] (bf16, from the product's accumulators in registers) times
+ * the weights W[cols x 8] (bf16, shared memory): column j of W holds row
+ * j's weights (bf16(w)) under row j's heads, column j + NM their
+ * remainders (bf16(w - bf16(w))), zeros elsewhere, so D[., j] + D[., j +
+ * NM] is row j's weighted sum with the weights exact to 16 bits. */
+static kb_wgmma wsum_op(int cols)
+{
+  kb_wgmma op = {KB_MMA_BF16, 8, (cols + 15) / 16, 128, 0, 0, 0, 1}; /* (a half step's other half zero) */
   return op;
 }
 
@@ -515,10 +527,10 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
   const dsv4_target_ir *t = kb->t;
   const dsv4_layout *L = &k->layout;
   int D = L->dim, H = k->heads;
-  kb_wgmma op = wg_op(D, DSV4_LOGITS_MAX_NEXT_N * H);
+  kb_wgmma op = wg_op(D, DSV4_LOGITS_MAX_NEXT_N * H), wop = wsum_op(DSV4_LOGITS_MAX_NEXT_N * H);
   return t->wgmma && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
-         t->shfl_xor && t->warp == 32 && MLW == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
-         t->wgmma(kb, &op, NULL, NULL, NULL) &&
+         t->shfl_xor && t->cvt_bf16x2_relu && t->warp == 32 && MLW == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
+         t->wgmma(kb, &op, NULL, NULL, NULL) && t->wgmma(kb, &wop, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
          k->tile.tokens_per_cta % WG_M == 0 && L->align % 16 == 0 && L->row_bytes % 16 == 0 &&
          L->seg[0].offset % 16 == 0;
@@ -538,16 +550,52 @@ static LLVMValueRef wg_stage(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef s, int
   return kb_byte_ptr(kb, base, LLVMBuildMul(kb->b, kb_zext64(kb, s), kb_i64(kb, bytes), ""));
 }
 
-/* Copies of step it: thread t takes row t / 2 (one lookup), half its bytes;
- * the even thread also its scale and validity. */
-static void wg_fill(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef stage)
+/* W (wsum_op) for rows r0 .. r0 + next_n - 1, K-major in 128-byte
+ * swizzled atoms: thread t writes column (k) t of all 8 of W's rows. */
+static void stage_wsum(dsv4_kb *kb, const wgk *w, int threads)
+{
+  LLVMBuilderRef b = kb->b;
+  int H = w->k->heads, NM = DSV4_LOGITS_MAX_NEXT_N;
+  LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, w->r0), kb_i64(kb, (long long)H * 4), "");
+  for (int c0 = 0; c0 < NM * H; c0 += threads) {
+    LLVMValueRef f = LLVMBuildAdd(b, kb_i32(kb, c0), w->tid, ""); /* column j H + h */
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, f, kb_i32(kb, NM * H), ""), "wcopy");
+    LLVMValueRef j = LLVMBuildUDiv(b, f, kb_i32(kb, H), "");
+    LLVMValueRef rd = LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, NEXT_N), kb_i32(kb, H), ""), "");
+    LLVMValueRef wv = kb_load_if(kb, rd, kb->f32, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 4), ""), ""),
+                                 4, LLVMConstReal(kb->f32, 0.0));
+    LLVMValueRef hi = kb_f32_to_bf16(kb, wv);
+    LLVMValueRef lo = kb_f32_to_bf16(kb, LLVMBuildFSub(b, wv, kb_bf16_to_f32(kb, hi), ""));
+    LLVMValueRef zero = LLVMConstInt(kb->i16, 0, 0);
+    for (int n = 0; n < 8; n++) {
+      LLVMValueRef v = n < 2 * NM ? LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, j, kb_i32(kb, n % NM), ""), n < NM ? hi : lo, zero, "")
+                                  : zero;
+      LLVMValueRef o = kb_mma_offset(kb, 128, 8, kb_i64(kb, n), LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 2), ""));
+      kb_store(kb, v, kb_byte_ptr(kb, w->ws, o), 2);
+    }
+    kb_endif(kb, &in);
+  }
+}
+
+/* Step it's copies: thread t takes row t / 2 (one lookup: wg_find, issued
+ * well before wg_copy needs it) and half its bytes; the even thread also
+ * copies its scale and writes the validity.  (Pieces alternating between
+ * the pair, so that each copy instruction of a warp reads whole 32-byte
+ * sectors, measured 10% slower at next_n 1.) */
+static kpos wg_find(dsv4_kb *kb, const wgk *w, LLVMValueRef it)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m");
+  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "");
+  return locate(kb, &w->k->layout, kb_zext64(kb, pos), w->cmax, w->breq);
+}
+
+static void wg_copy(dsv4_kb *kb, const wgk *w, kpos kp, LLVMValueRef stage)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &w->k->layout;
   int D = L->dim;
   LLVMValueRef m = LLVMBuildLShr(b, w->tid, kb_i32(kb, 1), "m"), half = LLVMBuildAnd(b, w->tid, kb_i32(kb, 1), "");
-  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "");
-  kpos kp = locate(kb, L, kb_zext64(kb, pos), w->cmax, w->breq);
   LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), cache = kb_arg(kb, CACHE);
   LLVMValueRef m64 = kb_zext64(kb, m), n16 = LLVMBuildSelect(b, kp.ok, kb_i32(kb, 16), kb_i32(kb, 0), "");
   for (int i = 0; i < D / 32; i++) {
@@ -584,36 +632,45 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   }
   kb_wgmma op = wg_op(D, n);
   kb->t->wgmma(kb, &op, A, B, d);
-  kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
-  wg_fill(kb, w, nx, fs);
-  kb_endif(kb, &pf);
-  kb->t->cp_async_commit(kb);
+  kpos kp = wg_find(kb, w, nx); /* step nx's block-table read, in flight under the product */
   kb->t->wgmma_wait(kb, 0, d, n / 2);
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
-  LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0), part[2 * DSV4_LOGITS_MAX_NEXT_N];
-  for (int j = 0; j < nr; j++) {
-    part[2 * j] = part[2 * j + 1] = zero;
-    for (int i = j * H / 8, nb; i < (j + 1) * H / 8; i += nb) { /* columns 8i + 2c (+1): row j's heads */
-      nb = i % 2 == 0 && (j + 1) * H / 8 - i >= 2 ? 2 : 1;  /* 16-byte loads at even blocks */
-      relu_weigh(kb, ws_load(kb, w->ws, c, i, nb), nb, &d[4 * i], &part[2 * j]);
-    }
-  }
-  /* sum 2 j + hh (row j, accumulator row 16 warp + g + 8 hh) lands in quad
-   * lane 2 j + hh (lanes 0 and 1 at one row): one store a lane */
-  LLVMValueRef sum = quad_sum(kb, c, part, 2 * nr);
-  LLVMValueRef hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), j = LLVMBuildLShr(b, c, kb_i32(kb, 1), "");
+  /* quad lanes 0 and 1 store: lane hh the position 16 warp + g + 8 hh of
+   * every row (its scale and validity read before the head sum) */
+  LLVMValueRef hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), odd = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
   LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), "");
   LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
   LLVMValueRef so = kb_load(kb, LLVMVectorType(kb->i32, 2),
                             kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 8), "")), 8);
+  /* relu(S) as bf16 pairs: the A of the head sum, in place */
+  kb_wgmma wop = wsum_op(n);
+  LLVMValueRef A2[4 * 16], Bw[16], dw[4 + 4 * 16];
+  for (int ks = 0; ks < wop.ksteps; ks++) {
+    for (int r = 0; r < 4; r++)
+      A2[4 * ks + r] = 8 * ks + 2 * r < n / 2 ? kb->t->cvt_bf16x2_relu(kb, d[8 * ks + 2 * r], d[8 * ks + 2 * r + 1]) : kb_i32(kb, 0);
+    Bw[ks] = kb_byte_ptr(kb, w->ws, kb_mma_offset(kb, 128, 8, kb_i64(kb, 0), kb_i64(kb, 32 * ks)));
+  }
+  kb->t->wgmma(kb, &wop, A2, Bw, dw);
+  /* step nx's copies into stage fs (if nx < iters) under the head sum */
+  kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
+  wg_copy(kb, w, kp, fs);
+  kb_endif(kb, &pf);
+  kb->t->cp_async_commit(kb);
+  for (int i = 0; i < 4 * wop.ksteps; i++) /* A stays the unit's until the wait */
+    dw[4 + i] = LLVMBuildBitCast(b, A2[i], kb->f32, "");
+  kb->t->wgmma_wait(kb, 0, dw, 4 + 4 * wop.ksteps);
+  /* lane c holds columns 2c, 2c + 1 at positions g (dw 0, 1) and g + 8
+   * (dw 2, 3): lane 0 the rows' high parts, lane 1 their remainders;
+   * lane hh keeps position g + 8 hh and takes the other's part of it */
   LLVMValueRef ksc = LLVMBuildBitCast(b, LLVMBuildExtractElement(b, so, kb_i32(kb, 0), ""), kb->f32, "");
   LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildExtractElement(b, so, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
-  LLVMValueRef ctx = w->ctxj[0];
-  for (int jj = 1; jj < nr; jj++)
-    ctx = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, j, kb_i32(kb, jj), ""), w->ctxj[jj], ctx, "");
-  store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, j, kb_i32(kb, nr), ""), kb_zext64(kb, LLVMBuildAdd(b, w->r0, j, "")), pos, ok,
-              ctx, ksc);
+  LLVMValueRef mine = LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), "");
+  for (int j = 0; j < nr; j++) {
+    LLVMValueRef keep = LLVMBuildSelect(b, odd, dw[2 + j], dw[j], ""), send = LLVMBuildSelect(b, odd, dw[j], dw[2 + j], "");
+    LLVMValueRef sum = LLVMBuildFAdd(b, keep, kb->t->shfl_xor(kb, send, 1), "");
+    store_logit(kb, sum, mine, kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), "")), pos, ok, w->ctxj[j], ksc);
+  }
 }
 
 static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
@@ -631,8 +688,9 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   w.qs = kb_shared_array_aligned(kb, kb->i8, QR * D, 1024, "dsv4_q");
   w.ring = kb_shared_array_aligned(kb, kb->i8, S * WG_M * D, 1024, "dsv4_ring");
   w.sc = kb_shared_array(kb, kb->i32, S * WG_M * 2, "dsv4_scale");
-  w.ws = kb_shared_array(kb, kb->f32, QR, "dsv4_w");
-  int smem = QR * D + S * WG_M * D + S * WG_M * 8 + QR * 4;
+  int wbytes = 8 * ((2 * QR + 127) / 128 * 128); /* W: 8 rows of 128-byte K-blocks */
+  w.ws = kb_shared_array_aligned(kb, kb->i8, wbytes, 1024, "dsv4_w");
+  int smem = QR * D + S * WG_M * D + S * WG_M * 8 + wbytes;
   if (smem != dsv4_logits_wg_shared_bytes(D, H))
     return 1; /* the checker's rule (dsv4_abi.h) is out of step with this code */
   /* The CTAs a multiprocessor holds: as many as its shared memory takes
@@ -661,7 +719,7 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
     kb_endif(kb, &in);
   }
   kb->t->cp_async_commit(kb);
-  stage_weights(kb, k, w.r0, w.ws, w.tid, threads);
+  stage_wsum(kb, &w, threads);
   w.cmax = row_contexts(kb, w.r0, w.ctxj);
   /* steps up to the row's end */
   LLVMValueRef left = LLVMBuildSub(b, kb_arg(kb, ROW_LEN), w.p0cta, "");
@@ -669,7 +727,7 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
   for (int s0 = 0; s0 < S - 1; s0++) {
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
-    wg_fill(kb, &w, kb_i32(kb, s0), kb_i32(kb, s0));
+    wg_copy(kb, &w, wg_find(kb, &w, kb_i32(kb, s0)), kb_i32(kb, s0));
     kb_endif(kb, &f);
     kb->t->cp_async_commit(kb);
   }

@@ -946,7 +946,7 @@ static void wg_pv(dsv4_kb *kb, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int n
     for (int j = 0; j < n / 8; j++)
       for (int e = 0; e < 4; e++)
         O[4 * (c0 / 8 + j) + e] = o[c0 / 8 + j][e];
-    kb_wgmma pv = {KB_MMA_BF16, n, 2 * TILE / 16, 128, 1, TILE * 128, 1};
+    kb_wgmma pv = {KB_MMA_BF16, n, 2 * TILE / 16, 128, 1, TILE * 128, 1, 0};
     kb->t->wgmma(kb, &pv, A, B, &O[4 * (c0 / 8)]);
   }
   for (int c0 = 0, p = 0; c0 < dims; c0 += CHUNK, p++) {
@@ -993,7 +993,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
     A[ks] = kb_byte_ptr(kb, x->qs, wg_at(kb, HC, 0, ks * 32));
     B[ks] = kb_byte_ptr(kb, kbuf, wg_at(kb, TILE, 0, ks * 32));
   }
-  kb_wgmma qk = {KB_MMA_BF16, TILE, D / 16, 128, 0, 0, 0};
+  kb_wgmma qk = {KB_MMA_BF16, TILE, D / 16, 128, 0, 0, 0, 0};
   T->wgmma(kb, &qk, A, B, S);
   T->wgmma_wait(kb, 0, S, 32);
 
@@ -1182,7 +1182,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.k = k, x.pair = k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
   int lanes = x.D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS;
   int cap = 65536 / x.threads / 8 * 8; /* registers a thread at launch, which setmaxnreg redistributes */
-  kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1};
+  kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1, 0};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
       !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
       (x.pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||

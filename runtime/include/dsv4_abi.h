@@ -238,7 +238,9 @@ static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
 static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
 static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 {
-  return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) + DSV4_LOGITS_MAX_NEXT_N * heads * 4;
+  /* q, the ring (K, scale + validity), the head sum's bf16 weights (8 rows of 128-byte K-blocks) */
+  return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) +
+         8 * ((2 * DSV4_LOGITS_MAX_NEXT_N * heads + 127) / 128 * 128);
 }
 
 /* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,

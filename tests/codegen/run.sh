@@ -69,6 +69,14 @@ n=$(grep -c "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::by
 grep -q "mbarrier.arrive.expect_tx.shared::cta.b64" "$out/pair.ptx" && ok || bad "pair: no arrive.expect_tx"
 ! grep -qE "st.shared::cluster|fence.proxy.async.shared::cluster" "$out/pair.ptx" && ok || bad "pair: generic remote stores or a cluster-scope proxy fence are back"
 
+# the logits' warpgroup form on sm_90a: q K^T for both next_n rows in one
+# e4m3 product, relu(S) converted in registers and weighted on the matrix
+# unit (bf16, A from registers), no scalar relu-and-fma head sum
+"$dsv4c" "$specs/indexer.lua" -t ptx --emit asm -k mqa_logits_v4_mma >"$out/lg.ptx" 2>"$out/lg.log" && ok || bad "lg: $(cat "$out/lg.log")"
+grep -q "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" "$out/lg.ptx" && ok || bad "lg: no m64n128k32 e4m3 q K^T"
+grep -qE "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 \{[^}]*\}, \{%r" "$out/lg.ptx" && ok || bad "lg: no register-A m64n8k16 head sum"
+grep -q "cvt.rn.relu.bf16x2.f32" "$out/lg.ptx" && ! grep -qE "max.f32|fma.rn.f32" "$out/lg.ptx" && ok || bad "lg: scalar relu/fma head sum is back"
+
 # the other archs: sm_80 (generic conversions, no fp8 cvt instruction) and gfx90a
 d=$out/archs
 if (cd "$here" && "$dsv4c" archs.lua -o "$d") 2>"$d.log"; then ok; else bad "archs.lua: $(cat "$d.log")"; fi
