@@ -270,8 +270,9 @@ static void ring_fill(dsv4_kb *kb, const kring *r, LLVMValueRef it)
 }
 
 /* The matrix forms' CTA takes next_n (<= DSV4_LOGITS_MAX_NEXT_N) rows
- * from r0 (i32): their weights into shared ws (f32, rows past next_n not
- * written, never read), in the order the epilogue reads them: column
+ * from r0 (i32).  The warp form stages their weights into shared ws (f32,
+ * rows past next_n not written, never read), in the order the epilogue
+ * reads them: column
  * f = j H + h (row j's head h) is block i = f / 8, pair c = f % 8 / 2,
  * e = f % 2 of the accumulator layout, and sits at ws_index(): the four
  * weights of blocks i, i + 1 (i even) of quad lane c are one 16-byte piece,
@@ -316,11 +317,11 @@ static LLVMValueRef row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctx
   return cmax;
 }
 
-/* The matrix forms' epilogue.  relu_weigh: for nb (1 or 2) accumulator
- * blocks from block i0 (each rows g, g + 8 and columns 8i + 2c, + 1: the
- * PTX m16n8 layout, which wgmma repeats), part[hh] += max(acc[4 (i - i0) +
- * 2 hh + e], 0) * weight(column 8i + 2c + e) over i and e, as a max and an
- * fma (maxnum: a NaN gives 0, as the reference's max(0, x) comparison
+/* The warp-matrix form's epilogue (the warpgroup form's head sum is a
+ * product, wsum_op).  relu_weigh: for nb (1 or 2) accumulator blocks from
+ * block i0 (each rows g, g + 8 and columns 8i + 2c, + 1: the PTX m16n8
+ * layout), part[hh] += max(acc[4 (i - i0) + 2 hh + e], 0) * weight(column
+ * 8i + 2c + e) over i and e, as a max and an fma (maxnum: a NaN gives 0, as the reference's max(0, x) comparison
  * does), from wv: the 2 nb weights of those columns (ws_load: one load
  * from shared ws, as ws_index lays them out). */
 static LLVMValueRef ws_load(dsv4_kb *kb, LLVMValueRef ws, LLVMValueRef c, int i0, int nb)
@@ -344,24 +345,16 @@ static void relu_weigh(dsv4_kb *kb, LLVMValueRef wv, int nb, const LLVMValueRef 
       }
 }
 
-/* The quad's sums: v[0..nv-1] (nv 2 or 4) are this lane's parts of nv
- * sums over the four lanes of a quad (lane % 4 = c); returns the whole of
- * sum c % nv, reduce-scatter style (nv 4: 3 shuffles where four
- * butterflies take 8; nv 2: 2 where two take 4). */
-static LLVMValueRef quad_sum(dsv4_kb *kb, LLVMValueRef c, const LLVMValueRef *v, int nv)
+/* The quad's sums: v[0], v[1] are this lane's parts of two sums over the
+ * four lanes of a quad (lane % 4 = c); returns the whole of sum c % 2,
+ * reduce-scatter style (2 shuffles where two butterflies take 4). */
+static LLVMValueRef quad_sum(dsv4_kb *kb, LLVMValueRef c, const LLVMValueRef *v)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef b0 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
-  LLVMValueRef b1 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, c, kb_i32(kb, 2), ""), kb_i32(kb, 0), "");
-  LLVMValueRef s[2] = {v[0], v[1]};
-  if (nv == 4) /* lanes with bit 1 keep sums 2, 3 and send 0, 1; the others the reverse */
-    for (int k = 0; k < 2; k++) {
-      LLVMValueRef mine = LLVMBuildSelect(b, b1, v[2 + k], v[k], ""), send = LLVMBuildSelect(b, b1, v[k], v[2 + k], "");
-      s[k] = LLVMBuildFAdd(b, mine, kb->t->shfl_xor(kb, send, 2), "");
-    }
-  LLVMValueRef mine = LLVMBuildSelect(b, b0, s[1], s[0], ""), send = LLVMBuildSelect(b, b0, s[0], s[1], "");
+  LLVMValueRef mine = LLVMBuildSelect(b, b0, v[1], v[0], ""), send = LLVMBuildSelect(b, b0, v[0], v[1], "");
   LLVMValueRef t = LLVMBuildFAdd(b, mine, kb->t->shfl_xor(kb, send, 1), "");
-  return nv == 4 ? t : LLVMBuildFAdd(b, t, kb->t->shfl_xor(kb, t, 2), "");
+  return LLVMBuildFAdd(b, t, kb->t->shfl_xor(kb, t, 2), "");
 }
 
 /* Where `mine` and the position pos (i32) is in the row: logits row r64
@@ -473,7 +466,7 @@ static int matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
       relu_weigh(kb, ws_load(kb, ws, c, (j * H + nt * 8) / 8, 1), 1, acc, part);
     }
     /* lanes 0 and 1 of the quad store rows g and g + 8 */
-    LLVMValueRef sum = quad_sum(kb, c, part, 2), hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), "");
+    LLVMValueRef sum = quad_sum(kb, c, part), hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), "");
     LLVMValueRef hi = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
     store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), ""), kb_zext64(kb, LLVMBuildAdd(b, r0, kb_i32(kb, j), "")),
                 LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), ""),
@@ -489,10 +482,11 @@ static int matrix_logits(dsv4_kb *kb, const dsv4_kernel *k)
  * matrix units: PTX sm_90a wgmma).  The CTA is one warpgroup taking every
  * next_n row of one batch entry over tokens_per_cta positions, 64 a step:
  * S = K[64 positions x D] q^T[D x next_n H] per step, both operands read by
- * the matrix unit from shared memory (K-major, swizzled), the relu-weighted
- * head sum folded from the accumulators in registers and a quad butterfly.
- * The K rows come through a ring of DSV4_LOGITS_STAGES steps filled with
- * cp.async (zero-filled where a position is not valid). */
+ * the matrix unit from shared memory (K-major, swizzled); the relu-weighted
+ * head sum is a second product, relu(S) (bf16, from the accumulators in
+ * registers) times the weights (wsum_op).  The K rows come through a ring
+ * of DSV4_LOGITS_STAGES steps filled with cp.async (zero-filled where a
+ * position is not valid). */
 enum { WG_M = 64, WG_REGS = 32 /* a thread's registers besides its accumulators (next_n max x heads / 2) */ };
 
 /* The operand layout: rows of sw bytes in K-blocks of sw bytes (each block
@@ -612,13 +606,13 @@ static void wg_copy(dsv4_kb *kb, const wgk *w, kpos kp, LLVMValueRef stage)
   kb_endif(kb, &ev);
 }
 
-/* Step it's product for rows 0..nr-1 (n = nr H columns, one group: two
- * groups so that the first's sums overlap the second's product measured
- * 3-6% slower) and its logits.  While the matrix unit runs, step nx's
- * copies go into stage fs (if nx < iters): issued before the product, their
- * block-table read delayed it (measured 2% slower at next_n 2; the read
- * carried from a step before, or the copies issued after the sums, were
- * no faster or, with the ring one step shallower, much slower). */
+/* Step it's product for rows 0..nr-1 (n = nr H columns, one group), its
+ * head sum (a second product, wsum_op) and its logits.  Under the product
+ * goes step nx's block-table read, under the head sum its copies into
+ * stage fs (if nx < iters).  Measured at next_n 2 and not kept: the rows'
+ * products as separate groups, each row's head sum issued under the next
+ * row's product (1% slower); the next step's copy wait and barrier moved
+ * under the head sum (flat). */
 static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValueRef stage, LLVMValueRef nx,
                     LLVMValueRef fs, LLVMValueRef iters)
 {
