@@ -92,14 +92,22 @@ static LLVMValueRef ptx_cvt_bf16x2(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi
   return LLVMBuildBitCast(kb->b, r, kb->i32, "");
 }
 
-/* sm_80+: cvt.rn.relu.bf16x2.f32: negatives become +0, a NaN stays NaN. */
-static LLVMValueRef ptx_cvt_bf16x2_relu(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi)
+/* A packing cvt of two f32 (the PTX form takes the upper half's value
+ * first) from arch `since` on; NULL before it. */
+static LLVMValueRef cvt_f32x2(dsv4_kb *kb, int since, const char *text, const char *cons, LLVMTypeRef ret,
+                              LLVMValueRef lo, LLVMValueRef hi)
 {
-  if (arch_number(kb->arch) < 80)
+  if (arch_number(kb->arch) < since)
     return NULL;
   LLVMTypeRef ps[2] = {kb->f32, kb->f32};
   LLVMValueRef args[2] = {hi, lo};
-  return asm_call(kb, "cvt.rn.relu.bf16x2.f32 $0, $1, $2;", "=r,f,f", kb->i32, ps, args, 2, 0);
+  return asm_call(kb, text, cons, ret, ps, args, 2, 0);
+}
+
+/* sm_80+: cvt.rn.relu.bf16x2.f32: negatives become +0, a NaN stays NaN. */
+static LLVMValueRef ptx_cvt_bf16x2_relu(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi)
+{
+  return cvt_f32x2(kb, 80, "cvt.rn.relu.bf16x2.f32 $0, $1, $2;", "=r,f,f", kb->i32, lo, hi);
 }
 
 /* Read-once data: non-coherent, no L1 allocation; 2 or 4 words. */
@@ -131,11 +139,7 @@ static void ptx_store_stream16(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef bptr)
 /* sm_89+: cvt.rn.satfinite.e4m3x2.f32 (its first operand lands in the upper byte). */
 static LLVMValueRef ptx_cvt_e4m3x2_from_f32(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi)
 {
-  if (arch_number(kb->arch) < 89)
-    return NULL;
-  LLVMTypeRef ps[2] = {kb->f32, kb->f32};
-  LLVMValueRef args[2] = {hi, lo};
-  return asm_call(kb, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", kb->i16, ps, args, 2, 0);
+  return cvt_f32x2(kb, 89, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", kb->i16, lo, hi);
 }
 
 /* Butterfly shuffles within the warp (shfl.sync.bfly), log2(width) steps. */
