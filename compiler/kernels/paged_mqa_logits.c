@@ -272,9 +272,9 @@ static void ring_fill(dsv4_kb *kb, const kring *r, LLVMValueRef it)
 /* The matrix forms' CTA takes next_n (<= DSV4_LOGITS_MAX_NEXT_N) rows
  * from r0 (i32).  The warp form stages their weights into shared ws (f32,
  * rows past next_n not written, never read), in the order the epilogue
- * reads them: column
- * f = j H + h (row j's head h) is block i = f / 8, pair c = f % 8 / 2,
- * e = f % 2 of the accumulator layout, and sits at ws_index(): the four
+ * reads them: column f = j H + h (row j's head h) is block i = f / 8, pair
+ * c = f % 8 / 2, e = f % 2 of the accumulator layout, and sits at
+ * ws_index(): the four
  * weights of blocks i, i + 1 (i even) of quad lane c are one 16-byte piece,
  * and the four lanes' pieces are adjacent (one conflict-free load). */
 static LLVMValueRef ws_index(dsv4_kb *kb, LLVMValueRef c, LLVMValueRef i, LLVMValueRef e)
@@ -285,18 +285,26 @@ static LLVMValueRef ws_index(dsv4_kb *kb, LLVMValueRef c, LLVMValueRef i, LLVMVa
   return LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, 2), ""), e, "");
 }
 
+/* The byte offset in `weights` of column f (i32, = j H + h: row r0 + j's
+ * head h) of the CTA's rows from r0. */
+static LLVMValueRef weight_at(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef f, int H)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef row0 = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
+  return LLVMBuildAdd(b, row0, LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 4), ""), "");
+}
+
 static void stage_weights(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r0, LLVMValueRef ws, LLVMValueRef tid,
                           int threads)
 {
   LLVMBuilderRef b = kb->b;
   int H = k->heads;
-  LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, r0), kb_i64(kb, (long long)H * 4), "");
   for (int c0 = 0; c0 < DSV4_LOGITS_MAX_NEXT_N * H; c0 += threads) {
     LLVMValueRef f = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, NEXT_N), kb_i32(kb, H), ""), ""), "wcopy");
     LLVMValueRef at = ws_index(kb, LLVMBuildAnd(b, LLVMBuildLShr(b, f, kb_i32(kb, 1), ""), kb_i32(kb, 3), ""),
                                LLVMBuildLShr(b, f, kb_i32(kb, 3), ""), LLVMBuildAnd(b, f, kb_i32(kb, 1), ""));
-    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 4), ""), "")), 4),
+    kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, WEIGHTS), weight_at(kb, r0, f, H)), 4),
              kb_byte_ptr(kb, ws, LLVMBuildMul(b, kb_zext64(kb, at), kb_i64(kb, 4), "")), 4);
     kb_endif(kb, &in);
   }
@@ -321,8 +329,8 @@ static LLVMValueRef row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctx
  * product, wsum_op).  relu_weigh: for nb (1 or 2) accumulator blocks from
  * block i0 (each rows g, g + 8 and columns 8i + 2c, + 1: the PTX m16n8
  * layout), part[hh] += max(acc[4 (i - i0) + 2 hh + e], 0) * weight(column
- * 8i + 2c + e) over i and e, as a max and an fma (maxnum: a NaN gives 0, as the reference's max(0, x) comparison
- * does), from wv: the 2 nb weights of those columns (ws_load: one load
+ * 8i + 2c + e) over i and e, as a max and an fma (maxnum: a NaN gives 0,
+ * as the reference's max(0, x) comparison does), from wv: the 2 nb weights of those columns (ws_load: one load
  * from shared ws, as ws_index lays them out). */
 static LLVMValueRef ws_load(dsv4_kb *kb, LLVMValueRef ws, LLVMValueRef c, int i0, int nb)
 {
@@ -533,7 +541,7 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
 typedef struct {
   const dsv4_kernel *k;
   LLVMValueRef ring, sc;     /* K stages; per stage 64 (scale, validity word) pairs */
-  LLVMValueRef qs, ws;       /* q rows (next_n max x H), weights */
+  LLVMValueRef qs, ws;       /* q rows (next_n max x H); the head sum's weights W (wsum_op) */
   LLVMValueRef tid, p0cta, cmax, breq, r0, ctxj[DSV4_LOGITS_MAX_NEXT_N];
 } wgk;
 
@@ -550,14 +558,12 @@ static void stage_wsum(dsv4_kb *kb, const wgk *w, int threads)
 {
   LLVMBuilderRef b = kb->b;
   int H = w->k->heads, NM = DSV4_LOGITS_MAX_NEXT_N;
-  LLVMValueRef wbase = LLVMBuildMul(b, kb_zext64(kb, w->r0), kb_i64(kb, (long long)H * 4), "");
   for (int c0 = 0; c0 < NM * H; c0 += threads) {
     LLVMValueRef f = LLVMBuildAdd(b, kb_i32(kb, c0), w->tid, ""); /* column j H + h */
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, f, kb_i32(kb, NM * H), ""), "wcopy");
     LLVMValueRef j = LLVMBuildUDiv(b, f, kb_i32(kb, H), "");
     LLVMValueRef rd = LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, NEXT_N), kb_i32(kb, H), ""), "");
-    LLVMValueRef wv = kb_load_if(kb, rd, kb->f32, kb_arg(kb, WEIGHTS), LLVMBuildAdd(b, wbase, LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 4), ""), ""),
-                                 4, LLVMConstReal(kb->f32, 0.0));
+    LLVMValueRef wv = kb_load_if(kb, rd, kb->f32, kb_arg(kb, WEIGHTS), weight_at(kb, w->r0, f, H), 4, LLVMConstReal(kb->f32, 0.0));
     LLVMValueRef hi = kb_f32_to_bf16(kb, wv);
     LLVMValueRef lo = kb_f32_to_bf16(kb, LLVMBuildFSub(b, wv, kb_bf16_to_f32(kb, hi), ""));
     LLVMValueRef zero = LLVMConstInt(kb->i16, 0, 0);
