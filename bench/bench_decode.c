@@ -163,9 +163,14 @@ int main(int argc, char **argv)
       shape("T 2, H 64, 64 compressed + 128 SWA", kernels[i], &L, 2, 64, 64, 64, copy);
       continue;
     }
-    shape("V4-Pro: T 128, H 128, 1024 + 128", kernels[i], &L, 128, 128, 1024, 64, copy);
-    shape("V4-Flash: T 128, H 64, 512 + 128", kernels[i], &L, 128, 64, 512, 64, copy);
-    shape("small batch: T 8, H 128, 1024 + 128", kernels[i], &L, 8, 128, 1024, 64, copy);
+    /* DSV4_BENCH_SHAPE=pro, flash or small: that shape alone (for a profiler) */
+    const char *only = getenv("DSV4_BENCH_SHAPE");
+    if (!only || !strcmp(only, "pro"))
+      shape("V4-Pro: T 128, H 128, 1024 + 128", kernels[i], &L, 128, 128, 1024, 64, copy);
+    if (!only || !strcmp(only, "flash"))
+      shape("V4-Flash: T 128, H 64, 512 + 128", kernels[i], &L, 128, 64, 512, 64, copy);
+    if (!only || !strcmp(only, "small"))
+      shape("small batch: T 8, H 128, 1024 + 128", kernels[i], &L, 8, 128, 1024, 64, copy);
   }
   return 0;
 }

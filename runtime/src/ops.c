@@ -385,12 +385,12 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   int64_t tiles = (a->topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE +
                   (extra ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
   int64_t S = 1;
-  if (opts && (opts->splits < 0 || opts->splits > 64))
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: splits %d is outside [0, 64]", fn, opts->splits);
+  if (opts && (opts->splits < 0 || opts->splits > DSV4_DECODE_MAX_SPLITS))
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: splits %d is outside [0, %d]", fn, opts->splits, DSV4_DECODE_MAX_SPLITS);
   if (en->matrix) {
     S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= ctx->units ? ctx->units / groups : 1;
     S = S > tiles ? tiles : S;
-    S = S < 1 ? 1 : S > 64 ? 64 : S;
+    S = S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
   }
   dsv4rt_buffer *work = NULL;
   if (S > 1 && (s = rt_work(b, e, (size_t)dsv4_decode_work_floats(T, H, (int)S, (int)vd) * 4, &work)))
