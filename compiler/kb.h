@@ -161,6 +161,15 @@ typedef struct dsv4_target_ir {
    * (i32) of such transactions. */
   void (*copy_to_peer)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar, LLVMValueRef peer);
   void (*mbar_expect)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef bytes);
+  /* optional (TMA): tma_load3 copies the box of the rank-3 tensor map at
+   * global address map (device memory, 64-byte aligned) at element
+   * coordinates c[0..2] (i32; outside the tensor: zeros) to shared dst
+   * (128-byte aligned; 1024 for a 128-byte swizzle); bulk_load copies
+   * `bytes` (a multiple of 16, both addresses 16-aligned) from global src.
+   * Both complete on the shared barrier object mbar, counting the box's or
+   * the copy's bytes against its transaction count (mbar_expect). */
+  void (*tma_load3)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef map, const LLVMValueRef c[3], LLVMValueRef mbar);
+  void (*bulk_load)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;

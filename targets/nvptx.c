@@ -518,6 +518,26 @@ static void ptx_mbar_expect(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef bytes)
            ps, args, 2, 1);
 }
 
+/* i64 address of a global pointer */
+static LLVMValueRef gaddr(dsv4_kb *kb, LLVMValueRef gptr) { return LLVMBuildPtrToInt(kb->b, gptr, kb->i64, "gaddr"); }
+
+static void ptx_tma_load3(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef map, const LLVMValueRef c[3], LLVMValueRef mbar)
+{
+  LLVMTypeRef ps[6] = {kb->i32, kb->i64, kb->i32, kb->i32, kb->i32, kb->i32};
+  LLVMValueRef args[6] = {saddr(kb, dst), gaddr(kb, map), c[0], c[1], c[2], saddr(kb, mbar)};
+  asm_call(kb, "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
+           "r,l,r,r,r,r,~{memory}", kb->v, ps, args, 6, 1);
+}
+
+static void ptx_bulk_load(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar)
+{
+  LLVMTypeRef ps[3] = {kb->i32, kb->i64, kb->i32};
+  LLVMValueRef args[3] = {saddr(kb, dst), gaddr(kb, src), saddr(kb, mbar)};
+  char text[160];
+  snprintf(text, sizeof text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], %d, [$2];", bytes);
+  asm_call(kb, text, "r,l,r,~{memory}", kb->v, ps, args, 3, 1);
+}
+
 static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask)
 {
   LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
@@ -581,6 +601,8 @@ static const dsv4_target_ir ptx_ir = {
     .mbar_wait = ptx_mbar_wait,
     .copy_to_peer = ptx_copy_to_peer,
     .mbar_expect = ptx_mbar_expect,
+    .tma_load3 = ptx_tma_load3,
+    .bulk_load = ptx_bulk_load,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };

@@ -21,7 +21,7 @@
 
 enum {
   LOGITS, Q, CACHE, WEIGHTS, CTX, TABLE, ROWS, NEXT_N, NUM_BLOCKS, BLOCK_SIZE, BLOCK_STRIDE, MAX_BLOCKS, ROW_LEN,
-  ROW_STRIDE
+  ROW_STRIDE, KV_MAP
 };
 
 /* 16 e4m3 values of a 16-byte vector at byte pointer p, as f32. */
@@ -540,7 +540,8 @@ static int wgmma_fits(dsv4_kb *kb, const dsv4_kernel *k)
 
 typedef struct {
   const dsv4_kernel *k;
-  LLVMValueRef ring, sc;     /* K stages; per stage 64 (scale, validity word) pairs */
+  LLVMValueRef ring, sc;     /* K stages; per stage 64 scales, then 64 validity words */
+  LLVMValueRef mb, tma;      /* with TMA (wg_tma_ok): a barrier object a stage; i1, kv_map given */
   LLVMValueRef qs, ws;       /* q rows (next_n max x H); the head sum's weights W (wsum_op) */
   LLVMValueRef tid, p0cta, cmax, breq, r0, ctxj[DSV4_LOGITS_MAX_NEXT_N];
 } wgk;
@@ -606,10 +607,75 @@ static void wg_copy(dsv4_kb *kb, const wgk *w, kpos kp, LLVMValueRef stage)
                     16, n16);
   }
   kb_if_t ev = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, half, kb_i32(kb, 0), ""), "scale");
-  LLVMValueRef sv = kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 8), ""));
+  LLVMValueRef sv = kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 4), ""));
   kb->t->cp_async(kb, sv, kb_byte_ptr(kb, cache, kp.scale), 4, LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
-  kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, sv, kb_i64(kb, 4)), 4);
+  kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, sv, kb_i64(kb, 4 * WG_M)), 4);
   kb_endif(kb, &ev);
+}
+
+/* Whether the warpgroup form can also copy K by tensor map (TMA): the
+ * target's bulk copies, and scales a block's tail of 4-byte words. */
+static int wg_tma_ok(dsv4_kb *kb, const dsv4_layout *L)
+{
+  const dsv4_target_ir *t = kb->t;
+  return t->tma_load3 && t->bulk_load && t->mbar_init && t->mbar_wait && t->mbar_expect &&
+         L->scale_place == DSV4_SCALES_BLOCK_TAIL && L->scale_row_bytes == 4 && L->seg[0].scale_offset % 16 == 0 &&
+         L->row_bytes % 16 == 0;
+}
+
+/* Step it's copies by TMA into stage `stage` (kv_map given: the block size
+ * a multiple of 64, so the step's 64 positions are rows r0.. of one block):
+ * thread 0 reads the block-table entry, writes the step's validity, and
+ * copies the rows (dim / sw boxes of 64 rows) and their 64 scales, all
+ * completing on the stage's barrier object.  A step past the rows' context
+ * or at no block copies nothing (its stage keeps an older step's rows,
+ * which give only positions stored as -inf). */
+static void wg_tma_copy(dsv4_kb *kb, const wgk *w, LLVMValueRef it, LLVMValueRef stage)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &w->k->layout;
+  int D = L->dim, sw = wg_sw(D);
+  kb_if_t one = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w->tid, kb_i32(kb, 0), ""), "producer");
+  LLVMValueRef first = LLVMBuildAdd(b, w->p0cta, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), "");
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE)), maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS)), col, r0;
+  kb_udivrem_fast(kb, kb_zext64(kb, first), bs, &col, &r0);
+  LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, first, w->cmax, ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, first, kb_arg(kb, ROW_LEN), ""), "");
+  want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
+  LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
+  LLVMValueRef blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, TABLE), to, 4, kb_i32(kb, -1));
+  LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blk, kb_i32(kb, 0), ""),
+                                 LLVMBuildICmp(b, LLVMIntSLT, blk, kb_arg(kb, NUM_BLOCKS), ""), "ok");
+  LLVMValueRef sv = wg_stage(kb, w->sc, stage, WG_M * 8), mb = wg_stage(kb, w->mb, stage, 8);
+  kb_store(kb, LLVMBuildZExt(b, ok, kb->i32, ""), kb_byte_ptr(kb, sv, kb_i64(kb, 4 * WG_M)), 4);
+  kb->t->mbar_expect(kb, mb, LLVMBuildSelect(b, ok, kb_i32(kb, WG_M * D + 4 * WG_M), kb_i32(kb, 0), ""));
+  kb_if_t go = kb_if(kb, ok, "copy");
+  LLVMValueRef st = wg_stage(kb, w->ring, stage, WG_M * D), r32 = LLVMBuildTrunc(b, r0, kb->i32, "");
+  for (int x = 0; x < D / sw; x++) {
+    LLVMValueRef c[3] = {kb_i32(kb, x * sw), r32, blk};
+    kb->t->tma_load3(kb, kb_byte_ptr(kb, st, kb_i64(kb, (long long)x * WG_M * sw)), kb_arg(kb, KV_MAP), c, mb);
+  }
+  LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, kb_sext64(kb, blk), kb_arg(kb, BLOCK_STRIDE), ""),
+                                 LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""),
+                                              LLVMBuildAdd(b, LLVMBuildMul(b, r0, kb_i64(kb, 4), ""), kb_i64(kb, L->seg[0].scale_offset), ""), ""), "");
+  kb->t->bulk_load(kb, sv, kb_byte_ptr(kb, kb_arg(kb, CACHE), so), 4 * WG_M, mb);
+  kb_endif(kb, &go);
+  kb_endif(kb, &one);
+}
+
+/* Step it's copies into stage `stage`: by TMA where kv_map is given, else
+ * each thread's cp.async (kp: its row, from wg_find; NULL: found here). */
+static void wg_fill(dsv4_kb *kb, const wgk *w, const kpos *kp, LLVMValueRef it, LLVMValueRef stage)
+{
+  kb_if_t t;
+  if (w->tma) {
+    t = kb_if(kb, w->tma, "tma");
+    wg_tma_copy(kb, w, it, stage);
+    kb_else(kb, &t);
+  }
+  wg_copy(kb, w, kp ? *kp : wg_find(kb, w, it), stage);
+  if (w->tma)
+    kb_endif(kb, &t);
 }
 
 /* Step it's product for rows 0..nr-1 (n = nr H columns, one group), its
@@ -632,7 +698,19 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   }
   kb_wgmma op = wg_op(D, n);
   kb->t->wgmma(kb, &op, A, B, d);
-  kpos kp = wg_find(kb, w, nx); /* step nx's block-table read, in flight under the product */
+  /* step nx's block-table read, in flight under the product (with TMA,
+   * thread 0's alone, under the head sum) */
+  kpos kp = {LLVMConstInt(LLVMInt1TypeInContext(kb->ctx), 0, 0), kb_i64(kb, 0), kb_i64(kb, 0)};
+  if (w->tma) {
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    kb_if_t nt = kb_if(kb, LLVMBuildNot(b, w->tma, ""), "find");
+    kpos f = wg_find(kb, w, nx);
+    LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
+    kb_endif(kb, &nt);
+    kp.ok = kb_phi(kb, f.ok, got, kp.ok, pre), kp.row = kb_phi(kb, f.row, got, kp.row, pre);
+    kp.scale = kb_phi(kb, f.scale, got, kp.scale, pre);
+  } else
+    kp = wg_find(kb, w, nx);
   kb->t->wgmma_wait(kb, 0, d, n / 2);
   LLVMValueRef lane = LLVMBuildURem(b, w->tid, kb_i32(kb, 32), ""), warp = LLVMBuildUDiv(b, w->tid, kb_i32(kb, 32), "");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g"), c = LLVMBuildAnd(b, lane, kb_i32(kb, 3), "c");
@@ -641,8 +719,10 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   LLVMValueRef hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), odd = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
   LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), "");
   LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
-  LLVMValueRef so = kb_load(kb, LLVMVectorType(kb->i32, 2),
-                            kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 8), "")), 8);
+  LLVMValueRef sv = wg_stage(kb, w->sc, stage, WG_M * 8); /* (with TMA, the step's validity in word 0) */
+  LLVMValueRef vm = w->tma ? LLVMBuildSelect(b, w->tma, kb_i32(kb, 0), m, "") : m;
+  LLVMValueRef ksc = kb_load(kb, kb->f32, kb_byte_ptr(kb, sv, LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 4), "")), 4);
+  LLVMValueRef okw = kb_load(kb, kb->i32, kb_byte_ptr(kb, sv, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, vm), kb_i64(kb, 4), ""), kb_i64(kb, 4 * WG_M), "")), 4);
   /* relu(S) as bf16 pairs: the A of the head sum, in place */
   kb_wgmma wop = wsum_op(n);
   LLVMValueRef A2[4 * 16], Bw[16], dw[4 + 4 * 16];
@@ -654,7 +734,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   kb->t->wgmma(kb, &wop, A2, Bw, dw);
   /* step nx's copies into stage fs (if nx < iters) under the head sum */
   kb_if_t pf = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, nx, iters, ""), "produce");
-  wg_copy(kb, w, kp, fs);
+  wg_fill(kb, w, &kp, nx, fs);
   kb_endif(kb, &pf);
   kb->t->cp_async_commit(kb);
   for (int i = 0; i < 4 * wop.ksteps; i++) /* A stays the unit's until the wait */
@@ -663,8 +743,7 @@ static void wg_step(dsv4_kb *kb, const wgk *w, LLVMValueRef it, int nr, LLVMValu
   /* lane c holds columns 2c, 2c + 1 at positions g (dw 0, 1) and g + 8
    * (dw 2, 3): lane 0 the rows' high parts, lane 1 their remainders;
    * lane hh keeps position g + 8 hh and takes the other's part of it */
-  LLVMValueRef ksc = LLVMBuildBitCast(b, LLVMBuildExtractElement(b, so, kb_i32(kb, 0), ""), kb->f32, "");
-  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildExtractElement(b, so, kb_i32(kb, 1), ""), kb_i32(kb, 0), "");
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, okw, kb_i32(kb, 0), "");
   LLVMValueRef mine = LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), "");
   for (int j = 0; j < nr; j++) {
     LLVMValueRef keep = LLVMBuildSelect(b, odd, dw[2 + j], dw[j], ""), send = LLVMBuildSelect(b, odd, dw[j], dw[2 + j], "");
@@ -687,10 +766,20 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   w.p0cta = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, P), "p0cta");
   w.qs = kb_shared_array_aligned(kb, kb->i8, QR * D, 1024, "dsv4_q");
   w.ring = kb_shared_array_aligned(kb, kb->i8, S * WG_M * D, 1024, "dsv4_ring");
-  w.sc = kb_shared_array(kb, kb->i32, S * WG_M * 2, "dsv4_scale");
+  w.sc = kb_shared_array_aligned(kb, kb->i32, S * WG_M * 2, 16, "dsv4_scale");
   int wbytes = 8 * ((2 * QR + 127) / 128 * 128); /* W: 8 rows of 128-byte K-blocks */
   w.ws = kb_shared_array_aligned(kb, kb->i8, wbytes, 1024, "dsv4_w");
-  int smem = QR * D + S * WG_M * D + S * WG_M * 8 + wbytes;
+  int smem = QR * D + S * WG_M * D + S * WG_M * 8 + wbytes + 8 * S;
+  w.mb = kb_shared_array_aligned(kb, kb->i64, S, 8, "dsv4_full");
+  if (wg_tma_ok(kb, &k->layout)) {
+    w.tma = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildPtrToInt(b, kb_arg(kb, KV_MAP), kb->i64, ""), kb_i64(kb, 0), "tma");
+    /* the stages' barrier objects (one arrival: thread 0's, with the bytes) */
+    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, w.tma, LLVMBuildICmp(b, LLVMIntEQ, w.tid, kb_i32(kb, 0), ""), ""), "mbinit");
+    for (int i = 0; i < S; i++)
+      kb->t->mbar_init(kb, wg_stage(kb, w.mb, kb_i32(kb, i), 8), kb_i32(kb, 1));
+    kb_endif(kb, &f);
+    kb->t->barrier(kb);
+  }
   if (smem != dsv4_logits_wg_shared_bytes(D, H))
     return 1; /* the checker's rule (dsv4_abi.h) is out of step with this code */
   /* The CTAs a multiprocessor holds: as many as its shared memory takes
@@ -727,7 +816,7 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
   for (int s0 = 0; s0 < S - 1; s0++) {
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
-    wg_copy(kb, &w, wg_find(kb, &w, kb_i32(kb, s0)), kb_i32(kb, s0));
+    wg_fill(kb, &w, NULL, kb_i32(kb, s0), kb_i32(kb, s0));
     kb_endif(kb, &f);
     kb->t->cp_async_commit(kb);
   }
@@ -738,6 +827,12 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef fs = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, cs, kb_i32(kb, 0), ""), kb_i32(kb, S - 1),
                                     LLVMBuildSub(b, cs, kb_i32(kb, 1), ""), "fstage");
   kb->t->cp_async_wait(kb, S - 2); /* this step's copies (and q) landed */
+  if (w.tma) { /* ... or its TMA copies: the stage's (it / S)-th phase */
+    kb_if_t f = kb_if(kb, w.tma, "full");
+    kb->t->mbar_wait(kb, wg_stage(kb, w.mb, cs, 8),
+                     LLVMBuildAnd(b, LLVMBuildUDiv(b, lp.iv, kb_i32(kb, S), ""), kb_i32(kb, 1), ""));
+    kb_endif(kb, &f);
+  }
   kb->t->fence_proxy_async(kb);      /* ... visible to the matrix unit */
   kb->t->barrier(kb);                /* everyone's; the stage refilled next is read by no one */
   LLVMValueRef nx = LLVMBuildAdd(b, lp.iv, kb_i32(kb, S - 1), "");

@@ -146,7 +146,10 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * grid = (ceil(L / tokens_per_cta), rows = B * next_n), or B for the
  * warp-matrix form (each CTA all next_n <= DSV4_LOGITS_MAX_NEXT_N rows of
  * one batch entry); heads and head dim are the kernel's (spec),
- * context_lens is [B, next_n]. */
+ * context_lens is [B, next_n].  kv_map: NULL, or (CUDA, block_size a
+ * multiple of 64) a tensor map of the cache's K rows in device memory,
+ * dsv4_logits_kv_map() below, which the warpgroup form copies K by (TMA);
+ * the other forms ignore it. */
 #define DSV4_ARGS_PAGED_MQA_LOGITS(A) \
   A(logits, PTR)                      \
   A(q, IN)                            \
@@ -161,7 +164,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(block_stride, I64)                \
   A(max_blocks, I32)                  \
   A(row_len, I32)                     \
-  A(row_stride, I64)
+  A(row_stride, I64)                  \
+  A(kv_map, IN)
 
 /* topk(out, logits, context_lens, rows, row_stride, row_len): one CTA a row;
  * K is the kernel's.  Rows with ctx <= K get 0..ctx-1 then -1. */
@@ -233,14 +237,37 @@ static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
   return DSV4_LOGITS_MAX_NEXT_N * heads * (dim + 16) + DSV4_LOGITS_MAX_NEXT_N * heads * 4 +
          DSV4_LOGITS_WARPS * DSV4_LOGITS_STAGES * (16 * (dim + 16) + 128);
 }
+/* kv_map's geometry for a cache of num_blocks blocks of block_size rows
+ * (block_size a multiple of 64, block_stride bytes apart): the K values of
+ * the layout's first segment, a rank-3 tensor of bytes (dim row bytes,
+ * block_size rows of row_bytes, num_blocks blocks), read in boxes of 64
+ * rows by the swizzle span of the warpgroup form's operands (64 bytes for
+ * dim 64, else 128: dim / 128 boxes a step).  Returns 0 where the layout
+ * or the cache cannot have one (then kv_map is NULL). */
+static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size, long long block_stride,
+                                     long long num_blocks, uint64_t dims[3], uint64_t strides[2],
+                                     uint32_t box[3], int *swizzle)
+{
+  int sw = l->dim < 128 ? 64 : 128;
+  if (block_size % 64 || num_blocks < 1 || num_blocks > 0xFFFFFFFFll || l->row_bytes % 16 || block_stride % 16 ||
+      l->seg[0].offset % 16 || (l->dim != 64 && l->dim % 128) || l->dim > 256)
+    return 0;
+  dims[0] = (uint64_t)l->dim, dims[1] = (uint64_t)block_size, dims[2] = (uint64_t)num_blocks;
+  strides[0] = (uint64_t)l->row_bytes, strides[1] = (uint64_t)block_stride;
+  box[0] = (uint32_t)sw, box[1] = 64, box[2] = 1;
+  *swizzle = sw;
+  return 1;
+}
+
 /* The warpgroup form takes dims of one 64-byte swizzle atom or whole
  * 128-byte ones (up to 256); other widths get the warp form. */
 static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
 static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 {
-  /* q, the ring (K, scale + validity), the head sum's bf16 weights (8 rows of 128-byte K-blocks) */
+  /* q, the ring (K, scale + validity), the head sum's bf16 weights (8 rows
+   * of 128-byte K-blocks), a TMA barrier object a stage */
   return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) +
-         8 * ((2 * DSV4_LOGITS_MAX_NEXT_N * heads + 127) / 128 * 128);
+         8 * ((2 * DSV4_LOGITS_MAX_NEXT_N * heads + 127) / 128 * 128) + 8 * DSV4_LOGITS_STAGES;
 }
 
 /* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,

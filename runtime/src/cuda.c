@@ -79,9 +79,17 @@ typedef struct {
 } CUlaunchConfig;
 typedef CUresult (*cu_launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
 
+/* cuTensorMapEncodeTiled (CUDA 12 driver API): the enums as ints (data type
+ * 0 = uint8; interleave 0 = none; swizzle 2 = 64 B, 3 = 128 B; L2 promotion
+ * 3 = 256 B; out-of-bounds fill 0 = zeros). */
+typedef CUresult (*cu_tmap_fn)(void *map, int type, unsigned rank, void *base, const uint64_t *dims,
+                               const uint64_t *strides, const unsigned *box, const unsigned *estrides, int interleave,
+                               int swizzle, int l2, int oob);
+
 typedef struct {
   void *lib;
   cu_launch_ex_fn cuLaunchKernelEx; /* optional (CUDA 12 drivers on): clusters */
+  cu_tmap_fn cuTensorMapEncodeTiled; /* optional (CUDA 12 drivers on): tensor maps */
 #define F(name, ret, args) ret(*name) args;
   CU_FUNCS(F)
 #undef F
@@ -142,6 +150,7 @@ static int cu_init(dsv4rt_context *ctx, int device)
   CU_FUNCS(F)
 #undef F
   st->cuLaunchKernelEx = (cu_launch_ex_fn)rt_dlsym(st->lib, "cuLaunchKernelEx");
+  st->cuTensorMapEncodeTiled = (cu_tmap_fn)rt_dlsym(st->lib, "cuTensorMapEncodeTiled");
   CUresult r;
   int count = 0, ver = 0;
   if ((r = st->cuInit(0)) || (r = st->cuDeviceGetCount(&count))) {
@@ -275,6 +284,22 @@ static void cu_unload(dsv4rt_context *ctx, void *module, void *kernel)
   S(ctx)->cuModuleUnload(module);
 }
 
+static int cu_tensor_map(dsv4rt_context *ctx, uint64_t base, const uint64_t dims[3], const uint64_t strides[2],
+                         const uint32_t box[3], int swizzle, uint8_t out[128])
+{
+  cuda_state *st = S(ctx);
+  if (!st->cuTensorMapEncodeTiled || st->cc < 90)
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "tensor maps need a CUDA 12 driver and an sm_90 device");
+  _Alignas(64) uint8_t map[128];
+  unsigned b[3] = {box[0], box[1], box[2]}, one[3] = {1, 1, 1};
+  CUresult r = st->cuTensorMapEncodeTiled(map, 0, 3, (void *)(uintptr_t)base, dims, strides, b, one, 0,
+                                          swizzle == 128 ? 3 : 2, 3, 0);
+  if (r)
+    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuTensorMapEncodeTiled");
+  memcpy(out, map, 128);
+  return 0;
+}
+
 static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
                      uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs)
 {
@@ -338,6 +363,7 @@ const rt_backend rt_cuda_backend = {
     .load = cu_load,
     .unload = cu_unload,
     .launch = cu_launch,
+    .tensor_map = cu_tensor_map,
     .sync = cu_sync,
     .timer_start = cu_timer_start,
     .timer_stop = cu_timer_stop,

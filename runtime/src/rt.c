@@ -345,6 +345,8 @@ void dsv4rt_bundle_destroy(dsv4rt_bundle *b)
     if (b->loaded[i].loaded == 1)
       b->ctx->be->unload(b->ctx, b->loaded[i].module, b->loaded[i].kernel);
     dsv4rt_buffer_destroy(b->loaded[i].work);
+    for (int k = 0; k < RT_MAP_SLOTS; k++)
+      dsv4rt_buffer_destroy(b->loaded[i].maps[k]);
   }
   free(b->data);
   free(b);
@@ -521,6 +523,35 @@ dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32
                          int nargs)
 {
   return launch(b, i, 1, grid, threads, 0, 1, args, nargs);
+}
+
+dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int i, uint64_t base, const uint64_t dims[3], const uint64_t strides[2],
+                            const uint32_t box[3], int swizzle, dsv4rt_buffer **buf)
+{
+  dsv4rt_context *ctx = b->ctx;
+  rt_loaded *ld = &b->loaded[i];
+  uint64_t key[9] = {base, dims[0], dims[1], dims[2], strides[0], strides[1],
+                     box[0] | (uint64_t)box[1] << 32, box[2], (uint64_t)swizzle};
+  int k = 0;
+  while (k < RT_MAP_SLOTS && !(ld->maps[k] && !memcmp(ld->map_key[k], key, sizeof key)))
+    k++;
+  if (k == RT_MAP_SLOTS) { /* a new map, into the oldest slot */
+    if (!ctx->be->tensor_map)
+      return rt_fail(ctx, DSV4RT_ERR_BACKEND, "the %s backend has no tensor maps", ctx->be->name);
+    uint8_t map[128];
+    dsv4rt_status s;
+    k = ld->map_next;
+    if ((s = (dsv4rt_status)ctx->be->tensor_map(ctx, base, dims, strides, box, swizzle, map)) ||
+        (!ld->maps[k] && (s = dsv4rt_buffer_create(ctx, 128, &ld->maps[k]))))
+      return s;
+    memset(ld->map_key[k], 0, sizeof key);
+    if ((s = dsv4rt_buffer_write(ld->maps[k], 0, map, 128)))
+      return s;
+    memcpy(ld->map_key[k], key, sizeof key);
+    ld->map_next = (k + 1) % RT_MAP_SLOTS;
+  }
+  *buf = ld->maps[k];
+  return DSV4RT_OK;
 }
 
 dsv4rt_status rt_work(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)

@@ -42,6 +42,14 @@ typedef struct rt_backend {
    * CTAs wait on each other and cannot run alone) */
   int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
                 uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs);
+  /* optional: encode a tensor map (the 128-byte CUDA descriptor TMA copies
+   * read) of a rank-3 tensor of bytes at device address base: dims[0] bytes
+   * a row (contiguous), dims[1] rows of strides[0] bytes, dims[2] of
+   * strides[1]; boxes of box[3] elements, swizzled in swizzle-byte spans
+   * (64 or 128), out-of-bounds elements read as 0.  0 or a status (the
+   * message set). */
+  int (*tensor_map)(dsv4rt_context *ctx, uint64_t base, const uint64_t dims[3], const uint64_t strides[2],
+                    const uint32_t box[3], int swizzle, uint8_t out[128]);
   int (*sync)(dsv4rt_context *ctx);
   int (*timer_start)(dsv4rt_context *ctx);
   int (*timer_stop)(dsv4rt_context *ctx, double *ms);
@@ -62,10 +70,15 @@ struct dsv4rt_buffer {
   int owned;
 };
 
+#define RT_MAP_SLOTS 8
+
 typedef struct {
   void *module, *kernel;
   void *kernel2;        /* sparse_decode matrix form: <name>_combine */
   dsv4rt_buffer *work;  /* its split-KV work space, grown on demand */
+  dsv4rt_buffer *maps[RT_MAP_SLOTS]; /* paged_mqa_logits: tensor maps in device memory, one a slot */
+  uint64_t map_key[RT_MAP_SLOTS][9]; /* ... what each encodes (rt_tensor_map's arguments; unused: all zero) */
+  int map_next;         /* the slot the next new map replaces */
   int loaded; /* 0 not yet, 1 loaded, -1 failed */
 } rt_loaded;
 
@@ -93,6 +106,12 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int entry);
  * dynamic shared memory. */
 dsv4rt_status rt_launch2(dsv4rt_bundle *b, int entry, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
                          int nargs);
+/* A device copy of the tensor map the backend's tensor_map() encodes from
+ * these arguments, for entry's launches: one of the entry's slots, encoded
+ * and written (synchronously, after the launches that read the slot) only
+ * when no slot holds it. */
+dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const uint64_t dims[3],
+                            const uint64_t strides[2], const uint32_t box[3], int swizzle, dsv4rt_buffer **buf);
 /* Entry's work space of at least n bytes (grown, contents undefined). */
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
 /* Find the entry for op (and name, if given) that runs on b's device. */
