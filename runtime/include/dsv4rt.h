@@ -139,6 +139,8 @@ typedef struct dsv4rt_launch_opts {
   int check_contents;     /* 1: also read indices / tables back and range-check them before launch */
   int splits;             /* sparse_decode, warp-matrix kernels: split each token's index lists over this many
                              CTAs (split-KV, then a combine kernel); 0: chosen from the device's size; 1..64 */
+  int no_tensor_maps;     /* paged_mqa_logits: 1 keeps the warpgroup form on its per-thread copies even where the
+                             cache could be read by tensor map (TMA): an A/B switch for tests and measurements */
 } dsv4rt_launch_opts;
 
 /* out[i, :] = dequant(cache slot indices[i]); a negative index gives zeros. */

@@ -117,6 +117,8 @@ static void topk_rows(void)
  * another size (a power of two or not, above or below the kernels' 64-position
  * steps) at the smallest stride the layout allows, rounded up to its
  * alignment. */
+static int case_no_maps; /* launch option no_tensor_maps (the matrix forms' cp.async copies where TMA would serve) */
+
 static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties,
                         int matrix, int64_t bs)
 {
@@ -161,7 +163,7 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
   dsv4rt_mqa_logits_args a = {.logits = lb, .row_len = Lr, .row_stride = rstride, .q = qb, .batch = B, .next_n = nn,
                               .cache = cb, .num_blocks = nb, .block_size = bs, .block_stride = stride, .weights = wb,
                               .context_lens = clb, .block_table = btb, .max_blocks = maxb};
-  dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
+  dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1, .no_tensor_maps = case_no_maps};
   if (matrix) { /* the warp-matrix form holds at most DSV4_LOGITS_MAX_NEXT_N rows a CTA: more is refused */
     dsv4rt_mqa_logits_args big = a;
     big.next_n = DSV4_LOGITS_MAX_NEXT_N + 1, big.batch = 1;
@@ -183,7 +185,8 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
   CHECK(unwritten == 0, "%s: %zu logits left unwritten", kname, unwritten);
   CHECK(extra == 0, "%s: %zu entries past row_len were written", kname, extra);
   char what[128];
-  snprintf(what, sizeof what, "%s B=%lld next_n=%lld%s", kname, (long long)B, (long long)nn, ties ? " (ties)" : "");
+  snprintf(what, sizeof what, "%s B=%lld next_n=%lld bs=%lld%s%s", kname, (long long)B, (long long)nn, (long long)bs,
+           ties ? " (ties)" : "", case_no_maps ? " (no tensor maps)" : "");
   check_logits(what, got, want, R, Lr, rstride, ties ? 1e-5 : 5e-6);
   run_topks(what, lb, got, R, Lr, rstride, clb, cl);
   dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(wb), dsv4rt_buffer_destroy(clb),
@@ -191,7 +194,7 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
   free(kv), free(slots), free(cache), free(q), free(w), free(cl), free(bt), free(want), free(got);
 }
 
-static void golden(const char *kname, const char *root, const char *name)
+static void golden(const char *kname, const char *root, const char *name, int no_maps)
 {
   char dir[1024], err[512];
   snprintf(dir, sizeof dir, "%s/%s", root, name);
@@ -215,17 +218,17 @@ static void golden(const char *kname, const char *root, const char *name)
                               .cache = cb, .num_blocks = kv->shape[0], .block_size = (int64_t)bs,
                               .block_stride = (int64_t)stride, .weights = wb, .context_lens = clb, .block_table = btb,
                               .max_blocks = bt->shape[1]};
-  dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
+  dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1, .no_tensor_maps = no_maps};
   dsv4rt_status s = dsv4rt_paged_mqa_logits(bundle, &a, &o);
   if (!s)
     s = dsv4rt_synchronize(ctx);
   CHECK(s == DSV4RT_OK, "golden %s: %s", name, dsv4rt_last_error(ctx));
   dsv4rt_buffer_read(lb, 0, got, lg->nbytes);
   char what[128];
-  snprintf(what, sizeof what, "golden %s (DeepGEMM ref_paged_mqa_logits)", name);
+  snprintf(what, sizeof what, "golden %s (DeepGEMM ref_paged_mqa_logits)%s", name, no_maps ? " (no tensor maps)" : "");
   check_logits(what, got, lg->data, R, L, L, lg->tol_calc_diff);
   run_topks(what, lb, got, R, L, L, clb, cl->data);
-  printf("golden %s with %s: checked\n", name, kname);
+  printf("golden %s with %s%s: checked\n", name, kname, no_maps ? " (no tensor maps)" : "");
   dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(wb), dsv4rt_buffer_destroy(clb),
       dsv4rt_buffer_destroy(btb), dsv4rt_buffer_destroy(lb);
   free(got);
@@ -259,9 +262,17 @@ int main(int argc, char **argv)
       random_case(k.name, &k.L, k.info.heads, 1, 4, 0, 0, 64);
     }
     random_case(k.name, &k.L, k.info.heads, 2, 1, 1, k.info.matrix, 64); /* many equal logits: ties at the threshold */
+    if (k.info.matrix) { /* block sizes of 64 and 128 again on the per-thread copies (CUDA: not by tensor map) */
+      case_no_maps = 1;
+      random_case(k.name, &k.L, k.info.heads, 3, 1, 0, k.info.matrix, 64);
+      random_case(k.name, &k.L, k.info.heads, 2, 2, 0, k.info.matrix, 128);
+      case_no_maps = 0;
+    }
     if (groot && k.info.heads == 64 && k.L.dim == 128 && !strcmp(k.L.name, "indexer_fp8")) { /* the fixtures' shape */
-      golden(k.name, groot, "indexer_logits_n1");
-      golden(k.name, groot, "indexer_logits_n2");
+      golden(k.name, groot, "indexer_logits_n1", 0);
+      golden(k.name, groot, "indexer_logits_n2", 0);
+      if (k.info.matrix)
+        golden(k.name, groot, "indexer_logits_n2", 1);
     }
     ran++;
   }
