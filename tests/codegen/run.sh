@@ -76,6 +76,12 @@ grep -q "mbarrier.arrive.expect_tx.shared::cta.b64" "$out/pair.ptx" && ok || bad
 grep -q "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" "$out/lg.ptx" && ok || bad "lg: no m64n128k32 e4m3 q K^T"
 grep -qE "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 \{[^}]*\}, \{%r" "$out/lg.ptx" && ok || bad "lg: no register-A m64n8k16 head sum"
 grep -q "cvt.rn.relu.bf16x2.f32" "$out/lg.ptx" && ! grep -qE "max.f32|fma.rn.f32" "$out/lg.ptx" && ok || bad "lg: scalar relu/fma head sum is back"
+# K by TMA (a 3-D box onto a stage's mbarrier, the scales by one bulk copy)
+# beside the cp.async path kept for block sizes TMA cannot take
+grep -q "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" "$out/lg.ptx" &&
+  grep -q "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" "$out/lg.ptx" &&
+  grep -q "mbarrier.try_wait.parity" "$out/lg.ptx" && grep -q "cp.async.cg.shared.global" "$out/lg.ptx" && ok ||
+  bad "lg: no TMA copies, or no cp.async path beside them"
 
 # the other archs: sm_80 (generic conversions, no fp8 cvt instruction) and gfx90a
 d=$out/archs
