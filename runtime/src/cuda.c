@@ -177,6 +177,7 @@ static int cu_init(dsv4rt_context *ctx, int device)
     return rc;
   }
   st->cc = maj * 10 + min;
+  ctx->tensor_maps = st->cuTensorMapEncodeTiled && st->cc >= 90;
   snprintf(ctx->device, sizeof ctx->device, "%s (sm_%d, CUDA driver %d.%d)", name, st->cc, ver / 1000,
            ver % 1000 / 10);
   return 0;
@@ -288,7 +289,7 @@ static int cu_tensor_map(dsv4rt_context *ctx, uint64_t base, const uint64_t dims
                          const uint32_t box[3], int swizzle, uint8_t out[128])
 {
   cuda_state *st = S(ctx);
-  if (!st->cuTensorMapEncodeTiled || st->cc < 90)
+  if (!ctx->tensor_maps)
     return rt_fail(ctx, DSV4RT_ERR_BACKEND, "tensor maps need a CUDA 12 driver and an sm_90 device");
   _Alignas(64) uint8_t map[128];
   unsigned b[3] = {box[0], box[1], box[2]}, one[3] = {1, 1, 1};

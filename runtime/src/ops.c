@@ -491,7 +491,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   uint64_t dims[3], strides[2];
   uint32_t box[3];
   int sw;
-  if (en->matrix && ctx->be->tensor_map && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
+  if (en->matrix && ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
       dsv4_logits_kv_map(l, a->block_size, a->block_stride, a->num_blocks, dims, strides, box, &sw) &&
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
       (s = rt_tensor_map(b, e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map)))

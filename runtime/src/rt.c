@@ -536,8 +536,8 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int i, uint64_t base, const uint64
   while (k < RT_MAP_SLOTS && !(ld->maps[k] && !memcmp(ld->map_key[k], key, sizeof key)))
     k++;
   if (k == RT_MAP_SLOTS) { /* a new map, into the oldest slot */
-    if (!ctx->be->tensor_map)
-      return rt_fail(ctx, DSV4RT_ERR_BACKEND, "the %s backend has no tensor maps", ctx->be->name);
+    if (!ctx->be->tensor_map || !ctx->tensor_maps)
+      return rt_fail(ctx, DSV4RT_ERR_BACKEND, "no tensor maps on %s (%s)", ctx->device, ctx->be->name);
     uint8_t map[128];
     dsv4rt_status s;
     k = ld->map_next;

@@ -59,6 +59,7 @@ struct dsv4rt_context {
   const rt_backend *be;
   void *state; /* the backend's */
   int units; /* compute units (SMs): how many CTAs fill the device */
+  int tensor_maps; /* 1: the backend's tensor_map() works on this device (CUDA 12 driver, sm_90 on) */
   char device[256];
   char err[1024];
 };
