@@ -31,7 +31,7 @@ for _, t in ipairs { 256, 1024 } do
   }
 end
 
-for _, p in ipairs { 512, 1024, 2048, 4096 } do
+for _, p in ipairs { 512, 768, 1024, 1536, 2048, 4096 } do
   kernel {
     name = string.format("mqa_logits_v4_mma_p%d", p),
     op = "paged_mqa_logits",
