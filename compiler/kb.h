@@ -169,6 +169,7 @@ typedef struct dsv4_target_ir {
    * Both complete on the shared barrier object mbar, counting the box's or
    * the copy's bytes against its transaction count (mbar_expect). */
   void (*tma_load3)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef map, const LLVMValueRef c[3], LLVMValueRef mbar);
+  void (*tma_acquire)(dsv4_kb *kb, LLVMValueRef map); /* before a thread's first tma_load3 of a host-written map */
   void (*bulk_load)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar);
   int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);

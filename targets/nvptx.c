@@ -529,6 +529,15 @@ static void ptx_tma_load3(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef map, const
            "r,l,r,r,r,r,~{memory}", kb->v, ps, args, 6, 1);
 }
 
+/* a tensor map written to global memory by the host: acquired before its
+ * first use (PTX 8.3) */
+static void ptx_tma_acquire(dsv4_kb *kb, LLVMValueRef map)
+{
+  LLVMTypeRef ps[1] = {kb->i64};
+  LLVMValueRef args[1] = {gaddr(kb, map)};
+  asm_call(kb, "fence.proxy.tensormap::generic.acquire.sys [$0], 128;", "l,~{memory}", kb->v, ps, args, 1, 1);
+}
+
 static void ptx_bulk_load(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar)
 {
   LLVMTypeRef ps[3] = {kb->i32, kb->i64, kb->i32};
@@ -602,6 +611,7 @@ static const dsv4_target_ir ptx_ir = {
     .copy_to_peer = ptx_copy_to_peer,
     .mbar_expect = ptx_mbar_expect,
     .tma_load3 = ptx_tma_load3,
+    .tma_acquire = ptx_tma_acquire,
     .bulk_load = ptx_bulk_load,
     .warp = 32,
     .store_stream16 = ptx_store_stream16,

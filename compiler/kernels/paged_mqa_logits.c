@@ -21,7 +21,7 @@
 
 enum {
   LOGITS, Q, CACHE, WEIGHTS, CTX, TABLE, ROWS, NEXT_N, NUM_BLOCKS, BLOCK_SIZE, BLOCK_STRIDE, MAX_BLOCKS, ROW_LEN,
-  ROW_STRIDE, KV_MAP
+  ROW_STRIDE, KV_MAP, KV_MAP_FRESH
 };
 
 /* 16 e4m3 values of a 16-byte vector at byte pointer p, as f32. */
@@ -618,7 +618,7 @@ static void wg_copy(dsv4_kb *kb, const wgk *w, kpos kp, LLVMValueRef stage)
 static int wg_tma_ok(dsv4_kb *kb, const dsv4_layout *L)
 {
   const dsv4_target_ir *t = kb->t;
-  return t->tma_load3 && t->bulk_load && t->mbar_init && t->mbar_wait && t->mbar_expect &&
+  return t->tma_load3 && t->tma_acquire && t->bulk_load && t->mbar_init && t->mbar_wait && t->mbar_expect &&
          L->scale_place == DSV4_SCALES_BLOCK_TAIL && L->scale_row_bytes == 4 && L->seg[0].scale_offset % 16 == 0 &&
          L->row_bytes % 16 == 0;
 }
@@ -777,6 +777,9 @@ static int wgmma_logits(dsv4_kb *kb, const dsv4_kernel *k)
     kb_if_t f = kb_if(kb, LLVMBuildAnd(b, w.tma, LLVMBuildICmp(b, LLVMIntEQ, w.tid, kb_i32(kb, 0), ""), ""), "mbinit");
     for (int i = 0; i < S; i++)
       kb->t->mbar_init(kb, wg_stage(kb, w.mb, kb_i32(kb, i), 8), kb_i32(kb, 1));
+    kb_if_t fr = kb_if(kb, LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, KV_MAP_FRESH), kb_i32(kb, 0), ""), "fresh");
+    kb->t->tma_acquire(kb, kb_arg(kb, KV_MAP)); /* (thread 0 issues every copy) */
+    kb_endif(kb, &fr);
     kb_endif(kb, &f);
     kb->t->barrier(kb);
   }

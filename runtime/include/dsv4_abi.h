@@ -149,7 +149,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * context_lens is [B, next_n].  kv_map: NULL, or (CUDA, block_size a
  * multiple of 64) a tensor map of the cache's K rows in device memory,
  * dsv4_logits_kv_map() below, which the warpgroup form copies K by (TMA);
- * the other forms ignore it. */
+ * the other forms ignore it.  kv_map_fresh: 1 when the host wrote the map
+ * since its last launch (the kernel then acquires it before use). */
 #define DSV4_ARGS_PAGED_MQA_LOGITS(A) \
   A(logits, PTR)                      \
   A(q, IN)                            \
@@ -165,7 +166,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(max_blocks, I32)                  \
   A(row_len, I32)                     \
   A(row_stride, I64)                  \
-  A(kv_map, IN)
+  A(kv_map, IN)                       \
+  A(kv_map_fresh, I32)
 
 /* topk(out, logits, context_lens, rows, row_stride, row_len): one CTA a row;
  * K is the kernel's.  Rows with ctx <= K get 0..ctx-1 then -1. */

@@ -488,13 +488,14 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   /* the matrix forms on a backend with tensor maps: the K rows' map
    * (DSV4_ARGS_PAGED_MQA_LOGITS), where the cache can have one */
   dsv4rt_buffer *kv_map = NULL;
+  int none = 0, *fresh = &none;
   uint64_t dims[3], strides[2];
   uint32_t box[3];
   int sw;
   if (en->matrix && ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
       dsv4_logits_kv_map(l, a->block_size, a->block_stride, a->num_blocks, dims, strides, box, &sw) &&
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
-      (s = rt_tensor_map(b, e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map)))
+      (s = rt_tensor_map(b, e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map, &fresh)))
     return s;
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->logits}},
@@ -512,11 +513,15 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
       {DSV4_ARG_I64, {.i64 = a->row_stride}},
       {DSV4_ARG_IN, {.buf = kv_map}},
+      {DSV4_ARG_I32, {.i32 = *fresh}},
   };
   /* the warp-matrix form's CTA takes every next_n row of one batch entry */
   uint32_t grid[3] = {(uint32_t)((a->row_len + en->tokens_per_cta - 1) / en->tokens_per_cta),
                       (uint32_t)(en->matrix ? B : R), 1};
-  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+  if ((s = rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args))))
+    return s;
+  *fresh = 0; /* the map acquired by this launch's CTAs */
+  return DSV4RT_OK;
 }
 
 dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts)

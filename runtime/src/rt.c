@@ -526,7 +526,7 @@ dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32
 }
 
 dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int i, uint64_t base, const uint64_t dims[3], const uint64_t strides[2],
-                            const uint32_t box[3], int swizzle, dsv4rt_buffer **buf)
+                            const uint32_t box[3], int swizzle, dsv4rt_buffer **buf, int **fresh)
 {
   dsv4rt_context *ctx = b->ctx;
   rt_loaded *ld = &b->loaded[i];
@@ -548,9 +548,10 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int i, uint64_t base, const uint64
     if ((s = dsv4rt_buffer_write(ld->maps[k], 0, map, 128)))
       return s;
     memcpy(ld->map_key[k], key, sizeof key);
+    ld->map_fresh[k] = 1;
     ld->map_next = (k + 1) % RT_MAP_SLOTS;
   }
-  *buf = ld->maps[k];
+  *buf = ld->maps[k], *fresh = &ld->map_fresh[k];
   return DSV4RT_OK;
 }
 

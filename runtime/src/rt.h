@@ -80,6 +80,7 @@ typedef struct {
   dsv4rt_buffer *maps[RT_MAP_SLOTS]; /* paged_mqa_logits: tensor maps in device memory, one a slot */
   uint64_t map_key[RT_MAP_SLOTS][9]; /* ... what each encodes (rt_tensor_map's arguments; unused: all zero) */
   int map_next;         /* the slot the next new map replaces */
+  int map_fresh[RT_MAP_SLOTS]; /* written since a launch last read it */
   int loaded; /* 0 not yet, 1 loaded, -1 failed */
 } rt_loaded;
 
@@ -110,9 +111,12 @@ dsv4rt_status rt_launch2(dsv4rt_bundle *b, int entry, const uint32_t grid[3], ui
 /* A device copy of the tensor map the backend's tensor_map() encodes from
  * these arguments, for entry's launches: one of the entry's slots, encoded
  * and written (synchronously, after the launches that read the slot) only
- * when no slot holds it. */
+ * when no slot holds it; **fresh is 1 until a launch has read the slot
+ * since it was written (the kernel must then acquire the map: the host
+ * wrote it), for the caller to clear once its launch is queued. */
 dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const uint64_t dims[3],
-                            const uint64_t strides[2], const uint32_t box[3], int swizzle, dsv4rt_buffer **buf);
+                            const uint64_t strides[2], const uint32_t box[3], int swizzle, dsv4rt_buffer **buf,
+                            int **fresh);
 /* Entry's work space of at least n bytes (grown, contents undefined). */
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
 /* Find the entry for op (and name, if given) that runs on b's device. */
