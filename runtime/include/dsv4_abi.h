@@ -252,6 +252,7 @@ static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size,
 {
   int sw = l->dim < 128 ? 64 : 128;
   if (block_size % 64 || num_blocks < 1 || num_blocks > 0xFFFFFFFFll || l->row_bytes % 16 || block_stride % 16 ||
+      block_stride >= (1ll << 40) || /* (a tensor map's strides stay below 2^40 bytes) */
       l->seg[0].offset % 16 || (l->dim != 64 && l->dim % 128) || l->dim > 256)
     return 0;
   dims[0] = (uint64_t)l->dim, dims[1] = (uint64_t)block_size, dims[2] = (uint64_t)num_blocks;
