@@ -1335,66 +1335,59 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef slot0 = LLVMBuildMul(b, row, kb_sext64(kb, S), "");
   LLVMValueRef mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, S), ""), kb_i64(kb, (long long)DV * 4), "");
   LLVMTypeRef v2 = LLVMVectorType(kb->f32, 2), v4 = LLVMVectorType(kb->f32, 4);
-  /* the splits' (m, l) into shared memory, all loads at once (the work
-   * space sits in L2: a loop of dependent loads paid a round trip each) */
-  LLVMValueRef mls = kb_shared_array(kb, v2, DSV4_DECODE_MAX_SPLITS, "dsv4_ml");
-  kb_loop_t lz;
-  kb_for(kb, &lz, tid, S, 0, NULL);
-  LLVMValueRef zs = kb_zext64(kb, lz.iv);
-  LLVMValueRef mlz = kb_load(kb, v2, kb_byte_ptr(kb, kb_arg(kb, C_WORK), LLVMBuildAdd(b, mlb, LLVMBuildMul(b, LLVMBuildAdd(b, slot0, zs, ""), kb_i64(kb, 8), ""), "")), 8);
-  kb_store(kb, mlz, kb_byte_ptr(kb, mls, LLVMBuildMul(b, zs, kb_i64(kb, 8), "")), 8);
-  lz.step = threads;
-  kb_for_end(kb, &lz, NULL);
-  kb->t->barrier(kb);
-  /* M */
-  kb_loop_t lm;
-  LLVMValueRef init = f32c(kb, -INFINITY);
-  kb_for(kb, &lm, kb_i32(kb, 0), S, 1, &init);
-  LLVMValueRef ml = kb_load(kb, v2, kb_byte_ptr(kb, mls, LLVMBuildMul(b, kb_zext64(kb, lm.iv), kb_i64(kb, 8), "")), 8);
-  LLVMValueRef nm = fmax2(kb, lm.vars[0], LLVMBuildExtractElement(b, ml, kb_i32(kb, 0), ""));
-  kb_for_end(kb, &lm, &nm);
-  LLVMValueRef M = lm.vars[0];
-  LLVMValueRef Mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, M, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), M, "");
-  /* L and O, COMBINE_BATCH splits' acc loads issued together */
+  LLVMValueRef h = LLVMBuildSRem(b, row, H, "head");
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, C_HAS_SINK), kb_i32(kb, 0), "");
+  LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, C_SINK), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4, f32c(kb, -INFINITY));
+  /* One pass, COMBINE_BATCH splits at a time, every load of a batch ((m,
+   * l) and acc) issued together (the work space sits in L2: dependent
+   * loads paid a round trip each): M the running max, L and O the sums
+   * weighted 2^(m_z - M), rescaled when M grows (from nothing: -inf, sums
+   * 0, no rescale).  With up to COMBINE_BATCH splits this is the two-pass
+   * sum exactly. */
   enum { COMBINE_BATCH = 8 };
-  LLVMValueRef init2[5] = {f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0)};
+  LLVMValueRef init2[6] = {f32c(kb, -INFINITY), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0)};
   kb_loop_t ls;
-  kb_for(kb, &ls, kb_i32(kb, 0), S, 5, init2);
-  LLVMValueRef acc[COMBINE_BATCH], have[COMBINE_BATCH];
+  kb_for(kb, &ls, kb_i32(kb, 0), S, 6, init2);
+  LLVMValueRef acc[COMBINE_BATCH], ml[COMBINE_BATCH], have[COMBINE_BATCH], cm = f32c(kb, -INFINITY);
   for (int u = 0; u < COMBINE_BATCH; u++) {
     LLVMValueRef z = LLVMBuildAdd(b, ls.iv, kb_i32(kb, u), "");
     have[u] = LLVMBuildICmp(b, LLVMIntSLT, z, S, "");
     LLVMValueRef slot = LLVMBuildAdd(b, slot0, kb_zext64(kb, z), "");
     LLVMValueRef aoff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), dim, ""), kb_i64(kb, 4), "");
     acc[u] = kb_load_if(kb, LLVMBuildAnd(b, in, have[u], ""), v4, kb_arg(kb, C_WORK), aoff, 16, LLVMConstNull(v4));
+    LLVMValueRef none = LLVMConstVector((LLVMValueRef[]){f32c(kb, -INFINITY), f32c(kb, 0.0)}, 2);
+    ml[u] = kb_load_if(kb, have[u], v2, kb_arg(kb, C_WORK), LLVMBuildAdd(b, mlb, LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), ""), 8, none);
   }
-  LLVMValueRef nx[5];
-  for (int e = 0; e < 5; e++)
-    nx[e] = ls.vars[e];
+  for (int u = 0; u < COMBINE_BATCH; u++)
+    cm = fmax2(kb, cm, LLVMBuildExtractElement(b, ml[u], kb_i32(kb, 0), ""));
+  LLVMValueRef M0 = ls.vars[0], M = fmax2(kb, M0, cm);
+  LLVMValueRef ninf = f32c(kb, -INFINITY);
+  LLVMValueRef Mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, M, ninf, ""), f32c(kb, 0.0), M, "");
+  LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, M0, ninf, ""), f32c(kb, 0.0),
+                                   kb_exp2(kb, LLVMBuildFSub(b, M0, Mu, "")), "rescale");
+  LLVMValueRef nx[6];
+  nx[0] = M;
+  for (int e = 1; e < 6; e++)
+    nx[e] = LLVMBuildFMul(b, ls.vars[e], r, "");
   for (int u = 0; u < COMBINE_BATCH; u++) {
-    LLVMValueRef z = LLVMBuildAdd(b, ls.iv, kb_i32(kb, u), "");
-    LLVMValueRef zc = kb_zext64(kb, LLVMBuildSelect(b, have[u], z, kb_i32(kb, 0), "")); /* (in the array either way) */
-    LLVMValueRef mz = kb_load(kb, v2, kb_byte_ptr(kb, mls, LLVMBuildMul(b, zc, kb_i64(kb, 8), "")), 8);
-    LLVMValueRef wz = LLVMBuildSelect(b, have[u], kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildExtractElement(b, mz, kb_i32(kb, 0), ""), Mu, "")),
-                                      f32c(kb, 0.0), "");
-    nx[0] = LLVMBuildFAdd(b, nx[0], LLVMBuildFMul(b, LLVMBuildExtractElement(b, mz, kb_i32(kb, 1), ""), wz, ""), "");
+    LLVMValueRef wz = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildExtractElement(b, ml[u], kb_i32(kb, 0), ""), Mu, "")); /* (0 past S) */
+    nx[1] = LLVMBuildFAdd(b, nx[1], LLVMBuildFMul(b, LLVMBuildExtractElement(b, ml[u], kb_i32(kb, 1), ""), wz, ""), "");
     for (int e = 0; e < 4; e++)
-      nx[1 + e] = LLVMBuildFAdd(b, nx[1 + e], LLVMBuildFMul(b, LLVMBuildExtractElement(b, acc[u], kb_i32(kb, e), ""), wz, ""), "");
+      nx[2 + e] = LLVMBuildFAdd(b, nx[2 + e], LLVMBuildFMul(b, LLVMBuildExtractElement(b, acc[u], kb_i32(kb, e), ""), wz, ""), "");
   }
   ls.step = COMBINE_BATCH;
   kb_for_end(kb, &ls, nx);
-  LLVMValueRef h = LLVMBuildSRem(b, row, H, "head");
-  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, C_HAS_SINK), kb_i32(kb, 0), "");
-  LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, C_SINK), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4, f32c(kb, -INFINITY));
+  M = ls.vars[0];
+  LLVMValueRef Lsum = ls.vars[1], O[4] = {ls.vars[2], ls.vars[3], ls.vars[4], ls.vars[5]};
   int fold = 0;
   for (int i = 0; i < k->layout.nseg; i++)
     fold |= k->layout.seg[i].scale_tensor;
   LLVMValueRef lse, factor;
-  finish_row(kb, M, ls.vars[0], sk, fold ? kb_arg(kb, C_TENSOR_SCALE) : NULL, &lse, &factor);
+  finish_row(kb, M, Lsum, sk, fold ? kb_arg(kb, C_TENSOR_SCALE) : NULL, &lse, &factor);
   kb_if_t f = kb_if(kb, in, "out");
   LLVMValueRef h16[4];
   for (int e = 0; e < 4; e += 2)
-    kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, ls.vars[1 + e], factor, ""), LLVMBuildFMul(b, ls.vars[2 + e], factor, ""), &h16[e]);
+    kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, O[e], factor, ""), LLVMBuildFMul(b, O[e + 1], factor, ""), &h16[e]);
   LLVMValueRef o = LLVMGetUndef(LLVMVectorType(kb->i16, 4));
   for (int e = 0; e < 4; e++)
     o = LLVMBuildInsertElement(b, o, h16[e], kb_i32(kb, e), "");

@@ -314,8 +314,7 @@ static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
 {
   return heads_per_cta == DSV4_DECODE_WG_HEADS && v_dim == DSV4_DECODE_WG_VDIM && dim % 64 == 0 && dim >= v_dim;
 }
-/* Split-KV: at most this many splits a row (the combine kernel stages
- * their (m, l) in shared memory). */
+/* Split-KV: at most this many splits a row. */
 #define DSV4_DECODE_MAX_SPLITS 64
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split. */
