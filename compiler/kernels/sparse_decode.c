@@ -1339,15 +1339,15 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, C_HAS_SINK), kb_i32(kb, 0), "");
   LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, C_SINK), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4, f32c(kb, -INFINITY));
   /* One pass, COMBINE_BATCH splits at a time, every load of a batch ((m,
-   * l) and acc) issued together (the work space sits in L2: dependent
-   * loads paid a round trip each): M the running max, L and O the sums
+   * l) and acc) issued together (no load waits on another; measured no
+   * faster than two passes, but simpler): M the running max, L and O the sums
    * weighted 2^(m_z - M), rescaled when M grows (from nothing: -inf, sums
    * 0, no rescale).  With up to COMBINE_BATCH splits this is the two-pass
    * sum exactly. */
   enum { COMBINE_BATCH = 8 };
-  LLVMValueRef init2[6] = {f32c(kb, -INFINITY), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0)};
+  LLVMValueRef init[6] = {f32c(kb, -INFINITY), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0), f32c(kb, 0.0)};
   kb_loop_t ls;
-  kb_for(kb, &ls, kb_i32(kb, 0), S, 6, init2);
+  kb_for(kb, &ls, kb_i32(kb, 0), S, 6, init);
   LLVMValueRef acc[COMBINE_BATCH], ml[COMBINE_BATCH], have[COMBINE_BATCH], cm = f32c(kb, -INFINITY);
   for (int u = 0; u < COMBINE_BATCH; u++) {
     LLVMValueRef z = LLVMBuildAdd(b, ls.iv, kb_i32(kb, u), "");

@@ -239,21 +239,27 @@ static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
   return DSV4_LOGITS_MAX_NEXT_N * heads * (dim + 16) + DSV4_LOGITS_MAX_NEXT_N * heads * 4 +
          DSV4_LOGITS_WARPS * DSV4_LOGITS_STAGES * (16 * (dim + 16) + 128);
 }
+/* The warpgroup form takes dims of one 64-byte swizzle atom or whole
+ * 128-byte ones (up to 256); other widths get the warp form. */
+static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
+/* ... whose operands are K-major rows in swizzle spans of this many bytes
+ * (one 64-byte atom for dim 64, else 128-byte ones). */
+static inline int dsv4_logits_wg_swizzle(int dim) { return dim < 128 ? 64 : 128; }
 /* kv_map's geometry for a cache of num_blocks blocks of block_size rows
  * (block_size a multiple of 64, block_stride bytes apart): the K values of
  * the layout's first segment, a rank-3 tensor of bytes (dim row bytes,
  * block_size rows of row_bytes, num_blocks blocks), read in boxes of 64
- * rows by the swizzle span of the warpgroup form's operands (64 bytes for
- * dim 64, else 128: dim / 128 boxes a step).  Returns 0 where the layout
+ * rows by the swizzle span of the warpgroup form's operands
+ * (dsv4_logits_wg_swizzle: dim / span boxes a step).  Returns 0 where the layout
  * or the cache cannot have one (then kv_map is NULL). */
 static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size, long long block_stride,
                                      long long num_blocks, uint64_t dims[3], uint64_t strides[2],
                                      uint32_t box[3], int *swizzle)
 {
-  int sw = l->dim < 128 ? 64 : 128;
+  int sw = dsv4_logits_wg_swizzle(l->dim);
   if (block_size % 64 || num_blocks < 1 || num_blocks > 0xFFFFFFFFll || l->row_bytes % 16 || block_stride % 16 ||
       block_stride >= (1ll << 40) || /* (a tensor map's strides stay below 2^40 bytes) */
-      l->seg[0].offset % 16 || (l->dim != 64 && l->dim % 128) || l->dim > 256)
+      l->seg[0].offset % 16 || !dsv4_logits_wg_shape_ok(l->dim))
     return 0;
   dims[0] = (uint64_t)l->dim, dims[1] = (uint64_t)block_size, dims[2] = (uint64_t)num_blocks;
   strides[0] = (uint64_t)l->row_bytes, strides[1] = (uint64_t)block_stride;
@@ -262,9 +268,6 @@ static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size,
   return 1;
 }
 
-/* The warpgroup form takes dims of one 64-byte swizzle atom or whole
- * 128-byte ones (up to 256); other widths get the warp form. */
-static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
 static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 {
   /* q, the ring (K, scale + validity), the head sum's bf16 weights (8 rows

@@ -288,9 +288,7 @@ static void cu_unload(dsv4rt_context *ctx, void *module, void *kernel)
 static int cu_tensor_map(dsv4rt_context *ctx, uint64_t base, const uint64_t dims[3], const uint64_t strides[2],
                          const uint32_t box[3], int swizzle, uint8_t out[128])
 {
-  cuda_state *st = S(ctx);
-  if (!ctx->tensor_maps)
-    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "tensor maps need a CUDA 12 driver and an sm_90 device");
+  cuda_state *st = S(ctx); /* (called only where ctx->tensor_maps: rt_tensor_map) */
   _Alignas(64) uint8_t map[128];
   unsigned b[3] = {box[0], box[1], box[2]}, one[3] = {1, 1, 1};
   CUresult r = st->cuTensorMapEncodeTiled(map, 0, 3, (void *)(uintptr_t)base, dims, strides, b, one, 0,
