@@ -163,7 +163,7 @@ int main(int argc, char **argv)
       shape("T 2, H 64, 64 compressed + 128 SWA", kernels[i], &L, 2, 64, 64, 64, copy);
       continue;
     }
-    /* DSV4_BENCH_SHAPE=pro, flash or small: that shape alone (for a profiler) */
+    /* DSV4_BENCH_SHAPE=pro, flash or small: that shape alone (for a profiler); or T,H,NX */
     const char *only = getenv("DSV4_BENCH_SHAPE");
     if (!only || !strcmp(only, "pro"))
       shape("V4-Pro: T 128, H 128, 1024 + 128", kernels[i], &L, 128, 128, 1024, 64, copy);
@@ -171,6 +171,12 @@ int main(int argc, char **argv)
       shape("V4-Flash: T 128, H 64, 512 + 128", kernels[i], &L, 128, 64, 512, 64, copy);
     if (!only || !strcmp(only, "small"))
       shape("small batch: T 8, H 128, 1024 + 128", kernels[i], &L, 8, 128, 1024, 64, copy);
+    long long cT, cH, cX; /* DSV4_BENCH_SHAPE=T,H,NX: T tokens, H heads, NX compressed + 128 SWA (sweeps) */
+    char label[96];
+    if (only && sscanf(only, "%lld,%lld,%lld", &cT, &cH, &cX) == 3 && cT > 0 && cH > 0 && cX >= 0) {
+      snprintf(label, sizeof label, "T %lld, H %lld, %lld + 128", cT, cH, cX);
+      shape(label, kernels[i], &L, cT, cH, cX, 64, copy);
+    }
   }
   return 0;
 }

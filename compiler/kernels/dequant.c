@@ -225,6 +225,13 @@ static LLVMValueRef lane_in(dsv4_kb *kb, const piece *c, LLVMValueRef lane, int 
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                               LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n)
 {
+  dsv4_emit_dequant_tokens_split(kb, k, lane, bs, tensor_scale, t, n, NULL, NULL);
+}
+
+void dsv4_emit_dequant_tokens_split(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
+                                    LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n,
+                                    void (*between)(dsv4_kb *kb, void *arg), void *arg)
+{
   LLVMBuilderRef b = kb->b;
   piece pc[2 * DSV4_LAYOUT_MAX_SEGS * 4];
   int np = make_pieces(kb, k, pc);
@@ -249,6 +256,8 @@ void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef la
         raw[i][u][j] = kb_phi(kb, r[j], loaded, LLVMConstNull(pc[i].ct), pre);
       sraw[i][u] = sr ? kb_phi(kb, sr, loaded, LLVMConstNull(LLVMTypeOf(sr)), pre) : NULL;
     }
+  if (between)
+    between(kb, arg);
   /* then conversions and stores */
   for (int i = 0; i < np; i++)
     for (int u = 0; u < n; u++) {

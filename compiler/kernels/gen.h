@@ -56,7 +56,12 @@ typedef struct {
 
 /* Dequantize this thread's lane of n tokens (block size bs, i64): all loads
  * first, then conversions and stores.  tensor_scale (f32) scales segments
- * whose layout scale is per tensor. */
+ * whose layout scale is per tensor.  The _split form emits between(kb, arg)
+ * (when not NULL) after the loads and before the stores: a wait for the
+ * destination to be free, which the loads need not wait for. */
+void dsv4_emit_dequant_tokens_split(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
+                                    LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n,
+                                    void (*between)(dsv4_kb *kb, void *arg), void *arg);
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                               LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n);
 

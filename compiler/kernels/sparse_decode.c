@@ -818,10 +818,42 @@ static void wg_indices(dsv4_kb *kb, const wgd *x, const wgtile *r, LLVMValueRef 
   }
 }
 
+/* What the producer does between its tile's loads and its first store
+ * into the K buffer: wait until the buffer is free (its EMPTY hand-off, from
+ * the third tile on), then write the rows' validity words. */
+typedef struct {
+  const wgd *x;
+  LLVMValueRef i, h, buf, lane;
+  int n, done;
+  LLVMValueRef row[TILE], valid[TILE];
+} wg_free_wait;
+
+static void wg_await_free(dsv4_kb *kb, void *arg)
+{
+  wg_free_wait *w = arg;
+  LLVMBuilderRef b = kb->b;
+  const wgd *x = w->x;
+  if (w->done++) /* (only before the first group's stores) */
+    return;
+  kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, w->i, LLVMBuildAdd(b, x->lo, kb_i32(kb, 2), ""), ""), "wait");
+  if (w->h)
+    kb->t->mbar_wait(kb, wg_mbar(kb, x, WG_MB_EMPTY, w->buf), wg_parity(kb, x, w->i, 1));
+  else
+    wg_bar(kb, 0, WG_BAR_EMPTY, w->buf, x->threads);
+  kb_endif(kb, &fw);
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w->lane, kb_i32(kb, 0), ""), "vm");
+  for (int u = 0; u < w->n; u++) {
+    LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->buf, kb_i32(kb, TILE), ""), w->row[u], ""), kb_i32(kb, 4), "");
+    kb_store(kb, LLVMBuildZExt(b, w->valid[u], kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
+  }
+  kb_endif(kb, &f);
+}
+
 /* Producer: tile i's rows into K buffer (i & 1), zeros for rows past the
  * list or with bad indices (vm says which are valid).  h NULL: all of
  * them; else half h (i32 0/1: rows 32h .. 32h + 31), which wg_producer
- * then copies into the other CTA of the pair. */
+ * then copies into the other CTA of the pair.  The tile's index and row
+ * loads go out before the wait for the buffer (wg_await_free). */
 static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h)
 {
   LLVMBuilderRef b = kb->b;
@@ -849,16 +881,17 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
     tok[u].out_row = kbuf;
     tok[u].out_sw = 128, tok[u].out_rows = TILE;
     tok[u].out_index = kb_zext64(kb, j);
-    kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r.lane, kb_i32(kb, 0), ""), "vm");
-    LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
-    LLVMValueRef vw = LLVMBuildZExt(b, tok[u].valid, kb->i32, ""), vp = kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo));
-    kb_store(kb, vw, vp, 4);
-    kb_endif(kb, &f);
   }
+  wg_free_wait w = {.x = x, .i = i, .h = h, .buf = buf, .lane = r.lane, .n = r.passes};
+  for (int u = 0; u < r.passes; u++)
+    w.row[u] = wg_row(kb, &r, u), w.valid[u] = tok[u].valid;
+  if (!h) /* alone: wait first (its four rows' loads across the wait spilled, and the buffer is mostly free by then) */
+    wg_await_free(kb, &w);
   dsv4_kernel kd = *x->k;
   kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
   for (int u0 = 0; u0 < r.passes; u0 += GROUP)
-    dsv4_emit_dequant_tokens(kb, &kd, r.lane, l->bs, f32c(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP);
+    dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, f32c(kb, 1.0), &tok[u0],
+                                   r.passes - u0 < GROUP ? r.passes - u0 : GROUP, wg_await_free, &w);
 }
 
 /* i64 offset of (row, kbyte) in a 128-byte-atom region of `rows` rows. */
@@ -1117,13 +1150,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   kb_loop_t loop;
   kb_for(kb, &loop, x->lo, x->hi, 0, NULL);
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
-  kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, i, LLVMBuildAdd(b, x->lo, kb_i32(kb, 2), ""), ""), "wait");
-  if (h)
-    T->mbar_wait(kb, wg_mbar(kb, x, WG_MB_EMPTY, buf), wg_parity(kb, x, i, 1));
-  else
-    wg_bar(kb, 0, WG_BAR_EMPTY, buf, x->threads);
-  kb_endif(kb, &fw);
-  wg_produce(kb, x, i, h);
+  wg_produce(kb, x, i, h); /* (it waits for the buffer's EMPTY after its loads) */
   if (!h) { /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
     T->fence_proxy_async(kb);
     wg_bar(kb, 1, WG_BAR_FULL, buf, WG_FULL_THREADS);
