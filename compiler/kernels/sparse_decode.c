@@ -485,9 +485,14 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
  * dims dim0 + 8 j + (0, 1) (j < nb) and the row's base-2 max m and sum l:
  * with split-KV, this split's unnormalized acc and (m, l) (written by the
  * `first` thread) into the work space for <name>_combine; otherwise the
- * finished bf16 output and (first) lse.  Heads past `heads` write nothing. */
+ * finished bf16 output and (first) lse.  Heads past `heads` write nothing.
+ * With stage (a byte pointer to the row in shared memory) the finished
+ * output values go there, at their dim's offset (2 bytes a value), for the
+ * caller to copy out in whole lines; lse and split-KV partials still go
+ * straight out (a partial's 8-byte pairs fill whole 32-byte sectors). */
 static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m,
-                     LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first)
+                     LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first,
+                     LLVMValueRef stage)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
@@ -531,7 +536,9 @@ static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValu
       LLVMValueRef h16[2];
       kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, acc[j][0], factor, ""), LLVMBuildFMul(b, acc[j][1], factor, ""), h16);
       LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
-      kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), "")), 4);
+      LLVMValueRef at = stage ? kb_byte_ptr(kb, stage, LLVMBuildMul(b, LLVMBuildAdd(b, dim0, kb_i64(kb, 8 * j), ""), kb_i64(kb, 2), ""))
+                              : kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), ""));
+      kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), at, 4);
     }
     kb_if_t g = kb_if(kb, first, "lse");
     kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, LSE), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
@@ -669,7 +676,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef pr[NT2_MAX][2];
     for (int j = 0; j < x.NT2; j++)
       pr[j][0] = st.acc[j][h * 2], pr[j][1] = st.acc[j][h * 2 + 1];
-    head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, x.NT2, dim0, first);
+    head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, x.NT2, dim0, first, NULL);
   }
   return 0;
 }
@@ -706,7 +713,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  * warps.  The accumulators stay in registers across tiles; each warpgroup
  * writes its dims at the end, through the same head_out as the warp form. */
 enum {
-  WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9,
+  WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9, WG_BAR_OUT = 11,
   WG_FULL_THREADS = 128 + 32 * DSV4_DECODE_WG_PRODUCERS, /* the producers and the lead warpgroup */
   /* V dims of the lead's P V, the follower taking the rest (dsv4_abi.h:
    * smaller shares for the lead measured no faster) */
@@ -1182,8 +1189,21 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   kb_for_end(kb, &loop, NULL);
 }
 
+/* Staged output rows: v_dim bf16 values and 16 bytes of padding (a row's
+ * 16-byte shift spreads a warp's eight rows over all banks). */
+static long long wg_stage_row(const wgd *x) { return (long long)x->k->v_dim * 2 + 16; }
+
 /* A consumer warpgroup's output: its V dims from d0 of each of its rows,
- * with the row's (m, l) as the lead published them in ml. */
+ * with the row's (m, l) as the lead published them in ml.  The values go
+ * through shared memory (the q and K regions, free once both warpgroups
+ * have met on CONS after their last tile): a thread's fragment of a row is
+ * 16 bytes every 16 dims, so stores straight from the fragments wrote each
+ * row in 16-byte pieces, 8 rows an instruction, and took 4-5 us of a CTA's
+ * time (H200, timed in the kernel).  After a barrier of both warpgroups
+ * (wg_copy_out) each thread copies 16-byte chunks of whole rows: the CTA's
+ * rows of out are one contiguous block.  (Split-KV partials, fp32, go
+ * straight out: staged, their copy by the producers alone measured 1.5 us
+ * slower at T 8.) */
 static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const LLVMValueRef *rowi, LLVMValueRef c,
                    LLVMValueRef h0, LLVMValueRef ml)
 {
@@ -1197,8 +1217,44 @@ static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const L
     LLVMValueRef pr[WG_NB_MAX][2];
     for (int j = 0; j < st->nb; j++)
       pr[j][0] = st->o[j][2 * h], pr[j][1] = st->o[j][2 * h + 1];
-    head_out(kb, x->k, x->t, LLVMBuildAdd(b, h0, rowi[h], "head"), m, l, pr, st->nb, dim0, first);
+    LLVMValueRef stage = kb_byte_ptr(kb, x->qs, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, wg_stage_row(x)), ""));
+    head_out(kb, x->k, x->t, LLVMBuildAdd(b, h0, rowi[h], "head"), m, l, pr, st->nb, dim0, first, stage);
   }
+}
+
+/* wg_out's copy of the staged rows, by the producer warps, idle by then
+ * (in the consumers' branches the copy loop made the register allocator
+ * spill), once the consumers have staged them (OUT). */
+static void wg_copy_out(dsv4_kb *kb, const wgd *x)
+{
+  LLVMBuilderRef b = kb->b;
+  int DV = x->k->v_dim, np = 32 * DSV4_DECODE_WG_PRODUCERS;
+  LLVMValueRef h0 = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, x->HC), "h0");
+  LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
+  kb->t->bar_sync(kb, WG_BAR_OUT, x->threads);
+  /* rows of DV / 8 16-byte chunks, none with split-KV (partials went straight out) */
+  LLVMValueRef S = kb_arg(kb, SPLITS), H = kb_arg(kb, HEADS);
+  LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
+  int lg = 0; /* (DV / 8 is a power of two: dsv4_decode_wg_shape_ok) */
+  while ((DV / 8) >> (lg + 1))
+    lg++;
+  LLVMValueRef rows0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
+  kb_loop_t cl;
+  kb_for(kb, &cl, kb_i32(kb, 0), LLVMBuildSelect(b, split, kb_i32(kb, 0), kb_i32(kb, x->HC * (DV / 8) / np), ""), 0, NULL);
+  {
+    LLVMValueRef ch = LLVMBuildAdd(b, LLVMBuildMul(b, cl.iv, kb_i32(kb, np), ""), ptid, "chunk");
+    LLVMValueRef row = LLVMBuildLShr(b, ch, kb_i32(kb, lg), "row");
+    LLVMValueRef cc = kb_zext64(kb, LLVMBuildAnd(b, ch, kb_i32(kb, DV / 8 - 1), ""));
+    kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, h0, row, ""), H, ""), "row");
+    LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, x->qs, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, wg_stage_row(x)), ""),
+                                                                      LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "")), 16);
+    LLVMValueRef oo = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, rows0, kb_zext64(kb, row), ""), kb_i64(kb, (long long)DV * 2), ""),
+                                   LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "");
+    kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, OUT), oo), 16);
+    kb_endif(kb, &g);
+  }
+  kb_for_end(kb, &cl, NULL);
 }
 
 static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
@@ -1234,6 +1290,11 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     x.mb = carve(kb, sm, &o, WG_MBARS * 8);
   if (shared_agrees(k, o, k->tile.matrix, d))
     return 1;
+  if ((long long)x.HC * wg_stage_row(&x) > (long long)x.HC * x.D * 2 + 2 * wg_kbytes(&x) || (k->v_dim & (k->v_dim - 1)) ||
+      x.HC * (k->v_dim / 8) % (32 * DSV4_DECODE_WG_PRODUCERS)) { /* wg_out's staging (the q and K regions) and its copy */
+    dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the output staging does not fit", k->name);
+    return 1;
+  }
   x.tid = T->thread_id(kb);
   x.t = T->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.t, kb_arg(kb, N_TOKENS), "")); /* whole CTAs */
@@ -1323,11 +1384,13 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       wg_out(kb, &x, &fst, WG_LEAD_DIMS, rowi, c, h0, ml);
     }
     kb_endif(kb, &lead);
+    T->bar_arrive(kb, WG_BAR_OUT, x.threads); /* staged: the producers copy it out */
   }
   kb_else(kb, &role);
   { /* producers: fill the two K buffers ahead of the consumers */
     T->set_max_regs(kb, DSV4_DECODE_WG_PRODUCER_REGS, DSV4_DECODE_WG_PRODUCER_REGS > cap);
     wg_producer(kb, &x, x.pair ? x.rank : NULL); /* pairs: this CTA's half of the rows */
+    wg_copy_out(kb, &x);
   }
   kb_endif(kb, &role);
   if (x.pair)
