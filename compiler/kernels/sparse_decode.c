@@ -711,7 +711,8 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  * then barrier objects in shared memory: FULL waits for this CTA's
  * producers and the other CTA's copy, EMPTY counts both CTAs' consumer
  * warps.  The accumulators stay in registers across tiles; each warpgroup
- * writes its dims at the end, through the same head_out as the warp form. */
+ * writes its dims at the end through the same head_out as the warp form,
+ * finished rows staged in shared memory and copied out by the producers. */
 enum {
   WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9, WG_BAR_OUT = 11,
   WG_FULL_THREADS = 128 + 32 * DSV4_DECODE_WG_PRODUCERS, /* the producers and the lead warpgroup */
