@@ -5,10 +5,11 @@
  * DSV4_BENCH_SPLITS=n forces the warp-matrix kernels' split-KV count (0:
  * the runtime's choice), for sweeps.  DSV4_BENCH_SHAPE=pro, flash or small
  * runs one of the shapes below; DSV4_BENCH_SHAPE=T,H,NX one of T tokens, H
- * heads and NX compressed + 128 SWA indices (time against tiles).  DSV4_BENCH_KV_SCALE=k makes both
- * caches k times larger (the indices spread over all of it): by default
- * each set's caches (about 5 MB) sit in the L2, as they would not in
- * serving, where the rows a token selects come from DRAM.
+ * heads and NX compressed + 128 SWA indices (time against tiles).
+ * DSV4_BENCH_KV_SCALE=k makes both caches k times larger (the indices
+ * spread over all of it): by default each set's caches (about 5 MB) sit in
+ * the L2, as they would not in serving, where the rows a token selects come
+ * from DRAM.
  *
  * TFLOP/s counted as T * H * (valid indices) * 2048 (QK and PV, 512 dims,
  * two FLOPs a multiply-add) over the kernel time, and the time beside the

@@ -828,12 +828,13 @@ static void wg_indices(dsv4_kb *kb, const wgd *x, const wgtile *r, LLVMValueRef 
 
 /* What the producer does between its tile's loads and its first store
  * into the K buffer: wait until the buffer is free (its EMPTY hand-off, from
- * the third tile on), then write the rows' validity words. */
+ * the third tile on), then write the validity words of the tile's rows
+ * tok[0 .. n). */
 typedef struct {
   const wgd *x;
   LLVMValueRef i, h, buf, lane;
-  int n, done;
-  LLVMValueRef row[TILE], valid[TILE];
+  const dsv4_lane_token *tok;
+  int n;
 } wg_free_wait;
 
 static void wg_await_free(dsv4_kb *kb, void *arg)
@@ -841,8 +842,6 @@ static void wg_await_free(dsv4_kb *kb, void *arg)
   wg_free_wait *w = arg;
   LLVMBuilderRef b = kb->b;
   const wgd *x = w->x;
-  if (w->done++) /* (only before the first group's stores) */
-    return;
   kb_if_t fw = kb_if(kb, LLVMBuildICmp(b, LLVMIntSGE, w->i, LLVMBuildAdd(b, x->lo, kb_i32(kb, 2), ""), ""), "wait");
   if (w->h)
     kb->t->mbar_wait(kb, wg_mbar(kb, x, WG_MB_EMPTY, w->buf), wg_parity(kb, x, w->i, 1));
@@ -851,8 +850,9 @@ static void wg_await_free(dsv4_kb *kb, void *arg)
   kb_endif(kb, &fw);
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w->lane, kb_i32(kb, 0), ""), "vm");
   for (int u = 0; u < w->n; u++) {
-    LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->buf, kb_i32(kb, TILE), ""), w->row[u], ""), kb_i32(kb, 4), "");
-    kb_store(kb, LLVMBuildZExt(b, w->valid[u], kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
+    LLVMValueRef j = LLVMBuildTrunc(b, w->tok[u].out_index, kb->i32, ""); /* (the row, as wg_produce set it) */
+    LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->buf, kb_i32(kb, TILE), ""), j, ""), kb_i32(kb, 4), "");
+    kb_store(kb, LLVMBuildZExt(b, w->tok[u].valid, kb->i32, ""), kb_byte_ptr(kb, x->vm, kb_zext64(kb, vo)), 4);
   }
   kb_endif(kb, &f);
 }
@@ -890,16 +890,17 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
     tok[u].out_sw = 128, tok[u].out_rows = TILE;
     tok[u].out_index = kb_zext64(kb, j);
   }
-  wg_free_wait w = {.x = x, .i = i, .h = h, .buf = buf, .lane = r.lane, .n = r.passes};
-  for (int u = 0; u < r.passes; u++)
-    w.row[u] = wg_row(kb, &r, u), w.valid[u] = tok[u].valid;
-  if (!h) /* alone: wait first (its four rows' loads across the wait spilled, and the buffer is mostly free by then) */
+  /* in pairs the wait goes between the first group's loads and its stores;
+   * alone before them (its four rows' loads held across the wait spilled,
+   * and the buffer is mostly free by then) */
+  wg_free_wait w = {.x = x, .i = i, .h = h, .buf = buf, .lane = r.lane, .tok = tok, .n = r.passes};
+  if (!h)
     wg_await_free(kb, &w);
   dsv4_kernel kd = *x->k;
   kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
   for (int u0 = 0; u0 < r.passes; u0 += GROUP)
-    dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, f32c(kb, 1.0), &tok[u0],
-                                   r.passes - u0 < GROUP ? r.passes - u0 : GROUP, wg_await_free, &w);
+    dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, f32c(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP,
+                                   h && u0 == 0 ? wg_await_free : NULL, &w);
 }
 
 /* i64 offset of (row, kbyte) in a 128-byte-atom region of `rows` rows. */
@@ -1158,7 +1159,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   kb_loop_t loop;
   kb_for(kb, &loop, x->lo, x->hi, 0, NULL);
   LLVMValueRef i = loop.iv, buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
-  wg_produce(kb, x, i, h); /* (it waits for the buffer's EMPTY after its loads) */
+  wg_produce(kb, x, i, h); /* (it waits for the buffer's EMPTY itself: in pairs after the tile's loads) */
   if (!h) { /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
     T->fence_proxy_async(kb);
     wg_bar(kb, 1, WG_BAR_FULL, buf, WG_FULL_THREADS);
@@ -1197,10 +1198,10 @@ static long long wg_stage_row(const wgd *x) { return (long long)x->k->v_dim * 2 
 /* A consumer warpgroup's output: its V dims from d0 of each of its rows,
  * with the row's (m, l) as the lead published them in ml.  The values go
  * through shared memory (the q and K regions, free once both warpgroups
- * have met on CONS after their last tile): a thread's fragment of a row is
- * 16 bytes every 16 dims, so stores straight from the fragments wrote each
- * row in 16-byte pieces, 8 rows an instruction, and took 4-5 us of a CTA's
- * time (H200, timed in the kernel).  After a barrier of both warpgroups
+ * have met on CONS after their last tile): a quad of lanes holds 16
+ * contiguous bytes of a row every 8 dims, so stores straight from the
+ * fragments wrote each row in 16-byte pieces, 8 rows an instruction, and
+ * took 3.7-4.7 us of a CTA's time (H200, timed in the kernel).  After a barrier of both warpgroups
  * (wg_copy_out) each thread copies 16-byte chunks of whole rows: the CTA's
  * rows of out are one contiguous block.  (Split-KV partials, fp32, go
  * straight out: staged, their copy by the producers alone measured 1.5 us
@@ -1236,17 +1237,14 @@ static void wg_copy_out(dsv4_kb *kb, const wgd *x)
   /* rows of DV / 8 16-byte chunks, none with split-KV (partials went straight out) */
   LLVMValueRef S = kb_arg(kb, SPLITS), H = kb_arg(kb, HEADS);
   LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
-  int lg = 0; /* (DV / 8 is a power of two: dsv4_decode_wg_shape_ok) */
-  while ((DV / 8) >> (lg + 1))
-    lg++;
   LLVMValueRef rows0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
   kb_loop_t cl;
   kb_for(kb, &cl, kb_i32(kb, 0), LLVMBuildSelect(b, split, kb_i32(kb, 0), kb_i32(kb, x->HC * (DV / 8) / np), ""), 0, NULL);
   {
     LLVMValueRef ch = LLVMBuildAdd(b, LLVMBuildMul(b, cl.iv, kb_i32(kb, np), ""), ptid, "chunk");
-    LLVMValueRef row = LLVMBuildLShr(b, ch, kb_i32(kb, lg), "row");
-    LLVMValueRef cc = kb_zext64(kb, LLVMBuildAnd(b, ch, kb_i32(kb, DV / 8 - 1), ""));
+    LLVMValueRef row = LLVMBuildUDiv(b, ch, kb_i32(kb, DV / 8), "row");
+    LLVMValueRef cc = kb_zext64(kb, LLVMBuildURem(b, ch, kb_i32(kb, DV / 8), ""));
     kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, h0, row, ""), H, ""), "row");
     LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, x->qs, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, wg_stage_row(x)), ""),
                                                                       LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "")), 16);
@@ -1291,7 +1289,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     x.mb = carve(kb, sm, &o, WG_MBARS * 8);
   if (shared_agrees(k, o, k->tile.matrix, d))
     return 1;
-  if ((long long)x.HC * wg_stage_row(&x) > (long long)x.HC * x.D * 2 + 2 * wg_kbytes(&x) || (k->v_dim & (k->v_dim - 1)) ||
+  if ((long long)x.HC * wg_stage_row(&x) > (long long)x.HC * x.D * 2 + 2 * wg_kbytes(&x) || k->v_dim % 8 ||
       x.HC * (k->v_dim / 8) % (32 * DSV4_DECODE_WG_PRODUCERS)) { /* wg_out's staging (the q and K regions) and its copy */
     dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the output staging does not fit", k->name);
     return 1;
