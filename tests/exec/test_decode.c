@@ -10,8 +10,9 @@
  * index.  out and lse are compared with the reference written from OPS.md
  * within FlashMLA's own tolerances, by its own rule (a value fails when its
  * error reaches both bounds; out: abs 1e-3, rel 2.01/128 and a cosine diff
- * within 5e-6; lse: abs 1e-6, rel 8/65536), after poisoning both.  The DSv4 kernel also runs the
- * four FlashMLA fixtures.  Exit 77 (skipped) without a device.
+ * within 5e-6; lse: abs 1e-6, rel 8/65536), after poisoning both.  The DSv4
+ * kernel also runs the four FlashMLA fixtures.  Exit 77 (skipped) without a
+ * device.
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +72,6 @@ static uint8_t *make_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64_t
   return c;
 }
 
-/* |got - want| <= abs + rel * |want| everywhere (+inf only equal to +inf). */
 /* FlashMLA's own check (its tests' check_is_allclose), not the looser
  * abs + rel * |want| of torch.allclose: a value fails when its error
  * reaches both abs_tol and rel_tol * (|want| + 1e-6); +inf, -inf and NaN
