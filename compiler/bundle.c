@@ -9,7 +9,7 @@
 
 #include "dsv4_abi.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 568, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+_Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 
 static uint64_t align16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 
@@ -56,6 +56,7 @@ int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out,
     e.topk = (uint32_t)k->topk;
     e.matrix = (uint32_t)k->tile.matrix;
     e.shared_bytes = (uint32_t)dsv4_kernel_shared_bytes(k);
+    e.flags = a->flags;
     const char *names[DSV4_MAX_ARGS];
     e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
     e.layout = k->layout;

@@ -147,6 +147,13 @@ typedef struct dsv4_target_ir {
    * (i32 0/1) has completed (the default acquire at CTA scope: the barrier
    * and the data it guards are this CTA's shared memory). */
   int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank);
+  /* Optional programmatic dependent launch (PTX sm_90 griddepcontrol):
+   * wait 1, this grid waits until the grid launched before it in the stream
+   * has finished and its memory writes are visible (at once when this grid
+   * was not launched as its dependent); wait 0, this CTA allows the grid
+   * launched after it to be placed before this grid ends.  Returns 0 when
+   * the target or arch has none (nothing emitted). */
+  int (*grid_dep)(dsv4_kb *kb, int wait);
   void (*cluster_sync)(dsv4_kb *kb);
   void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
   void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
@@ -184,6 +191,7 @@ struct dsv4_kb {
   LLVMValueRef fn;
   LLVMTypeRef v, i1, i8, i16, i32, i64, f32;
   LLVMTypeRef gptr; /* i8 pointer in the global address space */
+  unsigned entry_flags; /* DSV4_ENTRY_* the generators' code earns the bundle entry */
 };
 
 /* Create a context, module and builder for target t (arch as in the plan). */

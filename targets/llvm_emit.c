@@ -62,6 +62,7 @@ int dsv4_llvm_compile(const dsv4_target_ir *ir, const dsv4_kernel *k, const char
   LLVMDisposeMessage(dl);
   LLVMDisposeTargetData(td);
   int rc = dsv4_generate(&kb, k, d);
+  a->flags = kb.entry_flags;
   if (!rc) {
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMErrorRef e = LLVMRunPasses(kb.mod, ir->opt_pipeline, tm, po);

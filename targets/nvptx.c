@@ -460,6 +460,14 @@ static int ptx_cluster_rank(dsv4_kb *kb, LLVMValueRef *rank)
   return 1;
 }
 
+static int ptx_grid_dep(dsv4_kb *kb, int wait)
+{
+  if (arch_number(kb->arch) < 90)
+    return 0;
+  asm_call(kb, wait ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;", "~{memory}", kb->v, NULL, NULL, 0, 1);
+  return 1;
+}
+
 static void ptx_cluster_sync(dsv4_kb *kb)
 {
   asm_call(kb, "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", "~{memory}", kb->v, NULL, NULL, 0, 1);
@@ -604,6 +612,7 @@ static const dsv4_target_ir ptx_ir = {
     .min_ctas = ptx_min_ctas,
     .fence_proxy_async = ptx_fence_proxy_async,
     .cluster_rank = ptx_cluster_rank,
+    .grid_dep = ptx_grid_dep,
     .cluster_sync = ptx_cluster_sync,
     .mbar_init = ptx_mbar_init,
     .mbar_arrive = ptx_mbar_arrive,

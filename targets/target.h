@@ -25,6 +25,7 @@ typedef struct {
   char *llvm;          /* optimized LLVM IR text, when DSV4_WANT_LLVM */
   char *asm_text;      /* target assembly / disassembly, when DSV4_WANT_ASM */
   char note[256];      /* how it was validated, for the CLI's verbose output */
+  unsigned flags;      /* the bundle entry's DSV4_ENTRY_* (what the generator built) */
 } dsv4_artifact;
 
 void dsv4_artifact_free(dsv4_artifact *a);

@@ -375,7 +375,7 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
          dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 
-/* ---- bundle file format (version 2), all integers little-endian ----------
+/* ---- bundle file format (version 3), all integers little-endian ----------
  *
  *   header   magic "DSV4BNDL", u32 version, u32 nentries, u64 file_size,
  *            u32 crc32 of bytes [32, file_size), u32 reserved     (32 bytes)
@@ -383,7 +383,7 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
  *   blobs    code bytes, each 16-byte aligned, at the offsets entries give
  */
 #define DSV4_BUNDLE_MAGIC "DSV4BNDL"
-#define DSV4_BUNDLE_VERSION 2u
+#define DSV4_BUNDLE_VERSION 3u /* 3: the entries' flags */
 #define DSV4_BUNDLE_HEADER_BYTES 32
 
 typedef struct {
@@ -404,12 +404,22 @@ typedef struct {
   uint32_t matrix;               /* the matrix form: 0 none, 1 warp (mma.sync), 2 warpgroup (wgmma, sparse_decode),
                                     3 warpgroup in CTA pairs (launched in clusters of two) */
   uint32_t shared_bytes;         /* dynamic shared memory a launch needs (0: none) */
+  uint32_t flags;                /* DSV4_ENTRY_* */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;
   uint64_t code_off, code_len; /* .ptx text, .hsaco ELF, .spv words */
   uint64_t aux_off, aux_len;   /* spirv: SPIR 1.2 bitcode fallback; else 0 */
 } dsv4_bundle_entry;
+
+/* Entry flags.  SECOND_WAITS: the entry's second kernel (the split-KV
+ * combine of a matrix sparse_decode) waits for the grid launched before it
+ * in the stream to finish (PTX griddepcontrol.wait) before it reads
+ * anything, so the runtime may launch it as that grid's programmatic
+ * dependent: its CTAs are placed while the first kernel still runs.  A
+ * combine built without the wait must never be launched so. */
+#define DSV4_ENTRY_SECOND_WAITS 1u
+#define DSV4_ENTRY_FLAGS_KNOWN DSV4_ENTRY_SECOND_WAITS
 
 /* CRC-32 (IEEE, reflected), shared by writer and reader. */
 static inline uint32_t dsv4_crc32(const uint8_t *p, uint64_t n)

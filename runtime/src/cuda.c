@@ -24,6 +24,7 @@ enum {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
 };
@@ -59,8 +60,11 @@ enum {
   F(cuEventDestroy_v2, CUresult, (CUevent))                                                             \
   F(cuGetErrorString, CUresult, (CUresult, const char **))
 
-/* cuLaunchKernelEx's configuration (CUDA 12 driver API): one attribute,
- * the cluster's dimensions, in its 64-byte value union. */
+/* cuLaunchKernelEx's configuration (CUDA 12 driver API): attributes with
+ * a 64-byte value union, of which two are used: the cluster's dimensions,
+ * and programmatic stream serialization (an int: the grid may start
+ * before the one before it in the stream ends, since it waits for it with
+ * griddepcontrol.wait itself). */
 typedef struct {
   int id;
   char pad[4];
@@ -69,6 +73,7 @@ typedef struct {
     struct {
       unsigned x, y, z;
     } cluster;
+    int programmatic;
   } value;
 } CUlaunchAttribute;
 typedef struct {
@@ -300,7 +305,7 @@ static int cu_tensor_map(dsv4rt_context *ctx, uint64_t base, const uint64_t dims
 }
 
 static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
-                     uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs)
+                     uint32_t shared, uint32_t cluster, unsigned flags, const rt_arg *args, int nargs)
 {
   void *params[DSV4_MAX_ARGS];
   CUdeviceptr ptrs[DSV4_MAX_ARGS];
@@ -311,11 +316,18 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
     } else
       params[i] = (void *)&args[i].v; /* i32, i64 and f32 all sit at the union's start */
   }
-  if (cluster > 1) { /* cu_accepts took no entry that needs clusters where there are none */
-    CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .value.cluster = {cluster, 1, 1}};
-    CUlaunchConfig c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared, NULL, &at, 1};
+  /* cu_accepts took no entry that needs clusters where there are none; an
+   * early launch where cuLaunchKernelEx is missing is an ordinary one */
+  if (cluster > 1 || ((flags & RT_LAUNCH_EARLY) && S(ctx)->cuLaunchKernelEx)) {
+    CUlaunchAttribute at[2];
+    unsigned n = 0;
+    if (cluster > 1)
+      at[n++] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .value.cluster = {cluster, 1, 1}};
+    if (flags & RT_LAUNCH_EARLY)
+      at[n++] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.programmatic = 1};
+    CUlaunchConfig c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared, NULL, at, n};
     CUresult r = S(ctx)->cuLaunchKernelEx(&c, (CUfunction)kernel, params, NULL);
-    return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernelEx (clusters)") : 0;
+    return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernelEx") : 0;
   }
   CUresult r = S(ctx)->cuLaunchKernel((CUfunction)kernel, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                       shared, NULL, params, NULL);

@@ -273,10 +273,11 @@ static void ocl_unload(dsv4rt_context *ctx, void *module, void *kernel)
 }
 
 static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
-                      uint32_t cluster, const rt_arg *args, int nargs)
+                      uint32_t cluster, unsigned flags, const rt_arg *args, int nargs)
 {
   (void)shared;  /* always 0: ocl_accepts takes no entry that needs it */
   (void)cluster; /* always 1: CTA pairs are PTX only (the spec checker refuses them elsewhere) */
+  (void)flags;   /* an in-order queue: an early launch is an ordinary one */
   cl_state *st = S(ctx);
   for (int i = 0; i < nargs; i++) {
     cl_int r;

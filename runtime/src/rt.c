@@ -6,7 +6,7 @@
 
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 568, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -252,6 +252,10 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
                               ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0u) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
+  if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
+      ((e->flags & DSV4_ENTRY_SECOND_WAITS) && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0)))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): flags 0x%x do not apply to this entry", i,
+                   e->name, e->flags);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
       (e->aux_len && (e->aux_off > size || e->aux_len > size - e->aux_off)))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): code outside the file", i, e->name);
@@ -504,7 +508,8 @@ static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t 
   if (cluster < 1 || grid[0] % cluster)
     return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s: a grid of %u CTAs does not divide into clusters of %u",
                    b->entries[i].name, grid[0], cluster);
-  return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, cluster, args, nargs);
+  unsigned early = second && (b->entries[i].flags & DSV4_ENTRY_SECOND_WAITS) ? RT_LAUNCH_EARLY : 0;
+  return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, cluster, early, args, nargs);
 }
 
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)

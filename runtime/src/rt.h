@@ -18,6 +18,12 @@ typedef struct rt_arg {
   } v;
 } rt_arg;
 
+/* Launch flags.  EARLY: the kernel itself waits for the grid launched
+ * before it in the stream (DSV4_ENTRY_SECOND_WAITS), so the backend may
+ * start placing its CTAs before that grid ends (CUDA: programmatic stream
+ * serialization); a backend without that launches it as usual. */
+enum { RT_LAUNCH_EARLY = 1 };
+
 typedef struct rt_backend {
   dsv4rt_backend kind;
   const char *name;
@@ -39,9 +45,9 @@ typedef struct rt_backend {
   /* shared: dynamic shared memory bytes (0 unless the entry says);
    * cluster: CTAs a cluster along x (1: none; entries that need clusters,
    * CTA pairs, are refused by accepts() where the backend has none: their
-   * CTAs wait on each other and cannot run alone) */
+   * CTAs wait on each other and cannot run alone); flags: RT_LAUNCH_* */
   int (*launch)(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
-                uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs);
+                uint32_t shared, uint32_t cluster, unsigned flags, const rt_arg *args, int nargs);
   /* optional: encode a tensor map (the 128-byte CUDA descriptor TMA copies
    * read) of a rank-3 tensor of bytes at device address base: dims[0] bytes
    * a row (contiguous), dims[1] rows of strides[0] bytes, dims[2] of

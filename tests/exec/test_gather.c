@@ -10,6 +10,7 @@
  * launched, output untouched) and damaged bundles.  With no device for the
  * backend it prints why and exits 77, which CTest reports as skipped.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +446,25 @@ static void test_bundles(const char *path)
     CHECK(s != DSV4RT_OK && x == NULL, "byte %ld flipped: accepted", at);
     b[at] = old;
   }
+  /* entry flags (checksum made good): unknown bits, and the combine's
+   * early launch on an entry that has no combine */
+  static const uint32_t bad_flags[] = {0x80u, DSV4_ENTRY_SECOND_WAITS};
+  for (int k = 0; k < 2; k++) {
+    long at = DSV4_BUNDLE_HEADER_BYTES + (long)offsetof(dsv4_bundle_entry, flags); /* entry 0: a gather kernel */
+    uint32_t old, crc;
+    memcpy(&old, b + at, 4);
+    memcpy(b + at, &bad_flags[k], 4);
+    crc = dsv4_crc32(b + DSV4_BUNDLE_HEADER_BYTES, (uint64_t)(n - DSV4_BUNDLE_HEADER_BYTES));
+    memcpy(b + 24, &crc, 4);
+    dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, b, (size_t)n, &x);
+    CHECK(s == DSV4RT_ERR_BUNDLE_FORMAT && x == NULL && strstr(dsv4rt_last_error(ctx), "flags"),
+          "entry flags 0x%x on a gather entry: status %d: %s", bad_flags[k], s, dsv4rt_last_error(ctx));
+    memcpy(b + at, &old, 4);
+    crc = dsv4_crc32(b + DSV4_BUNDLE_HEADER_BYTES, (uint64_t)(n - DSV4_BUNDLE_HEADER_BYTES));
+    memcpy(b + 24, &crc, 4);
+  }
+  CHECK(dsv4rt_bundle_open_memory(ctx, b, (size_t)n, &x) == DSV4RT_OK, "restored bundle: %s", dsv4rt_last_error(ctx));
+  dsv4rt_bundle_destroy(x);
   uint32_t v = DSV4_BUNDLE_VERSION + 1;
   memcpy(b + 8, &v, 4);
   dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, b, (size_t)n, &x);
