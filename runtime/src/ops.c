@@ -380,7 +380,10 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
                                  a->extra_num_blocks * a->extra_block_size, "extra_indices")))))
     return s;
   /* split-KV (warp-matrix kernels): enough CTAs to fill the device when
-   * the (token, head group) pairs alone do not, at most one a tile */
+   * the (token, head group) pairs alone do not, at most one a tile; then
+   * the fewest splits with the same longest share (T 8 at 1152 indices: 6
+   * splits of 3 tiles, not 8 of 2 or 3: fewer partials to write and merge,
+   * measured 2% faster on the H200) */
   int64_t groups = (H + en->tokens_per_cta - 1) / en->tokens_per_cta * T;
   int64_t tiles = (a->topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE +
                   (extra ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
@@ -391,6 +394,10 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
     S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= ctx->units ? ctx->units / groups : 1;
     S = S > tiles ? tiles : S;
     S = S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
+    if (!(opts && opts->splits)) {
+      int64_t share = (tiles + S - 1) / S;
+      S = (tiles + share - 1) / share;
+    }
   }
   dsv4rt_buffer *work = NULL;
   if (S > 1 && (s = rt_work(b, e, (size_t)dsv4_decode_work_floats(T, H, (int)S, (int)vd) * 4, &work)))
