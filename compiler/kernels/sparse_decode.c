@@ -1414,9 +1414,12 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
   int DV = k->v_dim, threads = dsv4_decode_combine_threads(DV);
   kb_kernel(kb, name, kinds, names, n, threads);
   /* nothing is read before the splits' kernel has finished: the runtime may
-   * then launch this one as its programmatic dependent (DSV4_ENTRY_SECOND_WAITS) */
-  if (kb->t->grid_dep && kb->t->grid_dep(kb, 1))
+   * then launch this one as its programmatic dependent (DSV4_ENTRY_SECOND_WAITS);
+   * and the next decode's splits may be placed as this grid runs */
+  if (kb->t->grid_dep && kb->t->grid_dep(kb, 1)) {
     kb->entry_flags |= DSV4_ENTRY_SECOND_WAITS;
+    kb->t->grid_dep(kb, 0);
+  }
   LLVMBuilderRef b = kb->b;
   LLVMValueRef H = kb_sext64(kb, kb_arg(kb, C_HEADS)), S = kb_arg(kb, C_SPLITS);
   LLVMValueRef rows = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, C_TOKENS)), H, "rows");
@@ -1494,10 +1497,15 @@ static void decode_combine(dsv4_kb *kb, const dsv4_kernel *k)
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   if (k->tile.matrix) {
-    /* the combine (which waits for this grid's end before reading) may be
-     * placed as soon as every CTA has started: its launch overlaps this one */
-    if (kb->t->grid_dep)
-      kb->t->grid_dep(kb, 0);
+    /* The combine (which waits for this grid's end before reading) may be
+     * placed as soon as every CTA has started: its launch overlaps this
+     * one.  And this grid touches no memory before the grid before it in
+     * the stream has finished, so the runtime may launch it as that grid's
+     * programmatic dependent (DSV4_ENTRY_FIRST_WAITS): its launch then
+     * overlaps the end of that grid where that grid allows it (the
+     * combine, or this kernel, of the decode before). */
+    if (kb->t->grid_dep && kb->t->grid_dep(kb, 0) && kb->t->grid_dep(kb, 1))
+      kb->entry_flags |= DSV4_ENTRY_FIRST_WAITS;
     if (k->tile.matrix >= DSV4_MATRIX_WARPGROUP ? wg_decode(kb, k, d) : matrix_decode(kb, k, d))
       return 1;
     LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */

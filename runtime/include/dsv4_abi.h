@@ -416,10 +416,14 @@ typedef struct {
  * combine of a matrix sparse_decode) waits for the grid launched before it
  * in the stream to finish (PTX griddepcontrol.wait) before it reads
  * anything, so the runtime may launch it as that grid's programmatic
- * dependent: its CTAs are placed while the first kernel still runs.  A
- * combine built without the wait must never be launched so. */
+ * dependent: its CTAs are placed while the first kernel still runs.
+ * FIRST_WAITS: the same for the entry's first kernel, which waits before
+ * it touches any memory (so it may be placed while whatever kernel came
+ * before it in the stream ends, where that kernel allows it).  A kernel
+ * built without the wait must never be launched so. */
 #define DSV4_ENTRY_SECOND_WAITS 1u
-#define DSV4_ENTRY_FLAGS_KNOWN DSV4_ENTRY_SECOND_WAITS
+#define DSV4_ENTRY_FIRST_WAITS 2u
+#define DSV4_ENTRY_FLAGS_KNOWN (DSV4_ENTRY_SECOND_WAITS | DSV4_ENTRY_FIRST_WAITS)
 
 /* CRC-32 (IEEE, reflected), shared by writer and reader. */
 static inline uint32_t dsv4_crc32(const uint8_t *p, uint64_t n)

@@ -253,7 +253,7 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
   if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
-      ((e->flags & DSV4_ENTRY_SECOND_WAITS) && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0)))
+      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0)))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): flags 0x%x do not apply to this entry", i,
                    e->name, e->flags);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
@@ -508,7 +508,7 @@ static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t 
   if (cluster < 1 || grid[0] % cluster)
     return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s: a grid of %u CTAs does not divide into clusters of %u",
                    b->entries[i].name, grid[0], cluster);
-  unsigned early = second && (b->entries[i].flags & DSV4_ENTRY_SECOND_WAITS) ? RT_LAUNCH_EARLY : 0;
+  unsigned early = b->entries[i].flags & (second ? DSV4_ENTRY_SECOND_WAITS : DSV4_ENTRY_FIRST_WAITS) ? RT_LAUNCH_EARLY : 0;
   return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, cluster, early, args, nargs);
 }
 

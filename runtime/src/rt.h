@@ -19,7 +19,7 @@ typedef struct rt_arg {
 } rt_arg;
 
 /* Launch flags.  EARLY: the kernel itself waits for the grid launched
- * before it in the stream (DSV4_ENTRY_SECOND_WAITS), so the backend may
+ * before it in the stream (DSV4_ENTRY_*_WAITS), so the backend may
  * start placing its CTAs before that grid ends (CUDA: programmatic stream
  * serialization); a backend without that launches it as usual. */
 enum { RT_LAUNCH_EARLY = 1 };

@@ -446,10 +446,10 @@ static void test_bundles(const char *path)
     CHECK(s != DSV4RT_OK && x == NULL, "byte %ld flipped: accepted", at);
     b[at] = old;
   }
-  /* entry flags (checksum made good): unknown bits, and the combine's
-   * early launch on an entry that has no combine */
-  static const uint32_t bad_flags[] = {0x80u, DSV4_ENTRY_SECOND_WAITS};
-  for (int k = 0; k < 2; k++) {
+  /* entry flags (checksum made good): unknown bits, and early launches on
+   * an entry whose kernels do not wait for them */
+  static const uint32_t bad_flags[] = {0x80u, DSV4_ENTRY_SECOND_WAITS, DSV4_ENTRY_FIRST_WAITS};
+  for (int k = 0; k < 3; k++) {
     long at = DSV4_BUNDLE_HEADER_BYTES + (long)offsetof(dsv4_bundle_entry, flags); /* entry 0: a gather kernel */
     uint32_t old, crc;
     memcpy(&old, b + at, 4);
