@@ -147,6 +147,10 @@ typedef struct dsv4_target_ir {
    * (i32 0/1) has completed (the default acquire at CTA scope: the barrier
    * and the data it guards are this CTA's shared memory). */
   int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank);
+  void (*cluster_sync)(dsv4_kb *kb);
+  void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
+  void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
+  void (*mbar_wait)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity);
   /* Optional programmatic dependent launch (PTX sm_90 griddepcontrol):
    * wait 1, this grid waits until the grid launched before it in the stream
    * has finished and its memory writes are visible (at once when this grid
@@ -154,10 +158,6 @@ typedef struct dsv4_target_ir {
    * launched after it to be placed before this grid ends.  Returns 0 when
    * the target or arch has none (nothing emitted). */
   int (*grid_dep)(dsv4_kb *kb, int wait);
-  void (*cluster_sync)(dsv4_kb *kb);
-  void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
-  void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
-  void (*mbar_wait)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity);
   /* Optional asynchronous copies to the other CTA of a pair (the matrix
    * unit's proxy: no fence between them and its reads there).
    * copy_to_peer: `bytes` (a multiple of 16, both addresses 16-aligned)

@@ -394,7 +394,7 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
     S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= ctx->units ? ctx->units / groups : 1;
     S = S > tiles ? tiles : S;
     S = S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
-    if (!(opts && opts->splits)) {
+    if (!(opts && opts->splits) && tiles > 0) {
       int64_t share = (tiles + S - 1) / S;
       S = (tiles + share - 1) / share;
     }

@@ -100,25 +100,27 @@ static void close_enough(const char *what, const float *got, const float *want, 
   CHECK(cos_tol < 0 || fabs(cos_diff) <= cos_tol, "%s: cosine diff %.3g above %.3g", what, cos_diff, cos_tol);
 }
 
-/* One random case; unnamed: launch with no kernel name, so the runtime
- * picks (the warp-matrix kernel of k's layout where the device runs one). */
-static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs, int unnamed)
+/* One random case, a main list of topk entries; unnamed: launch with no
+ * kernel name, so the runtime picks (the warp-matrix kernel of k's layout
+ * where the device runs one). */
+static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs, int unnamed, int64_t topk)
 {
   const dsv4_layout *L = &k->L;
   int D = L->dim, V = k->info.v_dim;
   int64_t bs = 64, nb = 24, stride = (dsv4_layout_min_block_bytes(L, bs) + 1024 + 15) / 16 * 16;
   int64_t xnb = with_extra ? (xbs == 2 ? 300 : 24) : 0;
   int64_t xstride = with_extra ? (dsv4_layout_min_block_bytes(L, xbs) + 15) / 16 * 16 : 0;
-  int64_t topk = 128, xtopk = with_extra ? 256 : 0;
+  int64_t xtopk = with_extra ? 256 : 0;
   uint8_t *cache = make_cache(L, nb, bs, stride), *xcache = with_extra ? make_cache(L, xnb, xbs, xstride) : NULL;
   uint16_t *q = malloc((size_t)(T * H * D) * 2);
   for (int64_t i = 0; i < T * H * D; i++)
     q[i] = dsv4_ref_f32_to_bf16((rnd01() - 0.5f) * 2.0f);
-  int32_t *idx = malloc((size_t)(T * topk) * 4), *lens = malloc((size_t)T * 4);
+  int32_t *idx = malloc((size_t)(T * topk) * 4 + 4), *lens = malloc((size_t)T * 4);
   int32_t *xidx = malloc((size_t)(T * xtopk) * 4 + 4), *xlens = malloc((size_t)T * 4);
   for (int64_t t = 0; t < T; t++) {
     int u = (int)dsv4_rng_range(&rng, 0, 7);
-    lens[t] = u == 0 ? 0 : u == 1 ? (int32_t)dsv4_rng_range(&rng, 1, 127) : (int32_t)topk; /* p < 127 windows */
+    /* empty, a window of fewer than topk positions, or full */
+    lens[t] = u == 0 || !topk ? 0 : u == 1 ? (int32_t)dsv4_rng_range(&rng, 1, topk - 1) : (int32_t)topk;
     xlens[t] = (int32_t)dsv4_rng_range(&rng, 0, xtopk);
     for (int64_t j = 0; j < topk; j++)
       idx[t * topk + j] = j < lens[t] && (u != 2) ? (int32_t)dsv4_rng_range(&rng, 0, nb * bs - 1) : -1;
@@ -140,7 +142,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
   for (int64_t i = 0; i < T * H; i++)
     lgot[i] = NAN;
   dsv4rt_buffer *qb = dev(q, (size_t)(T * H * D) * 2), *cb = dev(cache, (size_t)(nb * stride)),
-                *ib = dev(idx, (size_t)(T * topk) * 4), *lb = dev(lens, (size_t)T * 4),
+                *ib = dev(idx, (size_t)(T * topk) * 4 + 4), *lb = dev(lens, (size_t)T * 4),
                 *xcb = with_extra ? dev(xcache, (size_t)(xnb * xstride)) : NULL,
                 *xib = with_extra ? dev(xidx, (size_t)(T * xtopk) * 4) : NULL,
                 *xlb = with_extra ? dev(xlens, (size_t)T * 4) : NULL, *sb = dev(sink, (size_t)H * 4),
@@ -187,7 +189,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
 
 static void random_case(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs)
 {
-  random_case_ex(k, T, H, with_extra, xbs, 0);
+  random_case_ex(k, T, H, with_extra, xbs, 0, 128);
 }
 
 /* A FlashMLA fixture (DSv4 layout). */
@@ -311,13 +313,15 @@ int main(int argc, char **argv)
     if (!harness_kernel(bundle, e, "sparse_decode", &k))
       continue;
     if (!ran) /* the first kernel: also without a name (the runtime's choice keeps its layout) */
-      random_case_ex(&k, 3, 64, 1, 64, 1);
+      random_case_ex(&k, 3, 64, 1, 64, 1, 128);
     random_case(&k, 5, 64, 1, 64);  /* C4: extra cache of 64-token pages */
     random_case(&k, 3, 128, 1, 2);  /* C128: pages of 2 entries */
     random_case(&k, 4, 64, 0, 64);  /* SWA only */
     random_case(&k, 3, 20, 1, 64);  /* heads not a multiple of the CTA's */
     random_case(&k, 2, 100, 1, 64); /* two head groups, the second part padding */
     random_case(&k, 2, 192, 0, 64); /* three head groups (CTA pairs: the last beside a padding CTA) */
+    random_case_ex(&k, 2, 64, 1, 64, 0, 0); /* topk 0: the extra list alone */
+    random_case_ex(&k, 2, 64, 0, 64, 0, 0); /* topk 0 and no extra list: no tiles, every row empty */
     if (groot && !strcmp(k.L.name, "fp8_ds_mla_v4")) {
       golden_case_run(&k, groot, "v4_sparse_decode_c128_h64");
       golden_case_run(&k, groot, "v4_sparse_decode_c4_h128");
