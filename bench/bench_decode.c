@@ -6,8 +6,9 @@
  * the runtime's choice), for sweeps.  DSV4_BENCH_SHAPE=pro, flash or small
  * runs one of the shapes below; DSV4_BENCH_SHAPE=T,H,NX one of T tokens, H
  * heads and NX compressed + 128 SWA indices (time against tiles).
- * DSV4_BENCH_UNCHECKED=1 times without the reference check (ablation
- * builds, whose results are wrong by design; the label says so).
+ * DSV4_BENCH_UNCHECKED (set to anything) times without the reference
+ * check (ablation builds, whose results are wrong by design; the row says
+ * unchecked).
  * DSV4_BENCH_KV_SCALE=k makes both caches k times larger (the indices
  * spread over all of it): by default each set's caches (about 5 MB) sit in
  * the L2, as they would not in serving, where the rows a token selects come

@@ -155,7 +155,8 @@ typedef struct dsv4_target_ir {
    * wait 1, this grid waits until the grid launched before it in the stream
    * has finished and its memory writes are visible (at once when this grid
    * was not launched as its dependent); wait 0, this CTA allows the grid
-   * launched after it to be placed before this grid ends.  Returns 0 when
+   * launched after it to be placed before this grid ends (once every CTA
+   * has allowed it or exited).  Returns 0 when
    * the target or arch has none (nothing emitted). */
   int (*grid_dep)(dsv4_kb *kb, int wait);
   /* Optional asynchronous copies to the other CTA of a pair (the matrix

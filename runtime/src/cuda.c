@@ -68,7 +68,7 @@ enum {
 typedef struct {
   int id;
   char pad[4];
-  union {
+  _Alignas(8) union { /* (8-aligned, as cuda.h's) */
     char bytes[64];
     struct {
       unsigned x, y, z;
@@ -93,7 +93,7 @@ typedef CUresult (*cu_tmap_fn)(void *map, int type, unsigned rank, void *base, c
 
 typedef struct {
   void *lib;
-  cu_launch_ex_fn cuLaunchKernelEx; /* optional (CUDA 12 drivers on): clusters */
+  cu_launch_ex_fn cuLaunchKernelEx; /* optional (CUDA 12 drivers on): clusters, early launches */
   cu_tmap_fn cuTensorMapEncodeTiled; /* optional (CUDA 12 drivers on): tensor maps */
 #define F(name, ret, args) ret(*name) args;
   CU_FUNCS(F)

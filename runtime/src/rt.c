@@ -252,8 +252,10 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
                               ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0u) ||
       e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
+  int sm = 0; /* early launches: griddepcontrol, PTX sm_90 on */
   if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
-      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0)))
+      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0 ||
+                    sscanf(e->arch, "sm_%d", &sm) != 1 || sm < 90)))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): flags 0x%x do not apply to this entry", i,
                    e->name, e->flags);
   if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||

@@ -92,6 +92,20 @@ if command -v llvm-readelf-19 >/dev/null; then
   llvm-readelf-19 --notes "$d/dequant_gather_sm80.hsaco" | grep -q "amdhsa.target:.*gfx90a" && ok || bad "gfx90a note"
 fi
 
+# programmatic dependent launch: every entry of the sparse decode's matrix
+# kernels for sm_90a (the splits and the combine) waits (griddepcontrol.wait)
+# before any memory instruction but its parameters' loads, since the
+# bundle lets the runtime start them before the grid before them ends
+for k in sparse_decode_v4_mma sparse_decode_v4_mma_pair; do
+  f=$out/pdl_$k.ptx
+  if "$dsv4c" "$specs/sparse_decode.lua" -t ptx --emit asm -k $k >"$f" 2>"$f.log"; then
+    awk '/\.entry /{n++; w=0; next} n && !w && /griddepcontrol\.wait/{w=1; waits++; next}
+         n && !w && /^[ \t]*(@%p[0-9]+ )?(ld|st|atom|red|cp|mbarrier|wgmma)\./ && !/ld\.param/{print "memory before the wait: " $0; bad=1}
+         END{if (waits != 2 || n != 2) {print waits " waits in " n " entries"; bad=1}; exit bad}' "$f" >"$f.why" &&
+      ok || bad "$k: $(head -3 "$f.why")"
+  else bad "$k: dsv4c failed: $(cat "$f.log")"; fi
+done
+
 # a validator that fails: an error, exit 1, and no file written
 d=$out/broken
 DSV4C_SPIRV_HELPER=/bin/false "$dsv4c" "$specs/decode.lua" -o "$d" 2>"$d.log"
