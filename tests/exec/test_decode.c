@@ -100,6 +100,30 @@ static void close_enough(const char *what, const float *got, const float *want, 
   CHECK(cos_tol < 0 || fabs(cos_diff) <= cos_tol, "%s: cosine diff %.3g above %.3g", what, cos_diff, cos_tol);
 }
 
+/* Poison a decode's host outputs (n values of out, nl of lse). */
+static void poison(uint16_t *got, float *lgot, size_t n, size_t nl)
+{
+  dsv4_check_fill16(got, n, 0x7F81);
+  for (size_t i = 0; i < nl; i++)
+    lgot[i] = NAN;
+}
+
+/* Read a decode's out and lse back (into got, lgot) and compare them with
+ * the reference's within FlashMLA's tolerances; fo, fw: n floats of room. */
+static void check_decode(const char *label, dsv4rt_buffer *ob, dsv4rt_buffer *lseb, uint16_t *got, float *lgot,
+                         const uint16_t *want, const float *lwant, float *fo, float *fw, size_t n, size_t nl)
+{
+  dsv4rt_buffer_read(ob, 0, got, n * 2);
+  dsv4rt_buffer_read(lseb, 0, lgot, nl * 4);
+  for (size_t i = 0; i < n; i++)
+    fo[i] = dsv4_ref_bf16_to_f32(got[i]), fw[i] = dsv4_ref_bf16_to_f32(want[i]);
+  char what[224];
+  snprintf(what, sizeof what, "%s: out", label);
+  close_enough(what, fo, fw, n, 1e-3, 2.01 / 128, 5e-6);
+  snprintf(what, sizeof what, "%s: lse", label);
+  close_enough(what, lgot, lwant, nl, 1e-6, 8.0 / 65536, -1);
+}
+
 /* One random case, a main list of topk entries; unnamed: launch with no
  * kernel name, so the runtime picks (the warp-matrix kernel of k's layout
  * where the device runs one). */
@@ -138,9 +162,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
   int rr = dsv4_ref_sparse_decode(L, V, q, T, H, cache, nb, bs, stride, idx, lens, topk, xcache, xnb, xbs, xstride, xidx,
                                   xlens, xtopk, sink, scale, ts, want, lwant);
   CHECK(rr == 0, "%s: reference refused the inputs", k->name);
-  dsv4_check_fill16(got, (size_t)(T * H * V), 0x7F81);
-  for (int64_t i = 0; i < T * H; i++)
-    lgot[i] = NAN;
+  poison(got, lgot, (size_t)(T * H * V), (size_t)(T * H));
   dsv4rt_buffer *qb = dev(q, (size_t)(T * H * D) * 2), *cb = dev(cache, (size_t)(nb * stride)),
                 *ib = dev(idx, (size_t)(T * topk) * 4 + 4), *lb = dev(lens, (size_t)T * 4),
                 *xcb = with_extra ? dev(xcache, (size_t)(xnb * xstride)) : NULL,
@@ -165,9 +187,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
   rr = dsv4_ref_sparse_decode(L, V, q2, T, H, cache, nb, bs, stride, idx, lens, topk, xcache, xnb, xbs, xstride, xidx,
                               xlens, xtopk, sink, scale, ts, want2, lwant2);
   CHECK(rr == 0, "%s: reference refused the inputs", k->name);
-  dsv4_check_fill16(got2, (size_t)(T * H * V), 0x7F81);
-  for (int64_t i = 0; i < T * H; i++)
-    lgot2[i] = NAN;
+  poison(got2, lgot2, (size_t)(T * H * V), (size_t)(T * H));
   dsv4rt_buffer *qb2 = dev(q2, (size_t)(T * H * D) * 2), *ob2 = dev(got2, (size_t)(T * H * V) * 2),
                 *lseb2 = dev(lgot2, (size_t)(T * H) * 4);
   dsv4rt_sparse_decode_args a2 = a;
@@ -178,9 +198,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
   int runs = k->info.matrix ? 3 : 1;
   float *fo = malloc((size_t)(T * H * V) * 4), *fw = malloc((size_t)(T * H * V) * 4);
   for (int si = 0; si < runs; si++) {
-    dsv4_check_fill16(got, (size_t)(T * H * V), 0x7F81);
-    for (int64_t i = 0; i < T * H; i++)
-      lgot[i] = NAN;
+    poison(got, lgot, (size_t)(T * H * V), (size_t)(T * H));
     dsv4rt_buffer_write(ob, 0, got, (size_t)(T * H * V) * 2);
     dsv4rt_buffer_write(lseb, 0, lgot, (size_t)(T * H) * 4);
     dsv4rt_launch_opts o = {.kernel = unnamed ? NULL : k->name, .check_contents = 1, .splits = splits[si]};
@@ -191,27 +209,14 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     if (!s)
       s = dsv4rt_synchronize(ctx);
     CHECK(s == DSV4RT_OK, "%s: launch: %s", k->name, dsv4rt_last_error(ctx));
-    dsv4rt_buffer_read(ob, 0, got, (size_t)(T * H * V) * 2);
-    dsv4rt_buffer_read(lseb, 0, lgot, (size_t)(T * H) * 4);
-    for (int64_t i = 0; i < T * H * V; i++)
-      fo[i] = dsv4_ref_bf16_to_f32(got[i]), fw[i] = dsv4_ref_bf16_to_f32(want[i]);
-    char what[160];
-    snprintf(what, sizeof what, "%s%s T=%lld H=%lld extra=%s splits=%d: out", unnamed ? "unnamed, layout of " : "",
-             k->name, (long long)T, (long long)H, with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none", splits[si]);
-    close_enough(what, fo, fw, (size_t)(T * H * V), 1e-3, 2.01 / 128, 5e-6);
-    snprintf(what, sizeof what, "%s T=%lld H=%lld splits=%d: lse", k->name, (long long)T, (long long)H, splits[si]);
-    close_enough(what, lgot, lwant, (size_t)(T * H), 1e-6, 8.0 / 65536, -1);
+    char label[192];
+    snprintf(label, sizeof label, "%s%s T=%lld H=%lld extra=%s topk=%lld splits=%d", unnamed ? "unnamed, layout of " : "",
+             k->name, (long long)T, (long long)H, with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none", (long long)topk,
+             splits[si]);
+    check_decode(label, ob, lseb, got, lgot, want, lwant, fo, fw, (size_t)(T * H * V), (size_t)(T * H));
     if (second) {
-      dsv4rt_buffer_read(ob2, 0, got2, (size_t)(T * H * V) * 2);
-      dsv4rt_buffer_read(lseb2, 0, lgot2, (size_t)(T * H) * 4);
-      for (int64_t i = 0; i < T * H * V; i++)
-        fo[i] = dsv4_ref_bf16_to_f32(got2[i]), fw[i] = dsv4_ref_bf16_to_f32(want2[i]);
-      snprintf(what, sizeof what, "%s T=%lld H=%lld splits=%d, the decode launched right behind: out", k->name,
-               (long long)T, (long long)H, splits[si]);
-      close_enough(what, fo, fw, (size_t)(T * H * V), 1e-3, 2.01 / 128, 5e-6);
-      snprintf(what, sizeof what, "%s T=%lld H=%lld splits=%d, the decode launched right behind: lse", k->name,
-               (long long)T, (long long)H, splits[si]);
-      close_enough(what, lgot2, lwant2, (size_t)(T * H), 1e-6, 8.0 / 65536, -1);
+      strncat(label, ", the decode launched right behind", sizeof label - strlen(label) - 1);
+      check_decode(label, ob2, lseb2, got2, lgot2, want2, lwant2, fo, fw, (size_t)(T * H * V), (size_t)(T * H));
     }
   }
   dsv4rt_buffer_destroy(qb2), dsv4rt_buffer_destroy(ob2), dsv4rt_buffer_destroy(lseb2);
