@@ -137,8 +137,10 @@ typedef struct dsv4_target_ir {
    * launched alone is a cluster of one).  cluster_rank: this CTA's rank in
    * its cluster (i32); returns 0 when the target or arch has none (a NULL
    * output asks only that).  cluster_sync: every thread
-   * of every CTA of the cluster arrives and waits (release / acquire, and
-   * barrier initialisation before it is visible after it).  mbar_*: a
+   * of every CTA of the cluster arrives and waits; ordered 1: with release /
+   * acquire (barrier initialisation before it is visible after it), 0:
+   * execution only (the arrival does not wait for this thread's earlier
+   * stores, global ones included, to be performed).  mbar_*: a
    * barrier object in shared memory (8 bytes, 8-aligned) completing a phase
    * each `count` arrivals: init (one thread, then a cluster_sync), arrive on
    * this CTA's (peer NULL) or on the one at the same address in CTA `peer`
@@ -147,7 +149,7 @@ typedef struct dsv4_target_ir {
    * (i32 0/1) has completed (the default acquire at CTA scope: the barrier
    * and the data it guards are this CTA's shared memory). */
   int (*cluster_rank)(dsv4_kb *kb, LLVMValueRef *rank);
-  void (*cluster_sync)(dsv4_kb *kb);
+  void (*cluster_sync)(dsv4_kb *kb, int ordered);
   void (*mbar_init)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count);
   void (*mbar_arrive)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer);
   void (*mbar_wait)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef parity);

@@ -468,9 +468,11 @@ static int ptx_grid_dep(dsv4_kb *kb, int wait)
   return 1;
 }
 
-static void ptx_cluster_sync(dsv4_kb *kb)
+static void ptx_cluster_sync(dsv4_kb *kb, int ordered)
 {
-  asm_call(kb, "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", "~{memory}", kb->v, NULL, NULL, 0, 1);
+  asm_call(kb, ordered ? "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;"
+                       : "barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;",
+           "~{memory}", kb->v, NULL, NULL, 0, 1);
 }
 
 static void ptx_mbar_init(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef count)

@@ -1309,7 +1309,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     for (int m = 0; m < WG_MBARS; m++) /* FULL: this CTA's producer thread (and the other's copies); EMPTY: every consumer warp */
       T->mbar_init(kb, wg_mbar(kb, &x, m, kb_i32(kb, 0)), kb_i32(kb, m < WG_MB_EMPTY ? 1 : 2 * 8));
     kb_endif(kb, &fi);
-    T->cluster_sync(kb);
+    T->cluster_sync(kb, 1);
   } /* (alone, nothing before the roles needs a CTA barrier: q is the consumers' own) */
 
   T->min_ctas(kb, 1); /* the register cap setmaxnreg redistributes */
@@ -1392,8 +1392,14 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     wg_copy_out(kb, &x);
   }
   kb_endif(kb, &role);
+  /* neither CTA of a pair leaves while the other may still use its shared
+   * memory.  Every such use has completed before this CTA's last FULL (the
+   * other CTA's copies complete there, and the last two tiles hand no
+   * buffer back), so the barrier orders execution only: an ordered one
+   * made each thread wait for its output stores to be performed first
+   * (about 1 us a CTA, timed in the kernel) */
   if (x.pair)
-    T->cluster_sync(kb); /* neither CTA of a pair leaves while the other may still write to it */
+    T->cluster_sync(kb, 0);
   return 0;
 }
 
