@@ -492,7 +492,7 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
  * straight out (a partial's 8-byte pairs fill whole 32-byte sectors). */
 static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m,
                      LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first,
-                     LLVMValueRef stage)
+                     LLVMValueRef stage, LLVMValueRef sink)
 {
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
@@ -528,7 +528,7 @@ static void head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValu
   kb_else(kb, &sp);
   {
     LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, head), kb_i64(kb, 4), "");
-    LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
+    LLVMValueRef sk = sink ? sink : kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), hoff, 4, f32c(kb, -INFINITY));
     LLVMValueRef lse, factor;
     finish_row(kb, m, l, sk, fold ? kb_arg(kb, TENSOR_SCALE) : NULL, &lse, &factor);
     LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, DV), ""), dim0, ""), kb_i64(kb, 2), "");
@@ -676,7 +676,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef pr[NT2_MAX][2];
     for (int j = 0; j < x.NT2; j++)
       pr[j][0] = st.acc[j][h * 2], pr[j][1] = st.acc[j][h * 2 + 1];
-    head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, x.NT2, dim0, first, NULL);
+    head_out(kb, k, x.t, LLVMBuildAdd(b, h0, rowi[h], "head"), st.m[h], l, pr, x.NT2, dim0, first, NULL, NULL);
   }
   return 0;
 }
@@ -1220,7 +1220,8 @@ static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const L
     for (int j = 0; j < st->nb; j++)
       pr[j][0] = st->o[j][2 * h], pr[j][1] = st->o[j][2 * h + 1];
     LLVMValueRef stage = kb_byte_ptr(kb, x->qs, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, wg_stage_row(x)), ""));
-    head_out(kb, x->k, x->t, LLVMBuildAdd(b, h0, rowi[h], "head"), m, l, pr, st->nb, dim0, first, stage);
+    LLVMValueRef sink = kb_load(kb, kb->f32, kb_byte_ptr(kb, ml, LLVMBuildAdd(b, at, kb_i64(kb, 2 * x->HC * 4), "")), 4);
+    head_out(kb, x->k, x->t, LLVMBuildAdd(b, h0, rowi[h], "head"), m, l, pr, st->nb, dim0, first, stage, sink);
   }
 }
 
@@ -1322,6 +1323,20 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
     LLVMValueRef hv = LLVMBuildSub(b, H, h0, "");
     LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
+    /* the rows' sinks, with q, into red's third slot (wg_out reads them
+     * there): read after the last tile, their round trip was on the
+     * output's critical path */
+    LLVMValueRef sinks = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * 2 * x.HC * 4));
+    kb_if_t fk = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x.tid, kb_i32(kb, x.HC), ""), "sinks");
+    {
+      LLVMValueRef head = LLVMBuildAdd(b, h0, x.tid, "");
+      LLVMValueRef has = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_SINK), kb_i32(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntSLT, head, H, ""), "");
+      kb_store(kb, kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), LLVMBuildMul(b, kb_zext64(kb, head), kb_i64(kb, 4), ""), 4,
+                              f32c(kb, -INFINITY)),
+               kb_byte_ptr(kb, sinks, LLVMBuildMul(b, kb_zext64(kb, x.tid), kb_i64(kb, 4), "")), 4);
+    }
+    kb_endif(kb, &fk);
     for (int it = 0; it < x.HC * per_row / 256; it++) {
       LLVMValueRef pi = LLVMBuildAdd(b, x.tid, kb_i32(kb, it * 256), "");
       LLVMValueRef r = LLVMBuildUDiv(b, pi, kb_i32(kb, per_row), ""), cb = LLVMBuildURem(b, pi, kb_i32(kb, per_row), "");
@@ -1354,7 +1369,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       for (int e = 0; e < 4; e++)
         st.o[j][e] = fst.o[j][e] = f32c(kb, 0.0);
     /* the lead folds the tiles and publishes each row's (m, l) at the end
-     * (slot 2 of red); the follower reads them */
+     * (red's second slot); the follower reads them */
     LLVMValueRef ml = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * x.HC * 4)), rowi[2];
     for (int h = 0; h < 2; h++)
       rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");

@@ -283,8 +283,8 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
  * producer warpgroup (DSV4_DECODE_WG_PRODUCERS warps) that dequantizes the
  * next tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte
  * swizzled atoms), two P buffers (high and low bf16 parts), three slots of
- * 2 x 64 floats (the rows' rescale factors of the two P buffers, the rows'
- * final m and l), two validity words a K row; in CTA pairs
+ * 2 x 64 floats (the rows' rescale factors of the two P buffers; the rows'
+ * final m and l; the rows' sinks), two validity words a K row; in CTA pairs
  * (DSV4_MATRIX_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
  * a token, each dequantizing half of every tile for both) also four
  * barrier objects of 8 bytes. */
