@@ -727,6 +727,7 @@ typedef struct {
   const dsv4_kernel *k;
   int D, HC, threads;
   LLVMValueRef qs, ks, ps, red, vm, mb; /* shared regions */
+  LLVMValueRef sinks;                     /* red's third slot: the rows' sinks (read with q) */
   LLVMValueRef tid, t, lo, hi;
   LLVMValueRef rank, peer; /* i32: this CTA's rank in its pair, the other's */
   int pair;                /* tile.pair: launched as pairs of CTAs */
@@ -1220,7 +1221,7 @@ static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const L
     for (int j = 0; j < st->nb; j++)
       pr[j][0] = st->o[j][2 * h], pr[j][1] = st->o[j][2 * h + 1];
     LLVMValueRef stage = kb_byte_ptr(kb, x->qs, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, wg_stage_row(x)), ""));
-    LLVMValueRef sink = kb_load(kb, kb->f32, kb_byte_ptr(kb, ml, LLVMBuildAdd(b, at, kb_i64(kb, 2 * x->HC * 4), "")), 4);
+    LLVMValueRef sink = kb_load(kb, kb->f32, kb_byte_ptr(kb, x->sinks, at), 4);
     head_out(kb, x->k, x->t, LLVMBuildAdd(b, h0, rowi[h], "head"), m, l, pr, st->nb, dim0, first, stage, sink);
   }
 }
@@ -1285,6 +1286,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.ks = carve(kb, sm, &o, 2 * wg_kbytes(&x));
   x.ps = carve(kb, sm, &o, 2 * 2 * WG_PBYTES);
   x.red = carve(kb, sm, &o, 3 * 2 * x.HC * 4);
+  x.sinks = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * 2 * x.HC * 4));
   x.vm = carve(kb, sm, &o, 2 * TILE * 4);
   if (x.pair)
     x.mb = carve(kb, sm, &o, WG_MBARS * 8);
@@ -1323,10 +1325,9 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x.t), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
     LLVMValueRef hv = LLVMBuildSub(b, H, h0, "");
     LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
-    /* the rows' sinks, with q, into red's third slot (wg_out reads them
-     * there): read after the last tile, their round trip was on the
-     * output's critical path */
-    LLVMValueRef sinks = kb_byte_ptr(kb, x.red, kb_i64(kb, 2 * 2 * x.HC * 4));
+    /* the rows' sinks, with q, into x.sinks (wg_out reads them there):
+     * read after the last tile, their round trip was on the output's
+     * critical path */
     kb_if_t fk = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x.tid, kb_i32(kb, x.HC), ""), "sinks");
     {
       LLVMValueRef head = LLVMBuildAdd(b, h0, x.tid, "");
@@ -1334,7 +1335,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
                                       LLVMBuildICmp(b, LLVMIntSLT, head, H, ""), "");
       kb_store(kb, kb_load_if(kb, has, kb->f32, kb_arg(kb, SINK), LLVMBuildMul(b, kb_zext64(kb, head), kb_i64(kb, 4), ""), 4,
                               f32c(kb, -INFINITY)),
-               kb_byte_ptr(kb, sinks, LLVMBuildMul(b, kb_zext64(kb, x.tid), kb_i64(kb, 4), "")), 4);
+               kb_byte_ptr(kb, x.sinks, LLVMBuildMul(b, kb_zext64(kb, x.tid), kb_i64(kb, 4), "")), 4);
     }
     kb_endif(kb, &fk);
     for (int it = 0; it < x.HC * per_row / 256; it++) {
