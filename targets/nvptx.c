@@ -156,12 +156,16 @@ static LLVMValueRef ptx_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int 
 }
 
 /* ex2.approx / lg2.approx: LLVM 19 lowers llvm.exp2 / llvm.log2 on NVPTX
- * only with afn; these are the instructions that would give. */
+ * only with afn; these are the instructions that would give.  ex2.approx.ftz
+ * is a single MUFU.EX2; without .ftz ptxas wraps it in a range check, a
+ * halved input and a squared result to reach the subnormal results. */
 static LLVMValueRef ptx_math(dsv4_kb *kb, int fn, LLVMValueRef x)
 {
   LLVMTypeRef ft = kb->f32;
-  return kb_call(kb, fn == KB_EXP2 ? "llvm.nvvm.ex2.approx.f" : "llvm.nvvm.lg2.approx.f", kb->f32, &ft, &x, 1,
-                 LLVMCCallConv);
+  const char *name = fn == KB_EXP2_FTZ ? "llvm.nvvm.ex2.approx.ftz.f"
+                     : fn == KB_EXP2   ? "llvm.nvvm.ex2.approx.f"
+                                       : "llvm.nvvm.lg2.approx.f";
+  return kb_call(kb, name, kb->f32, &ft, &x, 1, LLVMCCallConv);
 }
 
 /* mma.sync m16n8k32 e4m3 x e4m3 -> f32 (sm_89+). */
@@ -396,12 +400,17 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
   return 1;
 }
 
-/* bar.sync / bar.arrive on a named barrier (asm: the ids and counts are
- * immediates, and the memory clobber keeps shared accesses on their side). */
+/* barrier.sync / barrier.arrive on a named barrier (asm: the ids and counts
+ * are immediates, and the memory clobber keeps shared accesses on their
+ * side).  Not bar.sync / bar.arrive: those are the .aligned forms, which
+ * promise that every participating thread executes the same instruction,
+ * and a warp-specialised kernel's roles meet at a named barrier from
+ * different places in the code (compute-sanitizer's synccheck stops such a
+ * kernel at the first one).  Each warp still reaches it converged. */
 static void named_bar(dsv4_kb *kb, const char *verb, int id, int threads)
 {
   char text[64];
-  snprintf(text, sizeof text, "bar.%s %d, %d;", verb, id, threads);
+  snprintf(text, sizeof text, "barrier.%s %d, %d;", verb, id, threads);
   asm_call(kb, text, "~{memory}", kb->v, NULL, NULL, 0, 1);
 }
 /* setmaxnreg (sm_90a): this warpgroup's register allotment grows or shrinks
