@@ -22,6 +22,10 @@ dsv4rt_buffer *bench_dev(const void *host, size_t n);
 /* Median over BENCH_REPS of (time of BENCH_BATCH calls fn(i, arg), i
  * rotating over BENCH_SETS input sets) / BENCH_BATCH, in ms; warmed up. */
 double bench_time_ms(void (*fn)(int i, void *arg), void *arg);
+/* The host's time to issue one call in bench_time_ms's last measurement
+ * (median, ms): where it reaches the device time, the host's launch path,
+ * not the kernels, sets the figure. */
+extern double bench_issue_ms;
 /* Bandwidth (bytes read + written per second, GB/s) of n-byte
  * device-to-device copies; *ms gets the time of one. */
 double bench_copy_gbs(size_t n, double *ms);
