@@ -313,6 +313,31 @@ void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef 
   out[1] = kb_f32_to_bf16(kb, c);
 }
 
+/* Two bf16 bit patterns (i16) as one i32, a in bits 0..15. */
+static LLVMValueRef pack_bf16x2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildOr(b, LLVMBuildZExt(b, a, kb->i32, ""), LLVMBuildShl(b, LLVMBuildZExt(b, c, kb->i32, ""), kb_i32(kb, 16), ""),
+                     "");
+}
+
+void kb_f32x2_to_bf16_split(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef *hi, LLVMValueRef *lo)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef packed = kb->t->cvt_bf16x2 ? kb->t->cvt_bf16x2(kb, a, c) : NULL;
+  if (!packed) {
+    LLVMValueRef h[2] = {kb_f32_to_bf16(kb, a), kb_f32_to_bf16(kb, c)};
+    *hi = pack_bf16x2(kb, h[0], h[1]);
+    *lo = pack_bf16x2(kb, kb_f32_to_bf16(kb, LLVMBuildFSub(b, a, kb_bf16_to_f32(kb, h[0]), "")),
+                      kb_f32_to_bf16(kb, LLVMBuildFSub(b, c, kb_bf16_to_f32(kb, h[1]), "")));
+    return;
+  }
+  LLVMValueRef ha = bits_to_f32(kb, LLVMBuildShl(b, packed, kb_i32(kb, 16), ""));
+  LLVMValueRef hc = bits_to_f32(kb, LLVMBuildAnd(b, packed, kb_i32(kb, (int)0xFFFF0000u), ""));
+  *hi = packed;
+  *lo = kb->t->cvt_bf16x2(kb, LLVMBuildFSub(b, a, ha, ""), LLVMBuildFSub(b, c, hc, ""));
+}
+
 /* The generic e4m3 encoder: normals round on the fp32 bit pattern (a carry
  * into the exponent is the right answer), subnormals (< 2^-6) are a
  * round-half-even of |x| * 2^9, which is exact in fp32. */
@@ -447,10 +472,11 @@ static LLVMValueRef math(dsv4_kb *kb, int fn, LLVMValueRef x)
   if (r)
     return r;
   LLVMTypeRef ft = kb->f32;
-  return kb_call(kb, fn == KB_EXP2 ? "llvm.exp2.f32" : "llvm.log2.f32", kb->f32, &ft, &x, 1, LLVMCCallConv);
+  return kb_call(kb, fn == KB_LOG2 ? "llvm.log2.f32" : "llvm.exp2.f32", kb->f32, &ft, &x, 1, LLVMCCallConv);
 }
 
 LLVMValueRef kb_exp2(dsv4_kb *kb, LLVMValueRef x) { return math(kb, KB_EXP2, x); }
+LLVMValueRef kb_exp2_ftz(dsv4_kb *kb, LLVMValueRef x) { return math(kb, KB_EXP2_FTZ, x); }
 LLVMValueRef kb_log2(dsv4_kb *kb, LLVMValueRef x) { return math(kb, KB_LOG2, x); }
 
 void kb_for(dsv4_kb *kb, kb_loop_t *l, LLVMValueRef start, LLVMValueRef end, int n, const LLVMValueRef *init)

@@ -57,7 +57,7 @@ typedef struct dsv4_target_ir {
    * (width a power of two <= 32) without shared memory; NULL or a NULL
    * result: kb_lane_reduce's shared-memory version. */
   LLVMValueRef (*lane_reduce)(dsv4_kb *kb, LLVMValueRef v, int width, int op);
-  /* Optional f32 special functions (KB_EXP2, KB_LOG2); NULL or a NULL
+  /* Optional f32 special functions (KB_EXP2, KB_LOG2, KB_EXP2_FTZ); NULL or a NULL
    * result: the llvm.exp2 / llvm.log2 intrinsics. */
   LLVMValueRef (*math)(dsv4_kb *kb, int fn, LLVMValueRef x);
   /* Optional warp matrix units.  mma_e4m3_16x8x32: D[16x8] = A[16x32] *
@@ -268,6 +268,11 @@ void kb_e4m3x2_to_f32(dsv4_kb *kb, LLVMValueRef b0_i8, LLVMValueRef b1_i8, LLVMV
 /* The same from the two bytes as one i16 (b0 in the low byte). */
 void kb_e4m3x2_pair_to_f32(dsv4_kb *kb, LLVMValueRef pair_i16, LLVMValueRef out[2]);
 void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef out_i16[2]);
+/* a and b as hi + lo bf16 parts (hi = bf16(x), lo = bf16(x - hi)), each
+ * pair packed in an i32 with a's part in bits 0..15: the words a matrix
+ * operand takes.  The hi parts are widened back from the packed word (a
+ * shift and a mask), never unpacked and packed again. */
+void kb_f32x2_to_bf16_split(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef *hi_i32, LLVMValueRef *lo_i32);
 
 /* f32 -> OCP e4m3fn byte (i8): round to nearest even, saturating at 448,
  * NaN -> 0x7F; two at a time through the target where it can. */
@@ -281,9 +286,14 @@ void kb_f32x2_to_e4m3(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef 
 enum { KB_REDUCE_MAX = 1, KB_REDUCE_ADD = 2 };
 LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int threads);
 
-/* 2^x and log2(x) in f32 (the target's fast instructions where it has them). */
-enum { KB_EXP2 = 1, KB_LOG2 = 2 };
+/* 2^x and log2(x) in f32 (the target's fast instructions where it has them).
+ * kb_exp2_ftz may flush results below 2^-126 to zero (where the target
+ * gains from it: one instruction instead of a range check, a scaled input
+ * and a squared result on PTX): for softmax weights, whose sum is at least
+ * 1 in the units they are kept in, such terms are far below any rounding. */
+enum { KB_EXP2 = 1, KB_LOG2 = 2, KB_EXP2_FTZ = 3 };
 LLVMValueRef kb_exp2(dsv4_kb *kb, LLVMValueRef x);
+LLVMValueRef kb_exp2_ftz(dsv4_kb *kb, LLVMValueRef x);
 LLVMValueRef kb_log2(dsv4_kb *kb, LLVMValueRef x);
 
 /* A counted loop for (iv = start; iv < end; iv++) (i32, signed compare)

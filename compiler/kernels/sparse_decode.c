@@ -175,6 +175,26 @@ static LLVMValueRef quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
   return v;
 }
 
+/* v[0..n) (n <= 64) folded pairwise, with max (maxnum: a NaN is passed
+ * over, as fmax2 passes it over) or add: a tree of depth log2 n where a
+ * chain was n dependent steps on the softmax's critical path. */
+static LLVMValueRef fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add)
+{
+  LLVMValueRef t[64];
+  LLVMTypeRef f2[2] = {kb->f32, kb->f32};
+  for (int i = 0; i < n; i++)
+    t[i] = v[i];
+  for (; n > 1; n = (n + 1) / 2) {
+    for (int i = 0; i < n / 2; i++) {
+      LLVMValueRef ab[2] = {t[2 * i], t[2 * i + 1]};
+      t[i] = add ? LLVMBuildFAdd(kb->b, ab[0], ab[1], "") : kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ab, 2, LLVMCCallConv);
+    }
+    if (n % 2)
+      t[n / 2] = t[n - 1];
+  }
+  return t[0];
+}
+
 /* n = min(lens[t], topk), at least 0 (lens read only when topk > 0). */
 static LLVMValueRef list_len(dsv4_kb *kb, const list_args *la, LLVMValueRef t)
 {
@@ -386,7 +406,7 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
   /* scores in base 2; rows past the list or with bad indices are -inf */
   LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, x->TPW), ""), LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
   LLVMValueRef vbase = LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, TILE * 4), "");
-  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
+  LLVMValueRef mx[2], rowv[2][8];
   for (int j = 0; j < x->NTQ; j++)
     for (int e = 0; e < 2; e++) {
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8 + e), "");
@@ -394,10 +414,11 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
       for (int h = 0; h < 2; h++) {
         LLVMValueRef v = LLVMBuildFMul(b, S[j][h * 2 + e], x->scale2, "");
-        S[j][h * 2 + e] = LLVMBuildSelect(b, ok, v, f32c(kb, -INFINITY), "");
-        mx[h] = fmax2(kb, mx[h], S[j][h * 2 + e]);
+        S[j][h * 2 + e] = rowv[h][2 * j + e] = LLVMBuildSelect(b, ok, v, f32c(kb, -INFINITY), "");
       }
     }
+  for (int h = 0; h < 2; h++)
+    mx[h] = fold_tree(kb, rowv[h], 2 * x->NTQ, 0);
   /* row maxima: quad, then the row block's other warps through shared memory */
   LLVMValueRef rowoff[2];
   for (int h = 0; h < 2; h++) {
@@ -422,12 +443,11 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
     LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), "");
     LLVMValueRef mu = LLVMBuildSelect(b, inf, f32c(kb, 0.0), mn, "");
     LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
-    LLVMValueRef sum = f32c(kb, 0.0);
+    LLVMValueRef pv[8];
     for (int j = 0; j < x->NTQ; j++)
-      for (int e = 0; e < 2; e++) {
-        S[j][h * 2 + e] = kb_exp2(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
-        sum = LLVMBuildFAdd(b, sum, S[j][h * 2 + e], "");
-      }
+      for (int e = 0; e < 2; e++)
+        S[j][h * 2 + e] = pv[2 * j + e] = kb_exp2_ftz(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
+    LLVMValueRef sum = fold_tree(kb, pv, 2 * x->NTQ, 1);
     nx.m[h] = mn;
     nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr, ""), sum, "");
     for (int j = 0; j < x->NT2; j++)
@@ -438,19 +458,13 @@ static void matrix_tiles(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMV
   for (int h = 0; h < 2; h++) {
     LLVMValueRef prow = LLVMBuildMul(b, LLVMBuildUDiv(b, rowoff[h], kb_i64(kb, 4), ""), kb_i64(kb, x->PB), "");
     for (int j = 0; j < x->NTQ; j++) {
-      LLVMValueRef hi[2], lo[2], rest[2];
-      kb_f32x2_to_bf16(kb, S[j][h * 2], S[j][h * 2 + 1], hi);
-      for (int e = 0; e < 2; e++)
-        rest[e] = LLVMBuildFSub(b, S[j][h * 2 + e], kb_bf16_to_f32(kb, hi[e]), "");
-      kb_f32x2_to_bf16(kb, rest[0], rest[1], lo);
+      LLVMValueRef w[2];
+      kb_f32x2_to_bf16_split(kb, S[j][h * 2], S[j][h * 2 + 1], &w[0], &w[1]);
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8), "");
       LLVMValueRef off = LLVMBuildAdd(b, prow, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""), "");
-      LLVMValueRef *pair[2] = {hi, lo};
       LLVMValueRef base[2] = {x->ps, x->pl};
-      for (int q = 0; q < 2; q++) {
-        LLVMValueRef w = LLVMBuildOr(b, kb_zext64(kb, pair[q][0]), LLVMBuildShl(b, kb_zext64(kb, pair[q][1]), kb_i64(kb, 16), ""), "");
-        kb_store(kb, LLVMBuildTrunc(b, w, kb->i32, ""), kb_byte_ptr(kb, base[q], off), 4);
-      }
+      for (int q = 0; q < 2; q++)
+        kb_store(kb, w[q], kb_byte_ptr(kb, base[q], off), 4);
     }
   }
   kb->t->barrier(kb);
@@ -1044,7 +1058,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
    * the quad (the whole tile) */
   LLVMValueRef col0 = LLVMBuildMul(b, c, kb_i32(kb, 2), "col0");
   LLVMValueRef vbase = wg_buf(kb, x->vm, buf, TILE * 4);
-  LLVMValueRef mx[2] = {f32c(kb, -INFINITY), f32c(kb, -INFINITY)};
+  LLVMValueRef mx[2], rowv[2][TILE / 4];
   for (int j = 0; j < TILE / 8; j++) {
     LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
     LLVMValueRef okw = kb_load(kb, kb->i64, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 8);
@@ -1053,11 +1067,12 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
       for (int h = 0; h < 2; h++) {
         LLVMValueRef v = LLVMBuildFMul(b, S[4 * j + 2 * h + e], scale2, "");
-        S[4 * j + 2 * h + e] = LLVMBuildSelect(b, ok, v, f32c(kb, -INFINITY), "");
-        mx[h] = fmax2(kb, mx[h], S[4 * j + 2 * h + e]);
+        S[4 * j + 2 * h + e] = rowv[h][2 * j + e] = LLVMBuildSelect(b, ok, v, f32c(kb, -INFINITY), "");
       }
     }
   }
+  for (int h = 0; h < 2; h++)
+    mx[h] = fold_tree(kb, rowv[h], TILE / 4, 0);
   /* The running max m only moves when a tile's max exceeds it by more than
    * WG_LAZY (base 2): scores then stay below 2^WG_LAZY relative to m, l and
    * O are kept relative to the same m, and lse = m + log2 l is the same
@@ -1071,12 +1086,11 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
     LLVMValueRef mn = LLVMBuildSelect(b, grow, mx[h], cur.m[h], "");
     LLVMValueRef mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, f32c(kb, -INFINITY), ""), f32c(kb, 0.0), mn, "");
     corr[h] = kb_exp2(kb, LLVMBuildFSub(b, cur.m[h], mu, ""));
-    LLVMValueRef sum = f32c(kb, 0.0);
+    LLVMValueRef pv[TILE / 4];
     for (int j = 0; j < TILE / 8; j++)
-      for (int e = 0; e < 2; e++) {
-        S[4 * j + 2 * h + e] = kb_exp2(kb, LLVMBuildFSub(b, S[4 * j + 2 * h + e], mu, ""));
-        sum = LLVMBuildFAdd(b, sum, S[4 * j + 2 * h + e], "");
-      }
+      for (int e = 0; e < 2; e++)
+        S[4 * j + 2 * h + e] = pv[2 * j + e] = kb_exp2_ftz(kb, LLVMBuildFSub(b, S[4 * j + 2 * h + e], mu, ""));
+    LLVMValueRef sum = fold_tree(kb, pv, TILE / 4, 1);
     nx.m[h] = mn;
     nx.l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur.l[h], corr[h], ""), sum, "");
   }
@@ -1088,18 +1102,12 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
   LLVMValueRef pb = wg_buf(kb, x->ps, buf, 2 * WG_PBYTES);
   for (int h = 0; h < 2; h++)
     for (int j = 0; j < TILE / 8; j++) {
-      LLVMValueRef hi[2], lo[2], rest[2];
-      kb_f32x2_to_bf16(kb, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], hi);
-      for (int e = 0; e < 2; e++)
-        rest[e] = LLVMBuildFSub(b, S[4 * j + 2 * h + e], kb_bf16_to_f32(kb, hi[e]), "");
-      kb_f32x2_to_bf16(kb, rest[0], rest[1], lo);
+      LLVMValueRef w[2];
+      kb_f32x2_to_bf16_split(kb, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], &w[0], &w[1]);
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
       LLVMValueRef off = kb_mma_offset(kb, 128, HC, kb_zext64(kb, rowi[h]), LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""));
-      LLVMValueRef *pair[2] = {hi, lo};
-      for (int q = 0; q < 2; q++) {
-        LLVMValueRef v = LLVMBuildOr(b, kb_zext64(kb, pair[q][0]), LLVMBuildShl(b, kb_zext64(kb, pair[q][1]), kb_i64(kb, 16), ""), "");
-        kb_store(kb, LLVMBuildTrunc(b, v, kb->i32, ""), kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
-      }
+      for (int q = 0; q < 2; q++)
+        kb_store(kb, w[q], kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
     }
   LLVMValueRef cb = wg_buf(kb, x->red, buf, HC * 4);
   kb_if_t fc = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "corr");
