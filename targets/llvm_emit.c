@@ -1,6 +1,7 @@
 /* llvm_emit.c -- LLVM 19 in process: plan -> IR -> optimized IR -> asm/obj. */
 #include "llvm_emit.h"
 
+#include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -19,6 +20,11 @@ static void init_targets(void)
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
   LLVMInitializeAllAsmPrinters();
+  /* 32-bit pointers to NVPTX shared memory (the data layout's p3:32): a
+   * CTA's shared window is below 4 GB, so 64-bit shared addresses only
+   * doubled the address arithmetic of every swizzled store and load. */
+  const char *opts[] = {"dsv4c", "-nvptx-short-ptr"};
+  LLVMParseCommandLineOptions(2, opts, NULL);
   done = 1;
 }
 

@@ -202,17 +202,26 @@ static int ptx_mma_bf16(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValu
   return 1;
 }
 
+/* i32 shared-window address of a shared pointer (shared pointers are
+ * 32-bit: llvm_emit.c sets -nvptx-short-ptr, and LLVM 19 selects no
+ * cp.async or ldmatrix intrinsic for such pointers, so those two are
+ * written as asm on this address). */
+static LLVMValueRef saddr(dsv4_kb *kb, LLVMValueRef sptr)
+{
+  return LLVMBuildTrunc(kb->b, LLVMBuildPtrToInt(kb->b, sptr, kb->i64, ""), kb->i32, "saddr");
+}
+
 static int ptx_ldmatrix_x4(dsv4_kb *kb, LLVMValueRef sptr, int trans, LLVMValueRef *out)
 {
   if (arch_number(kb->arch) < 75 || !out)
     return arch_number(kb->arch) >= 75;
   LLVMTypeRef i4[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
   LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, i4, 4, 0);
-  LLVMTypeRef pt = kb_ptr_to(kb, kb->i8, 3);
-  LLVMValueRef r = kb_call(kb,
-                           trans ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
-                                 : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3",
-                           st, &pt, &sptr, 1, LLVMCCallConv);
+  LLVMValueRef a = saddr(kb, sptr);
+  LLVMValueRef r = asm_call(kb,
+                            trans ? "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0, $1, $2, $3}, [$4];"
+                                  : "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
+                            "=r,=r,=r,=r,r,~{memory}", st, &kb->i32, &a, 1, 1);
   for (unsigned i = 0; i < 4; i++)
     out[i] = LLVMBuildExtractValue(kb->b, r, i, "");
   return 1;
@@ -225,11 +234,11 @@ static int ptx_cp_async(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int b
     return 0;
   if (!sdst)
     return 1;
-  char name[64];
-  snprintf(name, sizeof name, "llvm.nvvm.cp.async.%s.shared.global.%d.s", bytes == 16 ? "cg" : "ca", bytes);
-  LLVMTypeRef ps[3] = {kb_ptr_to(kb, kb->i8, 3), kb_ptr_to(kb, kb->i8, 1), kb->i32};
-  LLVMValueRef args[3] = {sdst, gsrc, src_bytes};
-  kb_call(kb, name, kb->v, ps, args, 3, LLVMCCallConv);
+  char text[96];
+  snprintf(text, sizeof text, "cp.async.%s.shared.global [$0], [$1], %d, $2;", bytes == 16 ? "cg" : "ca", bytes);
+  LLVMTypeRef ps[3] = {kb->i32, kb_ptr_to(kb, kb->i8, 1), kb->i32};
+  LLVMValueRef args[3] = {saddr(kb, sdst), gsrc, src_bytes};
+  asm_call(kb, text, "r,l,r,~{memory}", kb->v, ps, args, 3, 1);
   return 1;
 }
 
@@ -451,12 +460,6 @@ static void ptx_wgmma_wait(dsv4_kb *kb, int pending, LLVMValueRef *d, int nd)
 static void ptx_fence_proxy_async(dsv4_kb *kb)
 {
   asm_call(kb, "fence.proxy.async.shared::cta;", "~{memory}", kb->v, NULL, NULL, 0, 1);
-}
-
-/* i32 shared-window address of a shared pointer. */
-static LLVMValueRef saddr(dsv4_kb *kb, LLVMValueRef sptr)
-{
-  return LLVMBuildTrunc(kb->b, LLVMBuildPtrToInt(kb->b, sptr, kb->i64, ""), kb->i32, "saddr");
 }
 
 /* Clusters (sm_90): %cluster_ctarank. */
