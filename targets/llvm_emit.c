@@ -22,7 +22,12 @@ static void init_targets(void)
   LLVMInitializeAllAsmPrinters();
   /* 32-bit pointers to NVPTX shared memory (the data layout's p3:32): a
    * CTA's shared window is below 4 GB, so 64-bit shared addresses only
-   * doubled the address arithmetic of every swizzled store and load. */
+   * doubled the address arithmetic of every swizzled store and load.  The
+   * option is process-wide and read only by the NVPTX target machine (the
+   * AMDGCN and SPIR-V output is byte-identical with it).  LLVM-C parses
+   * with its errors sent nowhere, so this never prints or exits; were the
+   * option ignored, shared pointers would stay 64-bit and every hook that
+   * needs a 32-bit address (nvptx.c's saddr) would still truncate right. */
   const char *opts[] = {"dsv4c", "-nvptx-short-ptr"};
   LLVMParseCommandLineOptions(2, opts, NULL);
   done = 1;

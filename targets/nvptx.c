@@ -202,10 +202,7 @@ static int ptx_mma_bf16(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValu
   return 1;
 }
 
-/* i32 shared-window address of a shared pointer (shared pointers are
- * 32-bit: llvm_emit.c sets -nvptx-short-ptr, and LLVM 19 selects no
- * cp.async or ldmatrix intrinsic for such pointers, so those two are
- * written as asm on this address). */
+/* i32 shared-window address of a shared pointer. */
 static LLVMValueRef saddr(dsv4_kb *kb, LLVMValueRef sptr)
 {
   return LLVMBuildTrunc(kb->b, LLVMBuildPtrToInt(kb->b, sptr, kb->i64, ""), kb->i32, "saddr");
@@ -217,17 +214,19 @@ static int ptx_ldmatrix_x4(dsv4_kb *kb, LLVMValueRef sptr, int trans, LLVMValueR
     return arch_number(kb->arch) >= 75;
   LLVMTypeRef i4[4] = {kb->i32, kb->i32, kb->i32, kb->i32};
   LLVMTypeRef st = LLVMStructTypeInContext(kb->ctx, i4, 4, 0);
-  LLVMValueRef a = saddr(kb, sptr);
-  LLVMValueRef r = asm_call(kb,
-                            trans ? "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0, $1, $2, $3}, [$4];"
-                                  : "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
-                            "=r,=r,=r,=r,r,~{memory}", st, &kb->i32, &a, 1, 1);
+  LLVMTypeRef pt = kb_ptr_to(kb, kb->i8, 3);
+  LLVMValueRef r = kb_call(kb,
+                           trans ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16.p3"
+                                 : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16.p3",
+                           st, &pt, &sptr, 1, LLVMCCallConv);
   for (unsigned i = 0; i < 4; i++)
     out[i] = LLVMBuildExtractValue(kb->b, r, i, "");
   return 1;
 }
 
-/* cp.async (sm_80+): .cg (L2 only) for 16 bytes, .ca for 4 and 8. */
+/* cp.async (sm_80+): .cg (L2 only) for 16 bytes, .ca for 4 and 8.  asm on
+ * the shared-window address: with 32-bit shared pointers (llvm_emit.c sets
+ * -nvptx-short-ptr) LLVM 19 cannot select the cp.async intrinsics. */
 static int ptx_cp_async(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int bytes, LLVMValueRef src_bytes)
 {
   if (arch_number(kb->arch) < 80 || (bytes != 4 && bytes != 8 && bytes != 16))

@@ -176,8 +176,9 @@ static LLVMValueRef quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
 }
 
 /* v[0..n) (n <= 64) folded pairwise, with max (maxnum: a NaN is passed
- * over, as fmax2 passes it over) or add: a tree of depth log2 n where a
- * chain was n dependent steps on the softmax's critical path. */
+ * over unless both are NaN; a row whose scores are all NaN gives NaN either
+ * way) or add: a tree of depth log2 n where a chain was n dependent steps
+ * on the softmax's critical path. */
 static LLVMValueRef fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add)
 {
   LLVMValueRef t[64];
