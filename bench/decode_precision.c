@@ -8,8 +8,13 @@
  * candidate format, everything else exact (double), and counts the outputs
  * that fail FlashMLA's rule (error above both abs and rel * (|want| +
  * 1e-6)).  Formats: exact fp32 weights, bf16 hi + lo parts (what the
- * kernels do), fp16, and bf16 alone (FlashMLA's own numerics).  Exits 1
- * if the kernels' format (hi + lo) fails any output, 77 without fixtures.
+ * kernels do), fp16, bf16 alone (FlashMLA's own numerics), and bf16 with
+ * the row sum taken over the rounded weights (so that O is an exact mean
+ * of the rows under the weights P V used).  A model of the arithmetic, not
+ * of the kernels' code: exact exp, the max of every tile (no lazy
+ * rescaling), P V in double.  Exits 1 if exact weights or hi + lo fail any
+ * output or a fixture is missing or malformed, 77 without the fixtures'
+ * folder.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,10 +24,23 @@
 #include "dsv4_ref.h"
 #include "golden_load.h"
 
-enum { EXACT, HILO, FP16, BF16, NFMT };
-static const char *const fmt_name[NFMT] = {"fp32", "bf16 hi + lo", "fp16", "bf16"};
+enum { EXACT, HILO, FP16, BF16, BF16_L, NFMT };
+static const char *const fmt_name[NFMT] = {"fp32", "bf16 hi + lo", "fp16", "bf16", "bf16, l of P"};
 
 static double bf16r(double x) { return dsv4_ref_bf16_to_f32(dsv4_ref_f32_to_bf16((float)x)); }
+
+/* Round to the nearest fp16 value, ties to even (11 significant bits,
+ * subnormals spaced 2^-24, beyond 65504 infinite). */
+static double f16r(double x)
+{
+  int e;
+  if (x == 0 || !isfinite(x))
+    return x;
+  frexp(x, &e);
+  int q = e - 11 < -24 ? -24 : e - 11;
+  double r = ldexp(nearbyint(ldexp(x, -q)), q);
+  return fabs(r) > 65504 ? copysign(INFINITY, x) : r;
+}
 
 static double round_p(double p, int fmt)
 {
@@ -32,8 +50,9 @@ static double round_p(double p, int fmt)
     return hi + bf16r(p - hi);
   }
   case FP16:
-    return (double)(float)(_Float16)(float)p;
+    return f16r(p);
   case BF16:
+  case BF16_L:
     return bf16r(p);
   default:
     return p;
@@ -70,12 +89,15 @@ int main(int argc, char **argv)
     const golden_tensor *cache[2] = {golden_tensor_get(g, "swa_cache"), golden_tensor_get(g, "extra_cache")};
     const golden_tensor *ind[2] = {golden_tensor_get(g, "swa_indices"), golden_tensor_get(g, "extra_indices")};
     const golden_tensor *len[2] = {golden_tensor_get(g, "swa_lens"), golden_tensor_get(g, "extra_lens")};
-    double scale, bs[2] = {1, 1}, stride[2] = {0, 0};
-    golden_param_num(g, "softmax_scale", &scale);
-    golden_param_num(g, "swa_block_size", &bs[0]);
-    golden_param_num(g, "swa_block_stride", &stride[0]);
-    golden_param_num(g, "extra_block_size", &bs[1]);
-    golden_param_num(g, "extra_block_stride", &stride[1]);
+    double scale = 0, bs[2] = {1, 1}, stride[2] = {0, 0};
+    if (!q || !sink || !out || !cache[0] || !ind[0] || !len[0] || (cache[1] && (!ind[1] || !len[1])) ||
+        golden_param_num(g, "softmax_scale", &scale) || golden_param_num(g, "swa_block_size", &bs[0]) ||
+        golden_param_num(g, "swa_block_stride", &stride[0]) ||
+        (cache[1] && (golden_param_num(g, "extra_block_size", &bs[1]) ||
+                      golden_param_num(g, "extra_block_stride", &stride[1])))) {
+      fprintf(stderr, "decode_precision: %s: not a sparse_mla_decode case\n", dir);
+      return 1;
+    }
     int64_t T = q->shape[0], H = q->shape[1], nmax = ind[0]->shape[1] + (ind[1] ? ind[1]->shape[1] : 0);
     double *K = malloc(sizeof(double) * (size_t)(nmax * 512)), *s = malloc(sizeof(double) * (size_t)nmax);
     long fails[NFMT] = {0};
@@ -88,9 +110,13 @@ int main(int argc, char **argv)
         int64_t width = ind[li]->shape[1], m = ((const int32_t *)len[li]->data)[t];
         for (int64_t j = 0; j < (m < width ? m : width); j++) {
           int32_t v = ((const int32_t *)ind[li]->data)[t * width + j];
+          int64_t b = (int64_t)bs[li];
           if (v == -1)
             continue;
-          int64_t b = (int64_t)bs[li];
+          if (v < 0 || v >= cache[li]->shape[0] * b) {
+            fprintf(stderr, "decode_precision: %s: index %d outside its cache\n", dir, v);
+            return 1;
+          }
           dsv4_ref_dequant_token(&L, (const uint8_t *)cache[li]->data + (v / b) * (int64_t)stride[li], b, v % b, row);
           for (int d = 0; d < 512; d++)
             K[n * 512 + d] = dsv4_ref_bf16_to_f32(row[d]);
@@ -106,19 +132,19 @@ int main(int argc, char **argv)
           s[j] = scale * dot;
         }
         for (int f = 0; f < NFMT; f++) {
-          double m = -INFINITY, l = 0, acc[512] = {0};
+          double m = -INFINITY, l = 0, lr = 0, acc[512] = {0};
           for (int64_t j0 = 0; j0 < n; j0 += 64) { /* one tile: a running max, rescaled state */
             int64_t j1 = j0 + 64 < n ? j0 + 64 : n;
             double mn = m;
             for (int64_t j = j0; j < j1; j++)
               mn = s[j] > mn ? s[j] : mn;
             double corr = m == -INFINITY ? 0 : exp(m - mn);
-            l *= corr;
+            l *= corr, lr *= corr;
             for (int d = 0; d < 512; d++)
               acc[d] *= corr;
             for (int64_t j = j0; j < j1; j++) {
               double p = (float)exp(s[j] - mn), pr = round_p(p, f);
-              l += p; /* the row sum from the fp32 weights, as the kernels keep it */
+              l += p, lr += pr; /* (the kernels keep the sum of the fp32 weights) */
               for (int d = 0; d < 512; d++)
                 acc[d] += pr * K[j * 512 + d];
             }
@@ -126,7 +152,7 @@ int main(int argc, char **argv)
           }
           double lse = m + log(l), factor = 1.0 / (1.0 + exp(((const float *)sink->data)[h] - lse));
           for (int d = 0; d < 512; d++) {
-            double got = n ? bf16r(acc[d] / l * factor) : 0;
+            double got = n ? bf16r(acc[d] / (f == BF16_L ? lr : l) * factor) : 0;
             double want = dsv4_ref_bf16_to_f32(((const uint16_t *)out->data)[(t * H + h) * 512 + d]);
             double e = fabs(got - want);
             if (e > out->tol_abs && e > out->tol_rel * (fabs(want) + 1e-6))
