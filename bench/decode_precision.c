@@ -6,11 +6,11 @@
  * program replays the kernels' online softmax (tiles of 64 rows, a running
  * max, fp32 weights) on the four FlashMLA fixtures with P rounded to each
  * candidate format, everything else exact (double), and counts the outputs
- * that fail FlashMLA's rule (error above both abs and rel * (|want| +
- * 1e-6)).  Formats: exact fp32 weights, bf16 hi + lo parts (what the
- * kernels do), fp16, bf16 alone (FlashMLA's own numerics), and bf16 with
- * the row sum taken over the rounded weights (so that O is an exact mean
- * of the rows under the weights P V used).  A model of the arithmetic, not
+ * that fail FlashMLA's rule (dsv4_check_flashmla_ok, test_decode's too).
+ * Formats: exact fp32 weights, bf16 hi + lo parts (what the kernels do),
+ * fp16, bf16 alone (FlashMLA's own numerics), and bf16 with the row sum
+ * taken over the rounded weights (so that O is an exact mean of the rows
+ * under the weights P V used).  A model of the arithmetic, not
  * of the kernels' code: exact exp, the max of every tile (no lazy
  * rescaling), P V in double.  Exits 1 if exact weights or hi + lo fail any
  * output or a fixture is missing or malformed, 77 without the fixtures'
@@ -154,8 +154,7 @@ int main(int argc, char **argv)
           for (int d = 0; d < 512; d++) {
             double got = n ? bf16r(acc[d] / (f == BF16_L ? lr : l) * factor) : 0;
             double want = dsv4_ref_bf16_to_f32(((const uint16_t *)out->data)[(t * H + h) * 512 + d]);
-            double e = fabs(got - want);
-            if (e > out->tol_abs && e > out->tol_rel * (fabs(want) + 1e-6))
+            if (!dsv4_check_flashmla_ok(fabs(got - want), want, out->tol_abs, out->tol_rel))
               fails[f]++;
           }
         }

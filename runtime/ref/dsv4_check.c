@@ -1,6 +1,8 @@
 /* dsv4_check.c -- shared checking helpers (see dsv4_check.h). */
 #include "dsv4_check.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,4 +113,9 @@ void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v)
 {
   for (size_t i = 0; i < n; i++)
     p[i] = v;
+}
+
+int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_tol)
+{
+  return err < abs_tol || err / (fabs(want) + 1e-6) < rel_tol;
 }

@@ -43,6 +43,11 @@ dsv4_layout dsv4_check_layout_per_tensor(void);
  * the number of mismatches and the first mismatching index in *first. */
 size_t dsv4_check_bf16(const uint16_t *got, const uint16_t *want, size_t n, size_t *first);
 
+/* FlashMLA's element rule (its tests' check_is_allclose): a finite value
+ * with error err against want passes unless err reaches both abs_tol and
+ * rel_tol * (|want| + 1e-6). */
+int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_tol);
+
 /* Fill n bf16 values with the pattern v. */
 void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v);
 

@@ -89,7 +89,7 @@ static void close_enough(const char *what, const float *got, const float *want, 
   for (size_t i = 0; i < n; i++) {
     int ag = anomaly(got[i]), aw = anomaly(want[i]);
     double g = ag ? 0.0 : got[i], w = aw ? 0.0 : want[i], err = fabs(g - w);
-    int ok = ag == aw && (err < abs_tol || err / (fabs(w) + 1e-6) < rel_tol);
+    int ok = ag == aw && dsv4_check_flashmla_ok(err, w, abs_tol, rel_tol);
     if (!ok && !bad++)
       first = i;
     gw += g * w, gg_ww += g * g + w * w, ww += w * w;
