@@ -1363,7 +1363,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       sb_printf(&b,
                 "  roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
                 "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
-                DSV4_DECODE_WG_PRODUCERS, DSV4_DECODE_WG_PRODUCER_REGS, DSV4_DECODE_WG_LEAD_REGS,
+                dsv4_decode_wg_producers(k->tile.matrix), dsv4_decode_wg_producer_regs(k->tile.matrix),
+                DSV4_DECODE_WG_LEAD_REGS,
                 DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS, k->v_dim,
                 k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
     if (dsv4_kernel_shared_bytes(k))

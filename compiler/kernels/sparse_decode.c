@@ -700,7 +700,7 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 /* ---- the warpgroup form (tile.matrix where the target has wgmma) -----------
  *
  * One CTA per (token, 64 heads), in three roles (dsv4_abi.h fixes the
- * shape and the shared memory).  DSV4_DECODE_WG_PRODUCERS producer warps
+ * shape and the shared memory).  dsv4_decode_wg_producers() producer warps
  * find each tile's 64 K rows and dequantize them with the gathers'
  * layout-driven code straight from the cache into one of two bf16 K tiles,
  * laid out for the matrix units (128-byte swizzled atoms), while two
@@ -730,7 +730,6 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  * finished rows staged in shared memory and copied out by the producers. */
 enum {
   WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9, WG_BAR_OUT = 11,
-  WG_FULL_THREADS = 128 + 32 * DSV4_DECODE_WG_PRODUCERS, /* the producers and the lead warpgroup */
   /* V dims of the lead's P V, the follower taking the rest (dsv4_abi.h:
    * smaller shares for the lead measured no faster) */
   WG_LEAD_DIMS = DSV4_DECODE_WG_LEAD_DIMS,
@@ -740,7 +739,7 @@ enum {
 
 typedef struct {
   const dsv4_kernel *k;
-  int D, HC, threads;
+  int D, HC, threads, np; /* np: producer threads */
   LLVMValueRef qs, ks, ps, red, vm, mb; /* shared regions */
   LLVMValueRef sinks;                     /* red's third slot: the rows' sinks (read with q) */
   LLVMValueRef tid, t, lo, hi;
@@ -811,7 +810,7 @@ static wgtile wg_tile(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h)
   LLVMBuilderRef b = kb->b;
   wgtile r;
   int lanes = x->D / x->k->tile.values_per_thread, parts = h ? 2 : 1; /* h: as in wg_produce */
-  r.per = 32 * DSV4_DECODE_WG_PRODUCERS / lanes, r.passes = TILE / parts / r.per;
+  r.per = x->np / lanes, r.passes = TILE / parts / r.per;
   LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
   r.lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), r.local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
   if (h)
@@ -986,10 +985,15 @@ static void wg_rescale(dsv4_kb *kb, LLVMValueRef (*o)[4], int nb, const LLVMValu
 
 /* O += P V over V dims d0 .. d0 + 8 nb of K buffer kbuf: P's lo part then
  * its hi part (P buffer pb), 4 k-steps each; products of at most 256
- * columns, all in flight before the wait. */
-static void wg_pv(dsv4_kb *kb, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb, LLVMValueRef (*o)[4])
+ * columns (128 in CTAs of over 384 threads), all in flight before the
+ * wait. */
+static void wg_pv(dsv4_kb *kb, const wgd *x, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb, LLVMValueRef (*o)[4])
 {
-  enum { CHUNK = 256 };
+  /* ptxas compiles every instruction within the launch's register cap
+   * (65536 / threads), whatever setmaxnreg grants the code around it: at
+   * 512 threads (128) an m64n256 product's 128 accumulators do not fit
+   * beside its operands ("insufficient registers"), m64n128 ones do */
+  const int CHUNK = 65536 / x->threads >= 160 ? 256 : 128;
   LLVMValueRef O[4 * WG_NB_MAX];
   int parts = 0, dims = 8 * nb;
   for (int c0 = 0; c0 < dims; c0 += CHUNK, parts++) {
@@ -1043,7 +1047,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
   if (x->pair)
     T->mbar_wait(kb, wg_mbar(kb, x, WG_MB_FULL, buf), wg_parity(kb, x, i, 0));
   else
-    wg_bar(kb, 0, WG_BAR_FULL, buf, WG_FULL_THREADS);
+    wg_bar(kb, 0, WG_BAR_FULL, buf, 128 + x->np); /* the producers and the lead */
 
   /* S = q K^T for the tile's 64 rows */
   LLVMValueRef A[32], B[32], S[32];
@@ -1121,7 +1125,7 @@ static void wg_lead(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, LLVMVal
     for (int e = 0; e < 4; e++)
       nx.o[j][e] = cur.o[j][e];
   wg_rescale(kb, nx.o, nx.nb, corr);
-  wg_pv(kb, pb, kbuf, 0, nx.nb, nx.o);
+  wg_pv(kb, x, pb, kbuf, 0, nx.nb, nx.o);
   wg_empty(kb, x, i, buf);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
   wg_pack(&nx, next);
@@ -1149,7 +1153,7 @@ static void wg_follow(dsv4_kb *kb, const wgd *x, const LLVMValueRef *rowi, wgsta
     corr[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "")), 4);
   wg_rescale(kb, cur.o, cur.nb, corr);
   LLVMValueRef pb = wg_buf(kb, x->ps, buf, 2 * WG_PBYTES);
-  wg_pv(kb, pb, kbuf, WG_LEAD_DIMS, cur.nb, cur.o);
+  wg_pv(kb, x, pb, kbuf, WG_LEAD_DIMS, cur.nb, cur.o);
   kb_if_t ff = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "pfree");
   wg_bar(kb, 1, WG_BAR_PFREE, buf, 256);
   kb_endif(kb, &ff);
@@ -1172,7 +1176,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
   wg_produce(kb, x, i, h); /* (it waits for the buffer's EMPTY itself: in pairs after the tile's loads) */
   if (!h) { /* alone: named barriers (barrier objects here measured 205.9 against 187 us at V4-Pro) */
     T->fence_proxy_async(kb);
-    wg_bar(kb, 1, WG_BAR_FULL, buf, WG_FULL_THREADS);
+    wg_bar(kb, 1, WG_BAR_FULL, buf, 128 + x->np);
     kb_for_end(kb, &loop, NULL);
     return;
   }
@@ -1183,7 +1187,7 @@ static void wg_producer(dsv4_kb *kb, const wgd *x, LLVMValueRef h)
    * no cluster-scope fence, which the generic remote stores before them
    * paid for on every tile (measured: about a fifth of the producers' time) */
   T->fence_proxy_async(kb);
-  T->bar_sync(kb, WG_BAR_PROD, 32 * DSV4_DECODE_WG_PRODUCERS);
+  T->bar_sync(kb, WG_BAR_PROD, x->np);
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->tid, kb_i32(kb, 256), ""), "full");
   {
     LLVMValueRef mb = wg_mbar(kb, x, WG_MB_FULL, buf);
@@ -1241,7 +1245,7 @@ static void wg_out(dsv4_kb *kb, const wgd *x, const wgstate *st, int d0, const L
 static void wg_copy_out(dsv4_kb *kb, const wgd *x)
 {
   LLVMBuilderRef b = kb->b;
-  int DV = x->k->v_dim, np = 32 * DSV4_DECODE_WG_PRODUCERS;
+  int DV = x->k->v_dim, np = x->np;
   LLVMValueRef h0 = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, x->HC), "h0");
   LLVMValueRef ptid = LLVMBuildSub(b, x->tid, kb_i32(kb, 256), "ptid");
   kb->t->bar_sync(kb, WG_BAR_OUT, x->threads);
@@ -1273,7 +1277,8 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   const dsv4_target_ir *T = kb->t;
   wgd x = {0};
   x.k = k, x.pair = k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR, x.D = k->layout.dim, x.HC = k->tile.tokens_per_cta, x.threads = k->tile.threads;
-  int lanes = x.D / k->tile.values_per_thread, np = 32 * DSV4_DECODE_WG_PRODUCERS;
+  x.np = 32 * dsv4_decode_wg_producers(k->tile.matrix);
+  int lanes = x.D / k->tile.values_per_thread, np = x.np, preg = dsv4_decode_wg_producer_regs(k->tile.matrix);
   int cap = 65536 / x.threads / 8 * 8; /* registers a thread at launch, which setmaxnreg redistributes */
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, TILE * 128, 1, 0};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
@@ -1282,9 +1287,9 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
                   !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync ||
                   k->tile.values_per_thread / k->tile.interleave != 8)) ||
       !T->set_max_regs(kb, 0, 0) ||
-      !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads() ||
+      !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads(k->tile.matrix) ||
       np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
-      DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS + DSV4_DECODE_WG_PRODUCER_REGS > 3 * cap) {
+      4 * (DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS) + np / 32 * preg > cap * (x.threads / 32)) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
                k->name, kb->arch);
     return 1;
@@ -1302,7 +1307,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   if (shared_agrees(k, o, k->tile.matrix, d))
     return 1;
   if ((long long)x.HC * wg_stage_row(&x) > (long long)x.HC * x.D * 2 + 2 * wg_kbytes(&x) || k->v_dim % 8 ||
-      x.HC * (k->v_dim / 8) % (32 * DSV4_DECODE_WG_PRODUCERS)) { /* wg_out's staging (the q and K regions) and its copy */
+      x.HC * (k->v_dim / 8) % np) { /* wg_out's staging (the q and K regions) and its copy */
     dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the output staging does not fit", k->name);
     return 1;
   }
@@ -1412,7 +1417,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   }
   kb_else(kb, &role);
   { /* producers: fill the two K buffers ahead of the consumers */
-    T->set_max_regs(kb, DSV4_DECODE_WG_PRODUCER_REGS, DSV4_DECODE_WG_PRODUCER_REGS > cap);
+    T->set_max_regs(kb, preg, preg > cap);
     wg_producer(kb, &x, x.pair ? x.rank : NULL); /* pairs: this CTA's half of the rows */
     wg_copy_out(kb, &x);
   }

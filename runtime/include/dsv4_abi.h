@@ -280,7 +280,7 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
  * recorded as matrix = DSV4_MATRIX_WARPGROUP): 64 heads a CTA, two consumer
  * warpgroups (the lead: S for a whole tile, the softmax, P V for V's first
  * DSV4_DECODE_WG_LEAD_DIMS dims; the follower: P V for the rest) and a
- * producer warpgroup (DSV4_DECODE_WG_PRODUCERS warps) that dequantizes the
+ * producer role (dsv4_decode_wg_producers() warps) that dequantizes the
  * next tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte
  * swizzled atoms), two P buffers (high and low bf16 parts), three slots of
  * 2 x 64 floats (the rows' rescale factors of the two P buffers; the rows'
@@ -291,22 +291,38 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 #define DSV4_MATRIX_WARP 1
 #define DSV4_MATRIX_WARPGROUP 2
 #define DSV4_MATRIX_WARPGROUP_PAIR 3 /* the warpgroup form launched in clusters of two CTAs (tile.pair) */
+/* Producer warps: four alone, eight in CTA pairs (see below). */
 #define DSV4_DECODE_WG_PRODUCERS 4
-/* Registers a thread of the lead, follower and producer warpgroups
- * (setmaxnreg).  The 384-thread CTA starts at the cap 65536 / 384 rounded
- * down to 8 = 168, one warp of each a scheduler: what the others give back
- * must cover what one takes, L + F + P <= 3 x 168, or its setmaxnreg.inc
- * waits forever (seen on the H200 with 200 / 200 / 112).  The lead holds
- * S (32) and its share of O, the follower the rest of O.  Lead dims 256
- * with 208 / 160 / 136 measured best (V4-Pro 146.5 us in CTA pairs; 192
- * dims at 176 / 200 / 128: 148.9; 128 dims at 152 / 224 / 128: 147.7). */
+#define DSV4_DECODE_WG_PAIR_PRODUCERS 8
+/* Registers a thread of the lead, follower and producer warps
+ * (setmaxnreg).  A CTA of 256 + 32 p threads starts at the cap 65536 /
+ * threads rounded down to 8 (168 at 384 threads, 128 at 512), each
+ * scheduler holding a warp of each consumer warpgroup and p / 4 producer
+ * warps: what the others give back must cover what one takes, 4 (L + F) +
+ * p P <= cap x threads / 32, or a setmaxnreg.inc waits forever (seen on the
+ * H200 with 200 / 200 / 112 at 384 threads).  The lead holds S (32) and its
+ * share of O, the follower the rest of O.  Lead dims 256 with 208 / 160
+ * measured best (V4-Pro 146.5 us in CTA pairs; 192 dims at 176 / 200:
+ * 148.9; 128 dims at 152 / 224: 147.7).  In pairs eight producer warps at
+ * 72 against four at 136 (seventeenth session, same runs on the H200):
+ * V4-Pro 116.5 -> 115.0 us, T 8 22.6 -> 22.0; alone they were 1.4% slower
+ * at V4-Flash (their 64 rows a tile spill at 72), so four stay there. */
 #define DSV4_DECODE_WG_LEAD_DIMS 256
 #define DSV4_DECODE_WG_LEAD_REGS 208
 #define DSV4_DECODE_WG_FOLLOW_REGS 160
 #define DSV4_DECODE_WG_PRODUCER_REGS 136
+#define DSV4_DECODE_WG_PAIR_PRODUCER_REGS 72
 #define DSV4_DECODE_WG_HEADS 64
 #define DSV4_DECODE_WG_VDIM 512
-static inline int dsv4_decode_wg_threads(void) { return 2 * 128 + 32 * DSV4_DECODE_WG_PRODUCERS; }
+static inline int dsv4_decode_wg_producers(int matrix)
+{
+  return matrix == DSV4_MATRIX_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCERS : DSV4_DECODE_WG_PRODUCERS;
+}
+static inline int dsv4_decode_wg_producer_regs(int matrix)
+{
+  return matrix == DSV4_MATRIX_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCER_REGS : DSV4_DECODE_WG_PRODUCER_REGS;
+}
+static inline int dsv4_decode_wg_threads(int matrix) { return 2 * 128 + 32 * dsv4_decode_wg_producers(matrix); }
 static inline int dsv4_decode_wg_shared_bytes(int dim)
 {
   return (DSV4_DECODE_WG_HEADS + 2 * DSV4_DECODE_TILE) * dim * 2 + 2 * 2 * DSV4_DECODE_WG_HEADS * DSV4_DECODE_TILE * 2 +
@@ -337,7 +353,7 @@ static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, 
   if (vpt <= 0 || tokens_per_thread <= 0)
     return 0;
   if (op == DSV4_OP_SPARSE_DECODE && (matrix == DSV4_MATRIX_WARPGROUP || matrix == DSV4_MATRIX_WARPGROUP_PAIR))
-    return dsv4_decode_wg_threads();
+    return dsv4_decode_wg_threads(matrix);
   if (op == DSV4_OP_SPARSE_DECODE && matrix) /* DSV4_DECODE_WARPS warps per 16 heads */
     return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
   if (op == DSV4_OP_PAGED_MQA_LOGITS && matrix)
