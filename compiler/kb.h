@@ -82,6 +82,8 @@ typedef struct dsv4_target_ir {
    * or arch has none (a NULL dst asks only that). */
   int (*cp_async)(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int bytes, LLVMValueRef src_bytes);
   void (*cp_async_wait_all)(dsv4_kb *kb);
+  /* a hint: bring the line holding global address gptr into the L2 (NULL: none) */
+  void (*prefetch_l2)(dsv4_kb *kb, LLVMValueRef gptr);
   /* Close this thread's current group of copies; wait until at most n
    * groups are outstanding (NULL: the target has no groups). */
   void (*cp_async_commit)(dsv4_kb *kb);

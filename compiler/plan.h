@@ -43,6 +43,7 @@ typedef struct {
                             the spec checker found the target and shape for it; DSV4_MATRIX_WARPGROUP_PAIR
                             for that form with tile.pair */
   int pair;              /* tile.pair (sparse_decode): a token's two 64-head CTAs share each tile's dequantization */
+  int prefetch;          /* tile.prefetch (sparse_decode's warpgroup form): the next K tile's rows into the L2 */
   int threads;           /* derived: dim / values_per_thread * tokens_per_cta / tokens_per_thread */
 } dsv4_tile;
 

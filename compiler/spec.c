@@ -644,7 +644,8 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
-  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", NULL};
+  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch",
+                                             NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
   int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
@@ -672,8 +673,10 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   dsv4_tile *tl = &kn->tile;
   if (decode || logits)
     bad |= get_bool(&t, "matrix", 0, &tl->matrix);
-  if (decode)
+  if (decode) {
     bad |= get_bool(&t, "pair", 0, &tl->pair);
+    bad |= get_bool(&t, "prefetch", 0, &tl->prefetch);
+  }
   /* logits: a thread sums heads_per_thread heads of one position (the
    * matrix form has its own mapping and ignores it) */
   int lm = logits && tl->matrix;
@@ -986,6 +989,11 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
       kn->tile.threads = dsv4_op_threads(kn->op, l->dim, v, kn->tile.tokens_per_cta, kn->tile.tokens_per_thread,
                                          kn->heads, kn->tile.matrix);
     }
+  if (!bad && kn->tile.prefetch && kn->tile.matrix != DSV4_MATRIX_WARPGROUP && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR) {
+    FERR(k, "tile", "sets prefetch = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, "
+         "and only targets with wgmma: ptx sm_90a)");
+    bad = 1;
+  }
   if (!bad && kn->tile.pair && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR) {
     FERR(k, "tile", "sets pair = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
          "only targets with wgmma: ptx sm_90a)");
@@ -1358,6 +1366,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
                 : k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
                 : k->tile.matrix                        ? ", warp matrix form"
                                                         : "");
+    if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.prefetch)
+      sb_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
     if (k->op == DSV4_OP_SPARSE_DECODE &&
         (k->tile.matrix == DSV4_MATRIX_WARPGROUP || k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR))
       sb_printf(&b,

@@ -241,6 +241,12 @@ static int ptx_cp_async(dsv4_kb *kb, LLVMValueRef sdst, LLVMValueRef gsrc, int b
   return 1;
 }
 
+static void ptx_prefetch_l2(dsv4_kb *kb, LLVMValueRef gptr)
+{
+  LLVMTypeRef ps[1] = {kb_ptr_to(kb, kb->i8, 1)};
+  asm_call(kb, "prefetch.global.L2 [$0];", "l", kb->v, ps, &gptr, 1, 1);
+}
+
 static void ptx_cp_async_commit(dsv4_kb *kb)
 {
   kb_call(kb, "llvm.nvvm.cp.async.commit.group", kb->v, NULL, NULL, 0, LLVMCCallConv);
@@ -613,6 +619,7 @@ static const dsv4_target_ir ptx_ir = {
     .mma_bf16_16x8x16 = ptx_mma_bf16,
     .ldmatrix_x4 = ptx_ldmatrix_x4,
     .cp_async = ptx_cp_async,
+    .prefetch_l2 = ptx_prefetch_l2,
     .cp_async_wait_all = ptx_cp_async_wait_all,
     .cp_async_commit = ptx_cp_async_commit,
     .cp_async_wait = ptx_cp_async_wait,

@@ -872,6 +872,42 @@ static void wg_await_free(dsv4_kb *kb, void *arg)
   kb_endif(kb, &f);
 }
 
+/* Tile i + 1's rows (this producer thread's lane of them) into the L2, so
+ * that their loads in the next turn of the loop are L2 hits: a row's data
+ * lines spread over its lanes, the lane after them its scale row's line
+ * when the scales sit at the block's tail.  idx: tile i + 1's indices, as
+ * wg_indices loads them. */
+static void wg_prefetch(dsv4_kb *kb, const wgd *x, const wgtile *r, const LLVMValueRef *idx)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_layout *L = &x->k->layout;
+  const tile_list *l = &r->l;
+  int lines = (L->row_bytes + 127) / 128 + 1; /* a row not aligned to 128 bytes spans one line more */
+  int lanes = x->D / x->k->tile.values_per_thread, tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+  LLVMValueRef dl = LLVMBuildICmp(b, LLVMIntULT, r->lane, kb_i32(kb, lines), "");
+  LLVMValueRef sl = LLVMBuildICmp(b, LLVMIntEQ, r->lane, kb_i32(kb, lanes - 1), "");
+  LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, r->lane), kb_i64(kb, 128), "");
+  at = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, at, kb_i64(kb, L->row_bytes - 1), ""), kb_i64(kb, L->row_bytes - 1), at, "");
+  for (int u = 0; u < r->passes; u++) {
+    LLVMValueRef id = kb_sext64(kb, idx[u]);
+    LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, id, kb_i64(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntSLT, id, LLVMBuildMul(b, l->nb, l->bs, ""), ""), "");
+    LLVMValueRef want = LLVMBuildAnd(b, valid, tail && lanes - 1 >= lines ? LLVMBuildOr(b, dl, sl, "") : dl, "");
+    kb_if_t f = kb_if(kb, want, "prefetch");
+    LLVMValueRef blk, row;
+    kb_udivrem_fast(kb, id, l->bs, &blk, &row);
+    LLVMValueRef base = kb_byte_ptr(kb, l->cache, LLVMBuildMul(b, blk, l->stride, ""));
+    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), at, "");
+    if (tail && lanes - 1 >= lines) {
+      LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, l->bs, kb_i64(kb, L->row_bytes), ""),
+                                     LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""), "");
+      off = LLVMBuildSelect(b, sl, so, off, "");
+    }
+    kb->t->prefetch_l2(kb, kb_byte_ptr(kb, base, off));
+    kb_endif(kb, &f);
+  }
+}
+
 /* Producer: tile i's rows into K buffer (i & 1), zeros for rows past the
  * list or with bad indices (vm says which are valid).  h NULL: all of
  * them; else half h (i32 0/1: rows 32h .. 32h + 31), which wg_producer
@@ -884,6 +920,18 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
   const tile_list *l = &r.l;
   LLVMValueRef idx[TILE];
   wg_indices(kb, x, &r, idx);
+  /* tile.prefetch: tile i + 1's indices now (loaded again next turn: carried
+   * by the loop instead, they held it up and measured 7% slower), its rows
+   * into the L2 once this tile is stored; the last tile's own again */
+  int pf = x->k->tile.prefetch && kb->t->prefetch_l2;
+  wgtile r1 = r;
+  LLVMValueRef idx1[TILE];
+  if (pf) {
+    LLVMValueRef i1 = LLVMBuildAdd(b, i, kb_i32(kb, 1), "");
+    i1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, i1, x->hi, ""), i1, i, "");
+    r1 = wg_tile(kb, x, i1, h);
+    wg_indices(kb, x, &r1, idx1);
+  }
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), "");
   LLVMValueRef kbuf = wg_buf(kb, x->ks, buf, wg_kbytes(x));
   enum { GROUP = 4 }; /* tokens a thread loads before converting (2 measured 2-4% slower, 1 slower still) */
@@ -916,6 +964,8 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
   for (int u0 = 0; u0 < r.passes; u0 += GROUP)
     dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, f32c(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP,
                                    h && u0 == 0 ? wg_await_free : NULL, &w);
+  if (pf)
+    wg_prefetch(kb, x, &r1, idx1);
 }
 
 /* i64 offset of (row, kbyte) in a 128-byte-atom region of `rows` rows. */
