@@ -3,8 +3,8 @@
  *   bench_decode BUNDLE [cuda|opencl] [KERNEL]
  *
  * DSV4_BENCH_SPLITS=n forces the warp-matrix kernels' split-KV count (0:
- * the runtime's choice), for sweeps.  DSV4_BENCH_SHAPE=pro, flash or small
- * runs one of the shapes below; DSV4_BENCH_SHAPE=T,H,NX one of T tokens, H
+ * the runtime's choice), for sweeps.  DSV4_BENCH_SHAPE=pro, pro-dram, flash
+ * or small runs one of the shapes below; DSV4_BENCH_SHAPE=T,H,NX one of T tokens, H
  * heads and NX compressed + 128 SWA indices (time against tiles).
  * DSV4_BENCH_UNCHECKED (set to anything) times without the reference
  * check (ablation builds, whose results are wrong by design; the row says
@@ -12,7 +12,8 @@
  * DSV4_BENCH_KV_SCALE=k makes both caches k times larger (the indices
  * spread over all of it): by default each set's caches (about 5 MB) sit in
  * the L2, as they would not in serving, where the rows a token selects come
- * from DRAM.
+ * from DRAM; so the table also has V4-Pro with caches 16 times larger (80
+ * MB a set, four sets rotating: past the L2).
  *
  * TFLOP/s counted as T * H * (valid indices) * 2048 (QK and PV, 512 dims,
  * two FLOPs a multiply-add) over the kernel time, and the time beside the
@@ -178,6 +179,11 @@ int main(int argc, char **argv)
     const char *only = getenv("DSV4_BENCH_SHAPE");
     if (!only || !strcmp(only, "pro"))
       shape("V4-Pro: T 128, H 128, 1024 + 128", kernels[i], &L, 128, 128, 1024, 64, copy);
+    if ((!only || !strcmp(only, "pro-dram")) && kv_scale == 1) { /* the same, its rows from DRAM as in serving */
+      kv_scale = 16;
+      shape("V4-Pro, caches 16x (rows from DRAM)", kernels[i], &L, 128, 128, 1024, 64, copy);
+      kv_scale = 1;
+    }
     if (!only || !strcmp(only, "flash"))
       shape("V4-Flash: T 128, H 64, 512 + 128", kernels[i], &L, 128, 64, 512, 64, copy);
     if (!only || !strcmp(only, "small"))
