@@ -175,14 +175,19 @@ int main(int argc, char **argv)
       shape("T 2, H 64, 64 compressed + 128 SWA", kernels[i], &L, 2, 64, 64, 64, copy);
       continue;
     }
-    /* DSV4_BENCH_SHAPE=pro, flash or small: that shape alone (for a profiler); or T,H,NX */
+    /* DSV4_BENCH_SHAPE=pro, pro-dram, flash or small: that shape alone (for a profiler); or T,H,NX */
     const char *only = getenv("DSV4_BENCH_SHAPE");
     if (!only || !strcmp(only, "pro"))
       shape("V4-Pro: T 128, H 128, 1024 + 128", kernels[i], &L, 128, 128, 1024, 64, copy);
-    if ((!only || !strcmp(only, "pro-dram")) && kv_scale == 1) { /* the same, its rows from DRAM as in serving */
-      kv_scale = 16;
-      shape("V4-Pro, caches 16x (rows from DRAM)", kernels[i], &L, 128, 128, 1024, 64, copy);
-      kv_scale = 1;
+    /* the same, its rows from DRAM as in serving (with DSV4_BENCH_KV_SCALE
+     * set, the row above is that already) */
+    if ((!only && kv_scale == 1) || (only && !strcmp(only, "pro-dram"))) {
+      int64_t keep = kv_scale;
+      kv_scale = kv_scale == 1 ? 16 : kv_scale;
+      char label[64];
+      snprintf(label, sizeof label, "V4-Pro, caches %lldx (rows from DRAM)", (long long)kv_scale);
+      shape(label, kernels[i], &L, 128, 128, 1024, 64, copy);
+      kv_scale = keep;
     }
     if (!only || !strcmp(only, "flash"))
       shape("V4-Flash: T 128, H 64, 512 + 128", kernels[i], &L, 128, 64, 512, 64, copy);

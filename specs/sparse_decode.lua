@@ -47,7 +47,7 @@ kernel {
 }
 
 -- The matrix forms.  On sm_90a a 512-dim layout with V = K takes the
--- warpgroup form (wgmma, a producer warpgroup dequantizing the next K tile
+-- warpgroup form (wgmma, producer warps dequantizing the next K tile
 -- while two consumer warpgroups compute this one); elsewhere (DSv3.2's 576
 -- dims do not fit its shared memory twice over) the warp-matrix form
 -- (PTX mma.sync bf16, sm_80 and later): 64 heads a CTA

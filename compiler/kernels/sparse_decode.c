@@ -711,7 +711,8 @@ static int matrix_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
  *             online softmax, base 2 (no maxima cross warpgroups)
  *             P (hi + lo bf16 parts, as in the warp form) and each row's
  *             rescale factor -> shared memory, for the follower
- *             O_lead += P V[:, 0 .. LEAD_DIMS)        (wgmma m64n256k16, V N-major: the K tile itself)
+ *             O_lead += P V[:, 0 .. LEAD_DIMS)        (wgmma m64n256k16, m64n128k16 in 512-thread CTAs;
+ *                                                      V N-major: the K tile itself)
  *   follower: O_follow *= the lead's factors; O_follow += P V[:, LEAD_DIMS .. 512)
  *
  * so the follower's P V of tile i runs beside the lead's q K^T and softmax
@@ -874,9 +875,10 @@ static void wg_await_free(dsv4_kb *kb, void *arg)
 
 /* Tile i + 1's rows (this producer thread's lane of them) into the L2, so
  * that their loads in the next turn of the loop are L2 hits: a row's data
- * lines spread over its lanes, the lane after them its scale row's line
- * when the scales sit at the block's tail.  idx: tile i + 1's indices, as
- * wg_indices loads them. */
+ * lines spread over its first lanes, one each (a row of more lines than
+ * lanes leaves its last ones out: a hint, never a fault), the last lane
+ * its scale row's line when the scales sit at the block's tail and that
+ * lane is free.  idx: tile i + 1's indices, as wg_indices loads them. */
 static void wg_prefetch(dsv4_kb *kb, const wgd *x, const wgtile *r, const LLVMValueRef *idx)
 {
   LLVMBuilderRef b = kb->b;
@@ -1338,7 +1340,7 @@ static int wg_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
                   k->tile.values_per_thread / k->tile.interleave != 8)) ||
       !T->set_max_regs(kb, 0, 0) ||
       !dsv4_decode_wg_shape_ok(x.D, k->v_dim, x.HC) || x.threads != dsv4_decode_wg_threads(k->tile.matrix) ||
-      np % lanes || TILE % (np / lanes) || x.D / 16 > 32 ||
+      np % lanes || TILE / (x.pair ? 2 : 1) % (np / lanes) || x.D / 16 > 32 ||
       4 * (DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS) + np / 32 * preg > cap * (x.threads / 32)) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
                k->name, kb->arch);

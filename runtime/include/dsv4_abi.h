@@ -305,7 +305,7 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
  * measured best (V4-Pro 146.5 us in CTA pairs; 192 dims at 176 / 200:
  * 148.9; 128 dims at 152 / 224: 147.7).  In pairs eight producer warps at
  * 72 against four at 136 (seventeenth session, same runs on the H200):
- * V4-Pro 116.5 -> 115.0 us, T 8 22.6 -> 22.0; alone they were 1.4% slower
+ * V4-Pro 116.8 -> 115.4 us, T 8 22.7 -> 22.2; alone they were 1.4% slower
  * at V4-Flash (their 64 rows a tile spill at 72), so four stay there. */
 #define DSV4_DECODE_WG_LEAD_DIMS 256
 #define DSV4_DECODE_WG_LEAD_REGS 208
@@ -399,7 +399,7 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
  *   blobs    code bytes, each 16-byte aligned, at the offsets entries give
  */
 #define DSV4_BUNDLE_MAGIC "DSV4BNDL"
-#define DSV4_BUNDLE_VERSION 3u /* 3: the entries' flags */
+#define DSV4_BUNDLE_VERSION 4u /* 3: the entries' flags; 4: the pair form's 512 threads (dsv4_op_threads) */
 #define DSV4_BUNDLE_HEADER_BYTES 32
 
 typedef struct {
