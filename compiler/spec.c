@@ -989,14 +989,14 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
       kn->tile.threads = dsv4_op_threads(kn->op, l->dim, v, kn->tile.tokens_per_cta, kn->tile.tokens_per_thread,
                                          kn->heads, kn->tile.matrix);
     }
-  if (!bad && kn->tile.prefetch && kn->tile.matrix != DSV4_MATRIX_WARPGROUP && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR) {
-    FERR(k, "tile", "sets prefetch = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, "
-         "and only targets with wgmma: ptx sm_90a)");
-    bad = 1;
-  }
-  if (!bad && kn->tile.pair && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR) {
-    FERR(k, "tile", "sets pair = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
-         "only targets with wgmma: ptx sm_90a)");
+  /* options of the warpgroup form only */
+  int wg = kn->tile.matrix == DSV4_MATRIX_WARPGROUP || kn->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR;
+  const char *wg_only = kn->tile.prefetch && !wg                                           ? "prefetch"
+                        : kn->tile.pair && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR ? "pair"
+                                                                                         : NULL;
+  if (!bad && wg_only) {
+    FERR(k, "tile", "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
+         "only targets with wgmma: ptx sm_90a)", wg_only);
     bad = 1;
   }
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {

@@ -250,6 +250,22 @@ static tile_list pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, c
   return r;
 }
 
+/* i1: index idx (i64) names a row of a cache of nb blocks of bs rows. */
+static LLVMValueRef row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMValueRef bs)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
+                      LLVMBuildICmp(b, LLVMIntSLT, idx, LLVMBuildMul(b, nb, bs, ""), ""), "valid");
+}
+
+/* i64 offset, in its block, of row `row`'s scale row (block-tail scales). */
+static LLVMValueRef tail_scale_offset(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef bs, LLVMValueRef row)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""),
+                      "");
+}
+
 /* Tile i's K rows: threads 0..63 find row tid's slot and store its row and
  * scale-row addresses (global, as i64) and its validity (vm[buf]). */
 static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValueRef i, LLVMValueRef buf)
@@ -265,15 +281,13 @@ static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const mctx *x, LLVMValu
   LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->t), kb_sext64(kb, topk), ""),
                                                    kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
   LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, ind, ioff, 4, kb_i32(kb, -1)));
-  LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
-                                    LLVMBuildICmp(b, LLVMIntSLT, idx, LLVMBuildMul(b, nb, bs, ""), ""), "valid");
+  LLVMValueRef valid = row_valid(kb, idx, nb, bs);
   LLVMValueRef s0 = LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), "");
   LLVMValueRef row = LLVMBuildURem(b, s0, bs, ""), blk = LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), stride, "");
   LLVMValueRef rp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), ""));
   LLVMValueRef sp = rp;
   if (L->scale_place == DSV4_SCALES_BLOCK_TAIL)
-    sp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""),
-                                                                  LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""), ""), ""));
+    sp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, tail_scale_offset(kb, L, bs, row), ""));
   LLVMValueRef a0 = LLVMBuildMul(b, kb_zext64(kb, x->tid), kb_i64(kb, 16), "");
   kb_store(kb, LLVMBuildPtrToInt(b, rp, kb->i64, ""), kb_byte_ptr(kb, x->addr, a0), 8);
   kb_store(kb, LLVMBuildPtrToInt(b, sp, kb->i64, ""), kb_byte_ptr(kb, x->addr, LLVMBuildAdd(b, a0, kb_i64(kb, 8), "")), 8);
@@ -892,19 +906,14 @@ static void wg_prefetch(dsv4_kb *kb, const wgd *x, const wgtile *r, const LLVMVa
   at = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, at, kb_i64(kb, L->row_bytes - 1), ""), kb_i64(kb, L->row_bytes - 1), at, "");
   for (int u = 0; u < r->passes; u++) {
     LLVMValueRef id = kb_sext64(kb, idx[u]);
-    LLVMValueRef valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, id, kb_i64(kb, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntSLT, id, LLVMBuildMul(b, l->nb, l->bs, ""), ""), "");
-    LLVMValueRef want = LLVMBuildAnd(b, valid, tail && lanes - 1 >= lines ? LLVMBuildOr(b, dl, sl, "") : dl, "");
+    LLVMValueRef want = LLVMBuildAnd(b, row_valid(kb, id, l->nb, l->bs), tail && lanes - 1 >= lines ? LLVMBuildOr(b, dl, sl, "") : dl, "");
     kb_if_t f = kb_if(kb, want, "prefetch");
     LLVMValueRef blk, row;
     kb_udivrem_fast(kb, id, l->bs, &blk, &row);
     LLVMValueRef base = kb_byte_ptr(kb, l->cache, LLVMBuildMul(b, blk, l->stride, ""));
     LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), at, "");
-    if (tail && lanes - 1 >= lines) {
-      LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, l->bs, kb_i64(kb, L->row_bytes), ""),
-                                     LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""), "");
-      off = LLVMBuildSelect(b, sl, so, off, "");
-    }
+    if (tail && lanes - 1 >= lines)
+      off = LLVMBuildSelect(b, sl, tail_scale_offset(kb, L, l->bs, row), off, "");
     kb->t->prefetch_l2(kb, kb_byte_ptr(kb, base, off));
     kb_endif(kb, &f);
   }
@@ -941,8 +950,7 @@ static void wg_produce(dsv4_kb *kb, const wgd *x, LLVMValueRef i, LLVMValueRef h
   LLVMValueRef slot[TILE];
   for (int u = 0; u < r.passes; u++) { /* (validity first, then the divisions: 40% fewer spills) */
     LLVMValueRef id = kb_sext64(kb, idx[u]);
-    tok[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, id, kb_i64(kb, 0), ""),
-                                LLVMBuildICmp(b, LLVMIntSLT, id, LLVMBuildMul(b, l->nb, l->bs, ""), ""), "valid");
+    tok[u].valid = row_valid(kb, id, l->nb, l->bs);
     slot[u] = LLVMBuildSelect(b, tok[u].valid, id, kb_i64(kb, 0), "");
   }
   for (int u = 0; u < r.passes; u++) {
