@@ -1,6 +1,6 @@
 -- gather_variants.lua: tile variants of the two gathers for bench_gather
 -- (an autotuning sweep written as a spec: each kernel is one point).
-local L = include "../specs/layouts.lua"
+local L = include "layouts.lua"
 local targets = { ptx = { arch = "sm_90a" }, spirv = true }
 
 local points = {

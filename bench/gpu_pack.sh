@@ -12,8 +12,8 @@ cp "$build"/tests/test_gather "$build"/tests/test_insert "$build"/tests/test_dec
    "$build"/bin/dsv4rt-check .gpu/
 cp "$build"/kernels/decode.dsv4b "$build"/kernels/gather_layouts.dsv4b "$build"/kernels/insert.dsv4b \
    "$build"/kernels/sparse_decode.dsv4b "$build"/kernels/indexer.dsv4b "$build"/kernels/indexer_shapes.dsv4b .gpu/
-"$build"/bin/dsv4c bench/gather_variants.lua -t ptx -o .gpu/variants
-"$build"/bin/dsv4c bench/logits_variants.lua -t ptx -o .gpu/variants
+"$build"/bin/dsv4c bench/gather_variants.lua -I specs -t ptx -o .gpu/variants
+"$build"/bin/dsv4c bench/logits_variants.lua -I specs -t ptx -o .gpu/variants
 for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant v4_sparse_decode_c128_h64 v4_sparse_decode_c4_h128 \
          v4_sparse_decode_c4_h64 v4_sparse_decode_swa_only_h64 indexer_logits_n1 indexer_logits_n2; do cp -r "$shared/golden/$g" .gpu/golden/; done
 cp bench/gpu_run.sh .gpu/

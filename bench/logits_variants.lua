@@ -1,7 +1,7 @@
 -- logits_variants.lua: tile variants of the indexer's matrix-form logits for
 -- bench_indexer (a sweep written as a spec: each kernel is one point), with
 -- the portable kernel and the top-k it needs beside them.
-local L = include "../specs/layouts.lua"
+local L = include "layouts.lua"
 
 kernel {
   name = "mqa_logits_v4",

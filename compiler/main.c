@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +29,14 @@ typedef struct {
   int emit;
   const char *only; /* -k: one kernel */
   int verbose;
+  const char *incdirs[DSV4_SPEC_MAX_INCLUDE_DIRS]; /* -I */
+  dsv4_spec_opts sopts;
 } options;
 
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm] [-k KERNEL] [-v]\n"
+          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm] [-k KERNEL] [-I DIR] [-v]\n"
           "       dsv4c --help | --version\n"
           "\n"
           "Compile the kernels a Lua spec declares for the targets it names.\n"
@@ -43,9 +46,14 @@ static void usage(FILE *f)
           "  --emit STAGE        print a stage to stdout: plan (checked spec), llvm\n"
           "                      (optimized IR), asm (PTX, AMDGCN assembly, SPIR-V disassembly)\n"
           "  -k, --kernel NAME   only this kernel\n"
+          "  -I DIR              a folder include() searches after the including file's own\n"
+          "                      (includes never resolve outside these folders)\n"
+          "  --max-instructions N  the spec's instruction budget (default %lld)\n"
+          "  --max-memory MB     the spec's memory cap in MiB (default %lld)\n"
           "  -v, --verbose       say how each artifact was validated\n"
           "Exit status: 0 success, 1 spec or code-generation error, 2 bad usage.\n"
-          "Compiling never needs a GPU.\n");
+          "Compiling never needs a GPU.\n",
+          DSV4_SPEC_MAX_INSTRUCTIONS, DSV4_SPEC_MAX_MEMORY >> 20);
 }
 
 static void print_diags(const dsv4_diags *d)
@@ -76,18 +84,47 @@ static int parse_targets(const char *s, unsigned *out)
   return *out == 0;
 }
 
+/* A positive count (times unit) that fits a long long; 0 on success. */
+static int parse_limit(const char *s, long long unit, long long *out)
+{
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v <= 0 || v > LLONG_MAX / unit)
+    return 1;
+  *out = v * unit;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
   static const struct option longs[] = {
       {"target", required_argument, 0, 't'}, {"output", required_argument, 0, 'o'},
       {"emit", required_argument, 0, 'e'},   {"kernel", required_argument, 0, 'k'},
       {"verbose", no_argument, 0, 'v'},      {"help", no_argument, 0, 'h'},
-      {"version", no_argument, 0, 'V'},      {0, 0, 0, 0}};
+      {"version", no_argument, 0, 'V'},      {"max-instructions", required_argument, 0, 'N'},
+      {"max-memory", required_argument, 0, 'M'}, {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   int c;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":t:o:k:vh", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:o:k:I:vh", longs, NULL)) != -1) {
     switch (c) {
+    case 'I':
+      if (o->sopts.ninclude_dirs == DSV4_SPEC_MAX_INCLUDE_DIRS) {
+        fprintf(stderr, "dsv4c: more than %d -I folders\n", DSV4_SPEC_MAX_INCLUDE_DIRS);
+        return 2;
+      }
+      o->incdirs[o->sopts.ninclude_dirs++] = optarg;
+      o->sopts.include_dirs = o->incdirs;
+      break;
+    case 'N':
+    case 'M':
+      if (parse_limit(optarg, c == 'M' ? 1LL << 20 : 1, c == 'M' ? &o->sopts.max_memory : &o->sopts.max_instructions)) {
+        fprintf(stderr, "dsv4c: %s takes a positive number, not '%s'\n", c == 'M' ? "--max-memory" : "--max-instructions",
+                optarg);
+        return 2;
+      }
+      break;
     case 't':
       if (parse_targets(optarg, &o->targets))
         return 2;
@@ -169,7 +206,7 @@ int main(int argc, char **argv)
     return rc;
   static dsv4_plan plan;
   dsv4_diags d = {0};
-  if (dsv4_spec_load(o.spec, &plan, &d)) {
+  if (dsv4_spec_load(o.spec, &o.sopts, &plan, &d)) {
     print_diags(&d);
     return 1;
   }

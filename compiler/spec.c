@@ -1,10 +1,11 @@
-/* spec.c -- run a Lua spec in a sandbox and check its tables into a plan.
+/* spec.c -- run a Lua spec in the sandbox and check its tables into a plan.
  *
- * Spec files call three functions this file provides:
+ * Spec files call three functions the sandbox (spec_lua.c) provides:
  *   layout { ... }   a cache layout (dsv4_layout); returns the table
  *   kernel { ... }   a kernel to build (dsv4_kernel)
- *   include "f.lua"  runs another spec file (path relative to the caller)
- *                    and returns its value, so layouts live in a library
+ *   include "f.lua"  runs another spec file (found in the caller's folder
+ *                    or a -I folder) and returns its value, so layouts
+ *                    live in a library
  * layout{} and kernel{} remember where they were called (file, line); a
  * field's own line is then found by scanning the source text (srcpos.c),
  * since Lua keeps no positions for table fields.
@@ -22,10 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spec_lua.h"
 #include "srcpos.h"
 
-#define POS_KEY "dsv4.pos"         /* registry: table -> {file, line} */
-#define KERNELS_KEY "dsv4.kernels" /* registry: list of kernel tables */
+#define POS_KEY DSV4_SPEC_POS_KEY
+#define KERNELS_KEY DSV4_SPEC_KERNELS_KEY
 #define FILES_MAX 16
 
 typedef struct {
@@ -1098,136 +1100,6 @@ static int check_kernel(checker *c, int idx)
   return bad;
 }
 
-/* ---- the Lua side ------------------------------------------------------------ */
-
-/* Record where the table argument was constructed. */
-static void remember_pos(lua_State *L)
-{
-  lua_Debug ar;
-  const char *file = "?";
-  int line = 0;
-  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar)) {
-    file = ar.source[0] == '@' ? ar.source + 1 : ar.short_src;
-    line = ar.currentline;
-  }
-  lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
-  lua_pushvalue(L, 1);
-  lua_createtable(L, 0, 2);
-  lua_pushstring(L, file);
-  lua_setfield(L, -2, "file");
-  lua_pushinteger(L, line);
-  lua_setfield(L, -2, "line");
-  lua_settable(L, -3);
-  lua_pop(L, 1);
-}
-
-/* layout { ... }: remembers its position, returns the table. */
-static int l_layout(lua_State *L)
-{
-  luaL_checktype(L, 1, LUA_TTABLE);
-  remember_pos(L);
-  lua_settop(L, 1);
-  return 1;
-}
-
-/* kernel { ... }: remembers its position and queues it for checking. */
-static int l_kernel(lua_State *L)
-{
-  luaL_checktype(L, 1, LUA_TTABLE);
-  remember_pos(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
-  lua_pushvalue(L, 1);
-  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-  lua_settop(L, 1);
-  return 1;
-}
-
-/* include "file.lua": run a spec file relative to the caller's directory,
- * in the same sandbox, once; returns its value. */
-static int l_include(lua_State *L)
-{
-  const char *rel = luaL_checkstring(L, 1);
-  lua_Debug ar;
-  char path[DSV4_PATH_MAX];
-  const char *dir = ".";
-  size_t dl = 1;
-  if (rel[0] != '/' && lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && ar.source[0] == '@') {
-    const char *src = ar.source + 1, *slash = strrchr(src, '/');
-    dir = slash ? src : ".";
-    dl = slash ? (size_t)(slash - src) : 1;
-  }
-  if (rel[0] == '/')
-    snprintf(path, sizeof path, "%s", rel);
-  else
-    snprintf(path, sizeof path, "%.*s/%s", (int)dl, dir, rel);
-  lua_getfield(L, LUA_REGISTRYINDEX, "dsv4.included");
-  if (lua_getfield(L, -1, path) != LUA_TNIL)
-    return 1;
-  lua_pop(L, 1);
-  if (luaL_loadfilex(L, path, "t") != LUA_OK)
-    return luaL_error(L, "include: %s", lua_tostring(L, -1)); /* at the caller's line */
-  lua_pushglobaltable(L);
-  lua_setupvalue(L, -2, 1);
-  lua_call(L, 0, 1);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, -3, path);
-  return 1;
-}
-
-/* A state with only the safe libraries and the spec functions. */
-static lua_State *sandbox(void)
-{
-  lua_State *L = luaL_newstate();
-  if (!L)
-    return NULL;
-  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  lua_settop(L, 0);
-  static const char *const unsafe[] = {"dofile", "loadfile", "load", "require", "collectgarbage", NULL};
-  for (const char *const *u = unsafe; *u; u++) {
-    lua_pushnil(L);
-    lua_setglobal(L, *u);
-  }
-  lua_register(L, "layout", l_layout);
-  lua_register(L, "kernel", l_kernel);
-  lua_register(L, "include", l_include);
-  lua_newtable(L);
-  lua_newtable(L);
-  lua_pushstring(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, POS_KEY);
-  lua_newtable(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
-  lua_newtable(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, "dsv4.included");
-  return L;
-}
-
-/* Turn a Lua error "file:line: msg" into a diagnostic at that position. */
-static void lua_failure(checker *c, const char *path, const char *msg)
-{
-  const char *p = msg;
-  const char *colon = strchr(p, ':');
-  while (colon) {
-    char *end;
-    long line = strtol(colon + 1, &end, 10);
-    if (end != colon + 1 && *end == ':') {
-      char file[DSV4_PATH_MAX];
-      snprintf(file, sizeof file, "%.*s", (int)(colon - p), p);
-      const char *m = end + 1;
-      while (*m == ' ')
-        m++;
-      dsv4_error(c->d, file, (int)line, "%s", m);
-      return;
-    }
-    colon = strchr(colon + 1, ':');
-  }
-  dsv4_error(c->d, path, 0, "%s", msg);
-}
-
 /* Check every queued kernel{} table (called through lua_pcall). */
 static int check_all(lua_State *L)
 {
@@ -1249,39 +1121,26 @@ static int check_all(lua_State *L)
   return 1;
 }
 
-int dsv4_spec_load(const char *path, dsv4_plan *plan, dsv4_diags *d)
+int dsv4_spec_load(const char *path, const dsv4_spec_opts *opts, dsv4_plan *plan, dsv4_diags *d)
 {
   memset(plan, 0, sizeof *plan);
   snprintf(plan->file, sizeof plan->file, "%s", path);
-  checker c = {.d = d, .plan = plan};
-  c.L = sandbox();
-  if (!c.L) {
-    dsv4_error(d, path, 0, "out of memory creating the Lua state");
-    return 1;
-  }
-  int rc = 0;
   FILE *f = fopen(path, "rb");
   if (!f) {
     dsv4_error(d, path, 0, "cannot open spec file");
+    return 1;
+  }
+  fclose(f);
+  checker c = {.d = d, .plan = plan};
+  dsv4_sandbox *sb = dsv4_sandbox_open(path, opts, d);
+  if (!sb)
+    return 1;
+  c.L = dsv4_sandbox_state(sb);
+  int rc = dsv4_sandbox_run(sb, path, d);
+  /* checking runs protected and bounded: a metamethod in the spec's tables may raise or loop */
+  if (!rc && dsv4_sandbox_call(sb, check_all, &c, &rc, d))
     rc = 1;
-  } else {
-    fclose(f);
-    if (luaL_loadfilex(c.L, path, "t") != LUA_OK || lua_pcall(c.L, 0, 0, 0) != LUA_OK) {
-      lua_failure(&c, path, lua_tostring(c.L, -1));
-      rc = 1;
-    }
-  }
-  if (!rc) {
-    /* checking runs protected: a metamethod in the spec's tables may raise */
-    lua_pushcfunction(c.L, check_all);
-    lua_pushlightuserdata(c.L, &c);
-    if (lua_pcall(c.L, 1, 1, 0) != LUA_OK) {
-      lua_failure(&c, path, lua_tostring(c.L, -1));
-      rc = 1;
-    } else
-      rc = (int)lua_tointeger(c.L, -1);
-  }
-  lua_close(c.L);
+  dsv4_sandbox_close(sb);
   for (int i = 0; i < c.nfiles; i++)
     free(c.files[i].text);
   return rc || d->errors;

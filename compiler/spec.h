@@ -11,10 +11,24 @@
 #include "diag.h"
 #include "plan.h"
 
-/* Run and check the spec at path into *plan.  Returns 0 on success; on
- * failure returns nonzero with errors (file:line, naming the field) in *d.
- * The caller owns plan and d; nothing is allocated that outlives the call. */
-int dsv4_spec_load(const char *path, dsv4_plan *plan, dsv4_diags *d);
+/* Bounds on running a spec (0 or NULL: the default).  The defaults are
+ * far above what real specs take: specs/ runs in well under a million
+ * instructions and a few MB. */
+#define DSV4_SPEC_MAX_INSTRUCTIONS 100000000LL /* VM instructions + library work (spec_lua.h) */
+#define DSV4_SPEC_MAX_MEMORY (256LL << 20)     /* bytes the Lua state may hold */
+#define DSV4_SPEC_MAX_INCLUDE_DIRS 16
+typedef struct {
+  long long max_instructions;
+  long long max_memory;
+  const char *const *include_dirs; /* -I: searched after the including file's folder */
+  int ninclude_dirs;
+} dsv4_spec_opts;
+
+/* Run and check the spec at path into *plan, bounded by opts (NULL: the
+ * defaults).  Returns 0 on success; on failure returns nonzero with errors
+ * (file:line, naming the field or the limit) in *d.  The caller owns plan
+ * and d; nothing is allocated that outlives the call. */
+int dsv4_spec_load(const char *path, const dsv4_spec_opts *opts, dsv4_plan *plan, dsv4_diags *d);
 
 /* Check a layout and a kernel's tile against its targets; used by
  * dsv4_spec_load and by tools that build plans in C (sweeps). */

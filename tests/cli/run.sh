@@ -22,6 +22,10 @@ expect 2 "needs an argument" -- "$specs/decode.lua" -o
 expect 2 "more than one spec file" -- "$specs/decode.lua" "$specs/layouts.lua"
 expect 2 "declares no kernel 'nope'" -- "$specs/decode.lua" -k nope
 expect 1 "cannot open spec file" -- "$out/missing.lua"
+expect 2 "max-memory takes a positive number, not '0'" -- "$specs/decode.lua" --max-memory 0
+expect 2 "max-instructions takes a positive number, not '1x'" -- "$specs/decode.lua" --max-instructions 1x
+expect 1 "I /nonexistent/dir: no such folder" -- "$specs/decode.lua" -I /nonexistent/dir
+expect 1 "instruction budget of 100 " -- "$specs/decode.lua" --max-instructions 100
 expect 1 "declares no kernel" -- "$specs/layouts.lua"
 expect 0 "paged_gather_v4 \[amdgcn gfx942\]" -- "$specs/decode.lua" -t amdgcn -k paged_gather_v4 -v -o "$out/one"
 files=$(cd "$out/one" && ls | tr '\n' ' ')

@@ -1,6 +1,6 @@
 -- the second arch of each target: sm_80 PTX (no fp8 conversion instructions,
 -- so the generic integer path) and gfx90a code objects
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "dequant_gather_sm80",
   op = "dequant_gather",

@@ -85,7 +85,7 @@ grep -q "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_
 
 # the other archs: sm_80 (generic conversions, no fp8 cvt instruction) and gfx90a
 d=$out/archs
-if (cd "$here" && "$dsv4c" archs.lua -o "$d") 2>"$d.log"; then ok; else bad "archs.lua: $(cat "$d.log")"; fi
+if (cd "$here" && "$dsv4c" archs.lua -I "$specs" -o "$d") 2>"$d.log"; then ok; else bad "archs.lua: $(cat "$d.log")"; fi
 grep -q "^.target sm_80" "$d/dequant_gather_sm80.ptx" && ! grep -q "e4m3x2" "$d/dequant_gather_sm80.ptx" && ok \
   || bad "sm_80 PTX: wrong target or uses sm_89+ conversions"
 if command -v llvm-readelf-19 >/dev/null; then

@@ -1,4 +1,4 @@
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 -- 576 dims in 16-value lanes are 36 lanes: more than one 32-wide reduction
 kernel {
   name = "d",

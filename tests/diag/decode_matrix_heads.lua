@@ -1,5 +1,5 @@
 -- Two warps a 16-head row block: heads_per_cta must be a multiple of 16.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

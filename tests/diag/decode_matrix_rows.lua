@@ -1,5 +1,5 @@
 -- 16 heads are 128 threads: 16-value lanes would dequantize 4 K rows a pass.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

@@ -1,5 +1,5 @@
 -- 64 heads of 512 dims need more shared memory than sm_86 gives a CTA.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

@@ -1,5 +1,5 @@
 -- The warp-matrix form needs bf16 matrix instructions on every target named.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

@@ -1,6 +1,6 @@
 -- tile.pair shares a token's dequantization between two CTAs of the
 -- warpgroup form; sm_90 has no wgmma, so this kernel takes the warp form.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

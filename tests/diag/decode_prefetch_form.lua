@@ -1,6 +1,6 @@
 -- tile.prefetch has the warpgroup form's producers prefetch the next K
 -- tile; sm_90 has no wgmma, so this kernel takes the warp form.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

@@ -1,4 +1,4 @@
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "d",
   op = "sparse_decode",

@@ -1,6 +1,6 @@
 -- The logits' matrix forms keep q rows and a K ring in static shared
 -- memory: 128 heads of 128 dims do not fit the warpgroup form's 48 KB.
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "m",
   op = "paged_mqa_logits",

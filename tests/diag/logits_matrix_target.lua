@@ -1,5 +1,5 @@
 -- The logits' warp-matrix form needs e4m3 matrix instructions (PTX sm_89+).
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 kernel {
   name = "m",
   op = "paged_mqa_logits",

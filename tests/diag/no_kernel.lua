@@ -1,1 +1,1 @@
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"

@@ -1,4 +1,4 @@
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 -- pieces of 16 / 4 = 4 values would be fine, but 512 / 3 is not whole
 kernel {
   name = "g",

@@ -1,4 +1,4 @@
-local L = include "../../specs/layouts.lua"
+local L = include "layouts.lua"
 -- 32 threads fill an NVIDIA warp but not an AMD wave of 64
 kernel {
   name = "g",

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Recompile every spec a baseline lists and compare the loose artifacts'
+# SHA-256 (.ptx, .hsaco, .spv, .spir12.bc; bundles carry a format version
+# and are left out) with it: the check that a change which must not alter
+# generated code did not.  Not a CTest: a change that rightly alters code
+# makes a new baseline.
+#   usage: check_baseline.sh [DSV4C] [BASELINE]
+# defaults: build/bin/dsv4c, ../shared/baselines/artifacts-8aee285.sha256
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dsv4c=${1:-$root/build/bin/dsv4c}
+base=${2:-$root/../shared/baselines/artifacts-8aee285.sha256}
+[ -f "$base" ] || { echo "no baseline at $base: skipped"; exit 77; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# the baseline names one folder per spec, after the spec's stem
+declare -A src=()
+for f in "$root"/specs/*.lua "$root"/bench/*_variants.lua "$root"/tests/exec/indexer_shapes.lua; do
+  s=$(basename "$f" .lua); src[$s]=$f
+done
+pass=0 fail=0
+for stem in $(awk '{print $2}' "$base" | cut -d/ -f2 | sort -u); do
+  f=${src[$stem]:-}
+  if [ -z "$f" ]; then echo "FAIL $stem: no spec of that name"; fail=$((fail + 1)); continue; fi
+  if ! "$dsv4c" "$f" -I "$root/specs" -o "$out/$stem" 2>"$out/$stem.log"; then
+    # a spec that declares no kernel (the layout library) writes nothing
+    grep -q "declares no kernel" "$out/$stem.log" && continue
+    echo "FAIL $stem: $(cat "$out/$stem.log")"; fail=$((fail + 1)); continue
+  fi
+done
+while read -r sum path; do
+  case $path in *.dsv4b) continue ;; esac
+  if [ ! -f "$out/$path" ]; then echo "FAIL $path: not written"; fail=$((fail + 1)); continue; fi
+  now=$(sha256sum "$out/$path" | cut -d' ' -f1)
+  if [ "$now" = "$sum" ]; then pass=$((pass + 1)); else echo "FAIL $path: differs"; fail=$((fail + 1)); fi
+done <"$base"
+echo "$pass artifacts identical to $(basename "$base"), $fail differ or missing"
+[ "$fail" -eq 0 ]

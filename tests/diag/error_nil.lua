@@ -1,0 +1,3 @@
+-- error() with no message
+local x = 1
+error()

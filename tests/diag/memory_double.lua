@@ -1,0 +1,5 @@
+-- a string doubling until the cap
+local s = "x"
+while true do
+  s = s .. s
+end

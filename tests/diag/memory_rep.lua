@@ -1,0 +1,2 @@
+-- one allocation past the memory cap
+local s = string.rep("x", 1e9)

@@ -1,0 +1,2 @@
+-- no pattern matching in the sandbox (its backtracking has no bound)
+local i = ("abc"):find("b")

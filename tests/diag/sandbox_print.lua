@@ -1,0 +1,2 @@
+-- specs do not print
+print("hello")
