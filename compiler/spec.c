@@ -212,6 +212,7 @@ static int get_int(cursor *k, const char *key, int required, long lo, long hi, l
   lua_State *L = k->c->L;
   int t = push_field(k, key);
   int rc = 0;
+  *out = (int32_t)def; /* defined on every error path too */
   if (t == LUA_TNIL) {
     if (required) {
       missing(k, "field", key);
@@ -242,6 +243,7 @@ static int get_str(cursor *k, const char *key, int required, const char *def, ch
   lua_State *L = k->c->L;
   int t = push_field(k, key);
   int rc = 0;
+  buf[0] = 0; /* defined on every error path too */
   if (t == LUA_TNIL) {
     if (required) {
       missing(k, "field", key);
@@ -256,6 +258,9 @@ static int get_str(cursor *k, const char *key, int required, const char *def, ch
     const char *s = lua_tolstring(L, -1, &len);
     if (len >= n) {
       FERR(k, key, "is longer than %zu characters", n - 1);
+      rc = 1;
+    } else if (strlen(s) != len) {
+      FERR(k, key, "holds a NUL byte");
       rc = 1;
     } else
       snprintf(buf, n, "%s", s);
