@@ -1,6 +1,8 @@
 /* bundle.c -- one file holding every artifact of a spec with its manifest:
  * per (kernel, target) the op, layout, tile, argument signature, launch
- * rule inputs and code.  Versioned and checksummed; see dsv4_abi.h. */
+ * rule inputs and code.  Versioned and checksummed (every byte after the
+ * checksum, header fields included); see dsv4_abi.h for the format, which
+ * the runtime's reader holds every byte to. */
 #include "bundle.h"
 
 #include <stdio.h>
@@ -11,55 +13,76 @@
 
 _Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 
-static uint64_t align16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
+static uint64_t align16(uint64_t x) { return (x + DSV4_BUNDLE_ALIGN - 1) & ~(uint64_t)(DSV4_BUNDLE_ALIGN - 1); }
 
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
+/* What a reader takes: 1 to DSV4_BUNDLE_MAX_ENTRIES items, none empty. */
+static int check_items(const dsv4_bundle_item *items, int n, dsv4_diags *d)
+{
+  if (n < 1 || n > DSV4_BUNDLE_MAX_ENTRIES) {
+    dsv4_error(d, NULL, 0, "a bundle holds 1 to %d artifacts, not %d", DSV4_BUNDLE_MAX_ENTRIES, n);
+    return 1;
+  }
+  for (int i = 0; i < n; i++)
+    if (!items[i].art->code_len) {
+      dsv4_error(d, NULL, 0, "kernel %s: its %s artifact is empty", items[i].kernel->name,
+                 dsv4_target_name(items[i].target));
+      return 1;
+    }
+  return 0;
+}
+
+/* The manifest of one item (everything but the code's place). */
+static void fill_entry(const dsv4_bundle_item *it, dsv4_bundle_entry *e)
+{
+  const dsv4_kernel *k = it->kernel;
+  memset(e, 0, sizeof *e);
+  snprintf(e->name, sizeof e->name, "%s", k->name);
+  e->op = (uint32_t)k->op;
+  e->target = (uint32_t)it->target;
+  snprintf(e->arch, sizeof e->arch, "%s", k->target[it->target].arch);
+  e->threads = (uint32_t)k->tile.threads;
+  e->tokens_per_cta = (uint32_t)k->tile.tokens_per_cta;
+  e->values_per_thread = (uint32_t)k->tile.values_per_thread;
+  e->tokens_per_thread = (uint32_t)k->tile.tokens_per_thread;
+  e->rope_first = (uint32_t)k->rope_first;
+  e->rope_dims = (uint32_t)k->rope_dims;
+  e->q_dim = (uint32_t)k->q_dim;
+  e->quant_floor = (uint32_t)k->quant_floor;
+  e->v_dim = (uint32_t)k->v_dim;
+  e->heads = (uint32_t)k->heads;
+  e->topk = (uint32_t)k->topk;
+  e->matrix = (uint32_t)k->tile.matrix;
+  e->shared_bytes = (uint32_t)dsv4_kernel_shared_bytes(k);
+  e->flags = it->art->flags;
+  const char *names[DSV4_MAX_ARGS];
+  e->nargs = (uint32_t)dsv4_op_signature(k->op, e->args, names);
+  e->layout = k->layout;
+}
+
 int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out, size_t *len, dsv4_diags *d)
 {
-  uint64_t size = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)n * sizeof(dsv4_bundle_entry);
+  if (check_items(items, n, d))
+    return 1;
+  uint64_t table_end = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)n * sizeof(dsv4_bundle_entry);
+  uint64_t size = table_end;
   for (int i = 0; i < n; i++) {
     size = align16(size) + items[i].art->code_len;
     size = align16(size) + items[i].art->aux_len;
   }
   size = align16(size);
-  unsigned char *buf = calloc(1, size);
+  unsigned char *buf = calloc(1, size); /* zeros: the padding between blobs */
   if (!buf) {
     dsv4_error(d, NULL, 0, "out of memory building the bundle");
     return 1;
   }
-  memcpy(buf, DSV4_BUNDLE_MAGIC, 8);
-  put32(buf + 8, DSV4_BUNDLE_VERSION);
-  put32(buf + 12, (uint32_t)n);
-  put64(buf + 16, size);
-  uint64_t off = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)n * sizeof(dsv4_bundle_entry);
+  uint64_t off = table_end;
   for (int i = 0; i < n; i++) {
-    const dsv4_kernel *k = items[i].kernel;
     const dsv4_artifact *a = items[i].art;
     dsv4_bundle_entry e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.name, sizeof e.name, "%s", k->name);
-    e.op = (uint32_t)k->op;
-    e.target = (uint32_t)items[i].target;
-    snprintf(e.arch, sizeof e.arch, "%s", k->target[items[i].target].arch);
-    e.threads = (uint32_t)k->tile.threads;
-    e.tokens_per_cta = (uint32_t)k->tile.tokens_per_cta;
-    e.values_per_thread = (uint32_t)k->tile.values_per_thread;
-    e.tokens_per_thread = (uint32_t)k->tile.tokens_per_thread;
-    e.rope_first = (uint32_t)k->rope_first;
-    e.rope_dims = (uint32_t)k->rope_dims;
-    e.q_dim = (uint32_t)k->q_dim;
-    e.quant_floor = (uint32_t)k->quant_floor;
-    e.v_dim = (uint32_t)k->v_dim;
-    e.heads = (uint32_t)k->heads;
-    e.topk = (uint32_t)k->topk;
-    e.matrix = (uint32_t)k->tile.matrix;
-    e.shared_bytes = (uint32_t)dsv4_kernel_shared_bytes(k);
-    e.flags = a->flags;
-    const char *names[DSV4_MAX_ARGS];
-    e.nargs = (uint32_t)dsv4_op_signature(k->op, e.args, names);
-    e.layout = k->layout;
+    fill_entry(&items[i], &e);
     off = align16(off);
     e.code_off = off, e.code_len = a->code_len;
     memcpy(buf + off, a->code, a->code_len);
@@ -71,7 +94,13 @@ int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out,
     }
     memcpy(buf + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof e, &e, sizeof e);
   }
-  put32(buf + 24, dsv4_crc32(buf + DSV4_BUNDLE_HEADER_BYTES, size - DSV4_BUNDLE_HEADER_BYTES));
+  memcpy(buf, DSV4_BUNDLE_MAGIC, 8);
+  put32(buf + DSV4_BUNDLE_AT_VERSION, DSV4_BUNDLE_VERSION);
+  put32(buf + DSV4_BUNDLE_AT_NENTRIES, (uint32_t)n);
+  put32(buf + DSV4_BUNDLE_AT_RESERVED, 0);
+  put64(buf + DSV4_BUNDLE_AT_SIZE, size);
+  /* last: the checksum of every byte after it, the header's fields included */
+  put32(buf + DSV4_BUNDLE_AT_CRC, dsv4_crc32(buf + DSV4_BUNDLE_AT_NENTRIES, size - DSV4_BUNDLE_AT_NENTRIES));
   *out = buf;
   *len = size;
   return 0;

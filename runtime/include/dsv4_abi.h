@@ -391,21 +391,59 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
          dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 
-/* ---- bundle file format (version 3), all integers little-endian ----------
+/* ---- bundle file format (version 5), all integers little-endian ----------
  *
- *   header   magic "DSV4BNDL", u32 version, u32 nentries, u64 file_size,
- *            u32 crc32 of bytes [32, file_size), u32 reserved     (32 bytes)
+ *   header   (32 bytes)
+ *            @0   magic "DSV4BNDL"                  (every version)
+ *            @8   u32 version                       (every version)
+ *            @12  u32 crc32 of bytes [16, file_size): everything after it,
+ *                 the rest of the header included
+ *            @16  u32 nentries
+ *            @20  u32 reserved, 0
+ *            @24  u64 file_size
  *   entries  nentries x dsv4_bundle_entry (fixed size, below)
- *   blobs    code bytes, each 16-byte aligned, at the offsets entries give
+ *   blobs    each entry's code, then its aux (if any), each 16-byte aligned
+ *            (the writer keeps entry order); only zero padding (< 16 bytes)
+ *            before each and at the end
+ *
+ * Magic and version stay where every version had them, so a reader meeting
+ * another version says which it is.  The reader holds every byte to the
+ * format: a field outside the ranges below (a layout's: the runtime's
+ * layout_check.h), a byte that belongs to no entry or two blobs
+ * overlapping refuse the whole bundle.
  */
 #define DSV4_BUNDLE_MAGIC "DSV4BNDL"
-#define DSV4_BUNDLE_VERSION 4u /* 3: the entries' flags; 4: the pair form's 512 threads (dsv4_op_threads) */
+/* 3: the entries' flags; 4: the pair form's 512 threads (dsv4_op_threads);
+ * 5: the checksum covers the header's fields (count, size) too, every
+ * field is range-checked and every byte accounted for */
+#define DSV4_BUNDLE_VERSION 5u
 #define DSV4_BUNDLE_HEADER_BYTES 32
+#define DSV4_BUNDLE_AT_VERSION 8
+#define DSV4_BUNDLE_AT_CRC 12
+#define DSV4_BUNDLE_AT_NENTRIES 16 /* also where the checksummed bytes start */
+#define DSV4_BUNDLE_AT_RESERVED 20
+#define DSV4_BUNDLE_AT_SIZE 24
+#define DSV4_BUNDLE_ALIGN 16
+#define DSV4_BUNDLE_MAX_ENTRIES 256 /* the most a reader takes */
+
+/* The ranges an entry's fields may hold: what the spec checker
+ * (compiler/spec.c) can emit.  The reader holds every entry to them before
+ * any arithmetic on them, so the launch rules above (int arithmetic) cannot
+ * overflow on a hostile bundle. */
+#define DSV4_ENTRY_MAX_THREADS 1024
+#define DSV4_ENTRY_MAX_TOKENS_PER_CTA 1024
+#define DSV4_ENTRY_MAX_LOGITS_STEP 65536 /* tokens_per_cta of the logits' matrix form */
+#define DSV4_ENTRY_MAX_VALUES_PER_THREAD 64
+#define DSV4_ENTRY_MAX_TOKENS_PER_THREAD 8
+#define DSV4_ENTRY_MAX_DIMS 4096 /* v_dim, q_dim, rope_first + rope_dims */
+#define DSV4_ENTRY_MAX_HEADS 1024
+#define DSV4_ENTRY_MAX_TOPK 65536
+#define DSV4_ENTRY_MAX_SHARED (1 << 20)
 
 typedef struct {
   char name[48];        /* kernel (and symbol) name, NUL-terminated */
   uint32_t op;          /* dsv4_op, numbered as in compiler/plan.h */
-  uint32_t target;      /* 0 ptx, 1 amdgcn, 2 spirv */
+  uint32_t target;      /* 0 ptx, 1 amdgcn, 2 spirv (DSV4_BUNDLE_TARGETS) */
   char arch[16];        /* sm_90a, gfx942, opencl1.2 */
   uint32_t threads;     /* block.x */
   uint32_t tokens_per_cta;
@@ -424,9 +462,11 @@ typedef struct {
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */
   dsv4_layout layout;
-  uint64_t code_off, code_len; /* .ptx text, .hsaco ELF, .spv words */
-  uint64_t aux_off, aux_len;   /* spirv: SPIR 1.2 bitcode fallback; else 0 */
+  uint64_t code_off, code_len; /* .ptx text, .hsaco ELF, .spv words (offsets: in the file, past the entries) */
+  uint64_t aux_off, aux_len;   /* spirv: SPIR 1.2 bitcode fallback; else both 0 */
 } dsv4_bundle_entry;
+
+#define DSV4_BUNDLE_TARGETS 3 /* the targets an entry may name */
 
 /* Entry flags.  SECOND_WAITS: the entry's second kernel (the split-KV
  * combine of a matrix sparse_decode) waits for the grid launched before it

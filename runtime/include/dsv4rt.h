@@ -24,14 +24,28 @@ extern "C" {
 
 typedef enum dsv4rt_status {
   DSV4RT_OK = 0,
-  DSV4RT_ERR_INVALID_ARG = 1,    /* a null handle, bad size, stride, alignment or index */
+  DSV4RT_ERR_INVALID_ARG = 1,    /* a bad argument no finer code below names (an unknown backend, a bad entry
+                                    number); the context, bundle and timer calls give it for null handles too */
   DSV4RT_ERR_NO_BACKEND = 2,     /* the vendor library or a device is missing */
   DSV4RT_ERR_BUNDLE_FORMAT = 3,  /* truncated, corrupted or inconsistent bundle */
   DSV4RT_ERR_BUNDLE_VERSION = 4, /* a bundle version this runtime does not read */
-  DSV4RT_ERR_NO_KERNEL = 5,      /* the bundle has no kernel for this op and device */
+  DSV4RT_ERR_NO_KERNEL = 5,      /* the bundle has no kernel for this op and device (e.g. built for another target) */
   DSV4RT_ERR_BACKEND = 6,        /* the driver refused (load, launch, copy) */
   DSV4RT_ERR_OUT_OF_MEMORY = 7,
   DSV4RT_ERR_IO = 8,             /* a file could not be read */
+  /* The buffer and op calls' refusals (each with a message naming the
+   * function and the argument; nothing launched, nothing written): */
+  DSV4RT_ERR_NULL_ARG = 9,          /* a NULL bundle, argument struct, required buffer or host pointer */
+  DSV4RT_ERR_WRONG_CONTEXT = 10,    /* a buffer of another context */
+  DSV4RT_ERR_BUFFER_TOO_SMALL = 11, /* a buffer smaller than the bytes the arguments address in it */
+  DSV4RT_ERR_OUT_OF_RANGE = 12,     /* a count, length, size, offset or stride outside its range: negative,
+                                       too large, or a stride below a row or one that makes output rows overlap */
+  DSV4RT_ERR_MISALIGNED = 13,       /* a device address (CUDA, wrapped memory) or a stride off the alignment the
+                                       kernel's loads and stores need */
+  DSV4RT_ERR_ALIASING = 14,         /* an output sharing memory with another buffer argument (the same buffer,
+                                       the same cl_mem, or overlapping CUDA address ranges) */
+  DSV4RT_ERR_NOT_FINITE = 15,       /* a float argument that is NaN or infinite */
+  DSV4RT_ERR_BAD_CONTENTS = 16,     /* check_contents: a length or index in device memory outside its contract */
   DSV4RT_STATUS_FORCE_32BIT = 0x7fffffff
 } dsv4rt_status;
 
@@ -54,8 +68,10 @@ typedef struct dsv4rt_buffer dsv4rt_buffer;
 DSV4RT_API dsv4rt_status dsv4rt_context_create(dsv4rt_backend backend, int device, dsv4rt_context **out);
 /* Free the context; bundles and buffers made from it must be destroyed first. */
 DSV4RT_API void dsv4rt_context_destroy(dsv4rt_context *ctx);
-/* The last error message of ctx (or of the last failed context creation when
- * ctx is NULL); owned by the library, valid until the next call on ctx. */
+/* The last error message of ctx; when ctx is NULL, that of the last failed
+ * call that had no context to record it on (a context creation, an op on a
+ * NULL bundle, a buffer call on a NULL buffer).  Owned by the library, valid
+ * until the next call on ctx. */
 DSV4RT_API const char *dsv4rt_last_error(const dsv4rt_context *ctx);
 /* The backend in use and a device description, owned by ctx. */
 DSV4RT_API dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx);
@@ -74,6 +90,9 @@ DSV4RT_API dsv4rt_status dsv4rt_buffer_create(dsv4rt_context *ctx, size_t size, 
 DSV4RT_API dsv4rt_status dsv4rt_buffer_wrap(dsv4rt_context *ctx, uint64_t native, size_t size, dsv4rt_buffer **out);
 DSV4RT_API void dsv4rt_buffer_destroy(dsv4rt_buffer *buf);
 DSV4RT_API size_t dsv4rt_buffer_size(const dsv4rt_buffer *buf);
+/* The memory behind buf (CUDA: its CUdeviceptr; OpenCL: its cl_mem), still
+ * owned by buf; 0 for NULL.  For interop, and for wrapping part of it. */
+DSV4RT_API uint64_t dsv4rt_buffer_native(const dsv4rt_buffer *buf);
 /* Copy host -> device / device -> host / device -> device (blocking). */
 DSV4RT_API dsv4rt_status dsv4rt_buffer_write(dsv4rt_buffer *buf, size_t offset, const void *src, size_t n);
 DSV4RT_API dsv4rt_status dsv4rt_buffer_read(dsv4rt_buffer *buf, size_t offset, void *dst, size_t n);
@@ -130,13 +149,60 @@ typedef struct dsv4rt_kernel_info {
 } dsv4rt_kernel_info;
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);
 
-/* ---- operations (OPS.md section 2) ---- */
+/* ---- operations (OPS.md section 2) ----
+ *
+ * What every op call checks on the host before it launches (the first
+ * failure is returned; nothing is launched or written):
+ *   NULL_ARG         bundle, args, and each buffer the kernel uses (optional ones are named so below);
+ *   NO_KERNEL        no entry of the bundle for this op runs on the context's device (opts->kernel,
+ *                    when given, names the kernel);
+ *   OUT_OF_RANGE     every count, length, size and stride against its range (negative and huge
+ *                    values alike; block_stride below the layout's block; a row stride below a row;
+ *                    paged_gather's out strides as its comment says);
+ *   WRONG_CONTEXT, BUFFER_TOO_SMALL (the bytes the arguments address, counted without overflow),
+ *   MISALIGNED       (CUDA addresses of wrapped memory; block strides to the layout's alignment),
+ *   ALIASING         an output overlapping any other buffer argument of the call, input or output
+ *                    (inputs may share memory with each other); only the bytes the call addresses
+ *                    count.  OpenCL sub-buffers of one cl_mem are not seen as overlapping;
+ *   NOT_FINITE       softmax_scale, eps (kernels with a q branch; must also be >= 0) and tensor_scale
+ *                    (per-tensor layouts).
+ * Values in device memory (lengths, indices, slots, positions, tables) are
+ * checked only with check_contents, below. */
 
 /* Launch-time options shared by the ops. */
 typedef struct dsv4rt_launch_opts {
   const char *kernel;     /* a kernel name in the bundle; NULL = the first for this op and device, or the
                              warp-matrix kernel of the same layout where the device runs one */
-  int check_contents;     /* 1: also read indices / tables back and range-check them before launch */
+  int check_contents;     /* 1: also read every device-resident length and index a kernel uses back to the
+                             host (a blocking read, after the work queued before) and refuse the first value
+                             outside its contract with DSV4RT_ERR_BAD_CONTENTS, naming array and position:
+                               dequant_gather    indices[i] >= num_blocks * block_size (any negative: a zero
+                                                 row, OPS.md 2a);
+                               paged_gather      seq_lens[r] < 0; gather_lens[r] outside [0, seq_lens[r]];
+                                                 offset + g_r > out_rows; a gathered position whose block-table
+                                                 column is >= max_blocks or whose block is outside
+                                                 [0, num_blocks);
+                               kv_insert         slot_mapping[n] >= num_blocks * block_size (negative: skipped,
+                                                 OPS.md 5); positions[n] outside [0, max_pos) for every row the
+                                                 kernel reads (all n_tokens with a q branch, else the inserted);
+                               sparse_decode     lens[t] / extra_lens[t] outside [0, topk] (when topk > 0); an
+                                                 entry j < lens[t] neither -1 nor a slot of its cache;
+                               paged_mqa_logits  context_lens[r] outside [0, row_len] (OPS.md 4: the logits row
+                                                 has row_len entries); a position k < ctx whose block-table
+                                                 column is >= max_blocks or whose block is outside the cache;
+                               topk              context_lens[r] outside [0, row_len].
+                             0 (the default): none of these is read, and the kernels' guards keep every
+                             such value from touching memory outside the buffers given, with these results:
+                               dequant_gather    a slot past the cache: a zero row;
+                               paged_gather      rows past out_rows, positions below 0 and block-table
+                                                 columns >= max_blocks are not written; a block outside
+                                                 the cache gives a zero row; negative lengths write nothing;
+                               kv_insert         a slot past the cache or a position outside the cos/sin table:
+                                                 the row is not inserted (the q branch then skips RoPE);
+                               sparse_decode     lens clamped to [0, topk]; a bad index is skipped like -1;
+                               paged_mqa_logits  context_lens clamped to [0, row_len]; positions without a
+                                                 valid block get -inf;
+                               topk              context_lens clamped to [0, row_len] (negative: a row of -1). */
   int splits;             /* sparse_decode, warp-matrix kernels: split each token's index lists over this many
                              CTAs (split-KV, then a combine kernel); 0: chosen from the device's size; 1..64 */
   int no_tensor_maps;     /* paged_mqa_logits: 1 keeps the warpgroup form on its per-thread copies even where the
@@ -162,7 +228,11 @@ DSV4RT_API dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_de
  * seq_lens[r] - g_r + i through block_table; other rows untouched. */
 typedef struct dsv4rt_paged_gather_args {
   dsv4rt_buffer *out;          /* bf16 [R, out_rows, dim] with the strides below */
-  int64_t out_stride_r, out_stride_m; /* in elements, multiples of 8 */
+  int64_t out_stride_r, out_stride_m; /* in elements, multiples of 8; out_stride_m >= dim, and with R > 1 and
+                                         out_rows > 0 the requests' rows must not overlap: either
+                                         out_stride_r >= (out_rows - 1) * out_stride_m + dim (requests one
+                                         after another) or out_stride_r >= dim and out_stride_m >=
+                                         (R - 1) * out_stride_r + dim (requests interleaved) */
   int64_t out_rows, offset;
   dsv4rt_buffer *cache;
   int64_t num_blocks, block_size, block_stride;

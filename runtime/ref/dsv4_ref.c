@@ -1,6 +1,7 @@
 /* dsv4_ref.c -- plain-C11 host reference for the dsv4c dequant ops (OPS.md sections 1 and 2).
  * Written from OPS.md and dsv4_layout.h, not from any kernel.  Never prints, never exits. */
 #include "dsv4_ref.h"
+#include "../src/layout_check.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -164,43 +165,14 @@ void dsv4_ref_dequant_token_ts(const dsv4_layout *l, const uint8_t *block, int64
   }
 }
 
-/* Validate a layout and the cache geometry (bs, num_blocks, block_stride); 0 if usable. */
+/* Validate a layout (the rule the runtime's bundle reader uses too,
+ * layout_check.c) and the cache geometry (bs, num_blocks, block_stride);
+ * 0 if usable. */
 static int check_layout(const dsv4_layout *l, int64_t num_blocks, int64_t bs, int64_t block_stride)
 {
-  int64_t per, srow;
-  if (!l || l->dim <= 0 || l->row_bytes <= 0 || l->nseg < 0 || l->nseg > DSV4_LAYOUT_MAX_SEGS)
+  int64_t per;
+  if (dsv4_layout_valid(l, NULL, 0))
     return 1;
-  if (l->scale_place != DSV4_SCALES_NONE && l->scale_place != DSV4_SCALES_BLOCK_TAIL &&
-      l->scale_place != DSV4_SCALES_INLINE)
-    return 1;
-  if (l->scale_row_bytes < 0)
-    return 1;
-  srow = l->scale_place == DSV4_SCALES_BLOCK_TAIL ? l->scale_row_bytes : l->row_bytes;
-  for (int32_t s = 0; s < l->nseg; s++) {
-    const dsv4_segment *sg = &l->seg[s];
-    int64_t n = (int64_t)sg->d1 - sg->d0;
-    if (sg->d0 < 0 || sg->d1 < sg->d0 || sg->d1 > l->dim || sg->offset < 0)
-      return 1;
-    if (sg->type != DSV4_DT_E4M3 && sg->type != DSV4_DT_BF16 && sg->type != DSV4_DT_F32)
-      return 1;
-    if ((int64_t)sg->offset + n * dsv4_dtype_size(sg->type) > l->row_bytes)
-      return 1;
-    if (sg->scale_type != DSV4_DT_NONE && sg->scale_tensor) {
-      if (sg->scale_type != DSV4_DT_F32)
-        return 1;
-    } else if (sg->scale_type != DSV4_DT_NONE) {
-      if (sg->scale_type != DSV4_DT_UE8M0 && sg->scale_type != DSV4_DT_F32)
-        return 1;
-      if (l->scale_place == DSV4_SCALES_NONE || sg->scale_group <= 0 || sg->scale_offset < 0)
-        return 1;
-      int64_t ng = (n + sg->scale_group - 1) / sg->scale_group;
-      if ((int64_t)sg->scale_offset + ng * dsv4_dtype_size(sg->scale_type) > srow)
-        return 1;
-    }
-    for (int32_t t = 0; t < s; t++) /* output dims of two segments must not overlap */
-      if (sg->d0 < l->seg[t].d1 && l->seg[t].d0 < sg->d1)
-        return 1;
-  }
   if (bs <= 0 || num_blocks < 0 || block_stride <= 0)
     return 1;
   per = (int64_t)l->row_bytes + (l->scale_place == DSV4_SCALES_BLOCK_TAIL ? l->scale_row_bytes : 0);

@@ -1,7 +1,12 @@
 /* cuda.c -- the CUDA backend through the driver API of a dlopen'd
- * libcuda.so.1.  No CUDA header or library is needed to build; the few
- * types and constants used are declared here from the driver API reference.
- * Symbols are loaded once per context and checked at init (no asserts). */
+ * libcuda.so.1 (DSV4RT_CUDA_LIBRARY names another, read at context
+ * creation).  No CUDA header or library is needed to build; the few types
+ * and constants used are declared here from the driver API reference.
+ * Symbols are loaded once per context and checked at init (no asserts);
+ * a driver older than CUDA 12 is refused there, since the PTX dsv4c emits
+ * (ISA 7.4 for sm_80, 8.4 for sm_89 / sm_90a) and the launches (clusters,
+ * tensor maps) need one.  A failed allocation or module load leaves the
+ * context usable. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +32,14 @@ enum {
   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
 };
+
+/* The oldest driver (cuDriverGetVersion's 1000 * major + 10 * minor) the
+ * runtime takes: CUDA 12.0.  PTX ISA 8.4 (the sm_89 / sm_90a kernels)
+ * needs 12.4: an older 12.x driver takes the other kernels and says so
+ * when loading one of those (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). */
+#define RT_CUDA_MIN_DRIVER 12000
 
 /* The driver entry points used, by their exported names. */
 #define CU_FUNCS(F)                                                                                     \
@@ -102,6 +114,7 @@ typedef struct {
   CUcontext cu;
   int cc;         /* compute capability, e.g. 90 */
   int max_shared; /* opt-in shared memory per CTA */
+  int version;    /* cuDriverGetVersion: 1000 * major + 10 * minor */
   CUevent ev[2];
 } cuda_state;
 
@@ -134,34 +147,64 @@ static void cu_fini(dsv4rt_context *ctx)
   ctx->state = NULL;
 }
 
-static int cu_init(dsv4rt_context *ctx, int device)
+/* Fail context set-up with status s and the message already on ctx,
+ * after freeing the backend's state. */
+static int cu_init_fail(dsv4rt_context *ctx, int s)
+{
+  char m[sizeof ctx->err];
+  snprintf(m, sizeof m, "%s", ctx->err);
+  cu_fini(ctx);
+  return rt_fail(ctx, (dsv4rt_status)s, "%s", m);
+}
+
+/* Open the driver library (DSV4RT_CUDA_LIBRARY, if set, instead of
+ * libcuda.so.1), its entry points, and check its version; 0 or a status. */
+static int cu_open(dsv4rt_context *ctx)
 {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-  cuda_state *st = calloc(1, sizeof *st);
-  if (!st)
-    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
-  ctx->state = st;
-  st->lib = rt_dlopen(names);
-  if (!st->lib) {
-    cu_fini(ctx);
-    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libcuda.so.1 not found (no NVIDIA driver)");
-  }
-#define F(name, ret, args)                                                                    \
-  st->name = (ret(*) args)rt_dlsym(st->lib, #name);                                           \
-  if (!st->name) {                                                                            \
-    cu_fini(ctx);                                                                             \
-    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libcuda.so.1 lacks %s (driver too old)", #name); \
-  }
+  cuda_state *st = S(ctx);
+  const char *env = getenv("DSV4RT_CUDA_LIBRARY");
+  const char *const chosen[] = {env, NULL};
+  const char *lib = env && *env ? env : names[0];
+  st->lib = rt_dlopen(env && *env ? chosen : names);
+  if (!st->lib)
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "%s not found or not loadable%s", lib,
+                   env && *env ? " (DSV4RT_CUDA_LIBRARY)" : " (no NVIDIA driver)");
+#define F(name, ret, args)                                                                                 \
+  st->name = (ret(*) args)rt_dlsym(st->lib, #name);                                                        \
+  if (!st->name)                                                                                           \
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "%s lacks %s (a driver older than CUDA 12)", lib, #name);
   CU_FUNCS(F)
 #undef F
   st->cuLaunchKernelEx = (cu_launch_ex_fn)rt_dlsym(st->lib, "cuLaunchKernelEx");
   st->cuTensorMapEncodeTiled = (cu_tmap_fn)rt_dlsym(st->lib, "cuTensorMapEncodeTiled");
+  int ver = 0;
+  CUresult r = st->cuDriverGetVersion(&ver); /* (needs no cuInit) */
+  if (r)
+    return cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "cuDriverGetVersion");
+  if (ver < RT_CUDA_MIN_DRIVER)
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND,
+                   "the NVIDIA driver supports CUDA %d.%d; dsv4c's PTX needs a CUDA 12.0 driver or later (12.4 for "
+                   "the sm_89 / sm_90a kernels): update the driver",
+                   ver / 1000, ver % 1000 / 10);
+  st->version = ver;
+  return 0;
+}
+
+static int cu_init(dsv4rt_context *ctx, int device)
+{
+  cuda_state *st = calloc(1, sizeof *st);
+  if (!st)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+  ctx->state = st;
+  int rc = cu_open(ctx);
+  if (rc)
+    return cu_init_fail(ctx, rc);
   CUresult r;
-  int count = 0, ver = 0;
+  int count = 0, ver = st->version;
   if ((r = st->cuInit(0)) || (r = st->cuDeviceGetCount(&count))) {
-    int rc = cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "initialisation");
-    cu_fini(ctx);
-    return rc;
+    cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "initialisation");
+    return cu_init_fail(ctx, DSV4RT_ERR_NO_BACKEND);
   }
   if (device >= count) {
     cu_fini(ctx);
@@ -169,7 +212,6 @@ static int cu_init(dsv4rt_context *ctx, int device)
   }
   int maj = 0, min = 0;
   char name[200] = "";
-  st->cuDriverGetVersion(&ver);
   if ((r = st->cuDeviceGet(&st->dev, device)) || (r = st->cuDeviceGetName(name, sizeof name, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev)) ||
@@ -177,9 +219,8 @@ static int cu_init(dsv4rt_context *ctx, int device)
       (r = st->cuDeviceGetAttribute(&ctx->units, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev)) ||
       (r = st->cuDevicePrimaryCtxRetain(&st->cu, st->dev)) || (r = st->cuCtxSetCurrent(st->cu)) ||
       (r = st->cuEventCreate(&st->ev[0], 0)) || (r = st->cuEventCreate(&st->ev[1], 0))) {
-    int rc = cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "device set-up");
-    cu_fini(ctx);
-    return rc;
+    cu_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "device set-up");
+    return cu_init_fail(ctx, DSV4RT_ERR_NO_BACKEND);
   }
   st->cc = maj * 10 + min;
   ctx->tensor_maps = st->cuTensorMapEncodeTiled && st->cc >= 90;
@@ -192,8 +233,11 @@ static int cu_alloc(dsv4rt_context *ctx, size_t n, uint64_t *native)
 {
   CUdeviceptr p = 0;
   CUresult r = S(ctx)->cuMemAlloc_v2(&p, n);
-  if (r)
-    return cu_fail(ctx, r, DSV4RT_ERR_OUT_OF_MEMORY, "cuMemAlloc");
+  if (r) {
+    char what[64];
+    snprintf(what, sizeof what, "cuMemAlloc of %zu bytes", n);
+    return cu_fail(ctx, r, DSV4RT_ERR_OUT_OF_MEMORY, what);
+  }
   *native = p;
   return 0;
 }
@@ -235,6 +279,25 @@ static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
   return suffix == 'a' ? S(ctx)->cc == v : S(ctx)->cc >= v;
 }
 
+/* A failure of `what` for kernel e (its name in the message). */
+static int cu_kernel_fail(dsv4rt_context *ctx, CUresult r, const dsv4_bundle_entry *e, const char *what)
+{
+  char w[128];
+  snprintf(w, sizeof w, "%s of kernel %s", what, e->name);
+  return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, w);
+}
+
+/* "ISA x.y" from PTX text's .version directive, into v ("ISA ?" without one). */
+static const char *ptx_version(const char *ptx, char v[16])
+{
+  const char *p = strstr(ptx, ".version ");
+  int maj = 0, min = 0;
+  if (!p || sscanf(p + 9, "%d.%d", &maj, &min) != 2)
+    return "ISA ?";
+  snprintf(v, 16, "ISA %d.%d", maj % 100, min % 100);
+  return v;
+}
+
 static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
                    void **module, void **kernel)
 {
@@ -252,23 +315,31 @@ static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_
   CUmodule m = NULL;
   CUfunction f = NULL;
   CUresult r = st->cuModuleLoadDataEx(&m, ptx, 2, opts, vals);
-  free(ptx);
   if (r) {
-    cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "PTX load");
+    char what[128];
+    snprintf(what, sizeof what, "PTX load of kernel %s", e->name);
+    cu_fail(ctx, r, DSV4RT_ERR_BACKEND, what);
     size_t l = strlen(ctx->err);
-    snprintf(ctx->err + l, sizeof ctx->err - l, " for kernel %s: %s", e->name, log);
+    char isa[16];
+    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+      snprintf(ctx->err + l, sizeof ctx->err - l, ": its PTX is %.12s, newer than this CUDA %d.%d driver takes",
+               ptx_version(ptx, isa), st->version / 1000, st->version % 1000 / 10);
+    else
+      snprintf(ctx->err + l, sizeof ctx->err - l, ": %.600s", log[0] ? log : "(no JIT log)");
+    free(ptx);
     return DSV4RT_ERR_BACKEND;
   }
+  free(ptx);
   r = st->cuModuleGetFunction(&f, m, e->name);
   if (r) {
     st->cuModuleUnload(m);
-    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuModuleGetFunction");
+    return cu_kernel_fail(ctx, r, e, "cuModuleGetFunction");
   }
   /* beyond 48 KiB of dynamic shared memory a kernel must opt in */
   if (e->shared_bytes > 49152 &&
       (r = st->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->shared_bytes))) {
     st->cuModuleUnload(m);
-    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuFuncSetAttribute (dynamic shared memory)");
+    return cu_kernel_fail(ctx, r, e, "cuFuncSetAttribute (dynamic shared memory)");
   }
   *module = m, *kernel = f;
   return 0;

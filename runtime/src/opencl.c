@@ -1,8 +1,11 @@
 /* opencl.c -- the OpenCL backend through a dlopen'd libOpenCL.so.1 (the ICD
- * loader).  A SPIR-V entry is loaded as IL where the device takes SPIR-V
+ * loader; DSV4RT_OPENCL_LIBRARY names another, read at context creation).
+ * A SPIR-V entry is loaded as IL where the device takes SPIR-V
  * (CL_DEVICE_IL_VERSION), else as its SPIR 1.2 bitcode fallback where the
  * device has cl_khr_spir (PoCL 3.1, DESIGN.md).  Types and constants are
- * declared here from the OpenCL 1.2 / 2.1 specification. */
+ * declared here from the OpenCL 1.2 / 2.1 specification.  Every failure
+ * says what failed, with the error's name; a failed allocation or kernel
+ * build leaves the context usable. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +90,39 @@ typedef struct {
 
 #define S(ctx) ((cl_state *)(ctx)->state)
 
+/* The name of an OpenCL error code (the common ones), or "". */
+static const char *cl_error_name(cl_int r)
+{
+  switch (r) {
+  case -1: return " (CL_DEVICE_NOT_FOUND)";
+  case -2: return " (CL_DEVICE_NOT_AVAILABLE)";
+  case -4: return " (CL_MEM_OBJECT_ALLOCATION_FAILURE)";
+  case -5: return " (CL_OUT_OF_RESOURCES)";
+  case -6: return " (CL_OUT_OF_HOST_MEMORY)";
+  case -11: return " (CL_BUILD_PROGRAM_FAILURE)";
+  case -30: return " (CL_INVALID_VALUE)";
+  case -42: return " (CL_INVALID_BINARY)";
+  case -43: return " (CL_INVALID_BUILD_OPTIONS)";
+  case -44: return " (CL_INVALID_PROGRAM)";
+  case -45: return " (CL_INVALID_PROGRAM_EXECUTABLE)";
+  case -46: return " (CL_INVALID_KERNEL_NAME)";
+  case -54: return " (CL_INVALID_WORK_GROUP_SIZE)";
+  case -61: return " (CL_INVALID_BUFFER_SIZE)";
+  case -1001: return " (CL_PLATFORM_NOT_FOUND_KHR)";
+  default: return "";
+  }
+}
+
 static int cl_fail(dsv4rt_context *ctx, cl_int r, dsv4rt_status s, const char *what)
 {
-  return rt_fail(ctx, s, "OpenCL %s failed: error %d", what, (int)r);
+  return rt_fail(ctx, s, "OpenCL %s failed: error %d%s", what, (int)r, cl_error_name(r));
+}
+
+/* Record a failure to load kernel e's code (it names the kernel). */
+static int cl_load_fail(dsv4rt_context *ctx, cl_int r, const dsv4_bundle_entry *e, const char *what)
+{
+  return rt_fail(ctx, DSV4RT_ERR_BACKEND, "OpenCL %s of kernel %s failed: error %d%s", what, e->name, (int)r,
+                 cl_error_name(r));
 }
 
 static void ocl_fini(dsv4rt_context *ctx)
@@ -108,6 +141,18 @@ static void ocl_fini(dsv4rt_context *ctx)
   ctx->state = NULL;
 }
 
+/* "name, name, ..." of the first np platforms, into out. */
+static void platform_names(cl_state *st, const cl_platform_id *plats, cl_uint np, char *out, size_t size)
+{
+  size_t len = 0;
+  out[0] = 0;
+  for (cl_uint p = 0; p < np && len + 2 < size; p++) {
+    char name[128] = "";
+    st->clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
+    len += (size_t)snprintf(out + len, size - len, "%s%s", p ? ", " : "", name[0] ? name : "(unnamed)");
+  }
+}
+
 /* Device number `device` counting across all platforms. */
 static int pick_device(dsv4rt_context *ctx, int device, cl_platform_id *plat_out)
 {
@@ -116,10 +161,13 @@ static int pick_device(dsv4rt_context *ctx, int device, cl_platform_id *plat_out
   cl_uint np = 0;
   cl_int r = st->clGetPlatformIDs(16, plats, &np);
   if (r || np == 0)
-    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "no OpenCL platform (error %d; is an ICD such as pocl-opencl-icd installed?)",
-                   (int)r);
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND,
+                   "no OpenCL platform (error %d%s; is an ICD such as pocl-opencl-icd installed?)", (int)r,
+                   cl_error_name(r));
+  if (np > 16)
+    np = 16;
   int seen = 0;
-  for (cl_uint p = 0; p < np && p < 16; p++) {
+  for (cl_uint p = 0; p < np; p++) {
     cl_device_id devs[64];
     cl_uint nd = 0;
     if (st->clGetDeviceIDs(plats[p], (cl_bitfield)(cl_uint)CL_DEVICE_TYPE_ALL, 64, devs, &nd) || nd == 0)
@@ -131,63 +179,85 @@ static int pick_device(dsv4rt_context *ctx, int device, cl_platform_id *plat_out
     }
     seen += (int)nd;
   }
-  return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "OpenCL device %d requested, %d present", device, seen);
+  char names[256];
+  platform_names(st, plats, np, names, sizeof names);
+  if (seen == 0)
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "OpenCL: no device on %u platform%s (%s)", (unsigned)np,
+                   np == 1 ? "" : "s", names);
+  return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "OpenCL device %d requested, %d present (%s)", device, seen, names);
+}
+
+/* Fail context set-up with status s and the message already on ctx,
+ * after freeing the backend's state (which may overwrite it). */
+static int ocl_init_fail(dsv4rt_context *ctx, int s)
+{
+  char m[sizeof ctx->err];
+  snprintf(m, sizeof m, "%s", ctx->err);
+  ocl_fini(ctx);
+  return rt_fail(ctx, (dsv4rt_status)s, "%s", m);
+}
+
+/* Open the ICD loader (DSV4RT_OPENCL_LIBRARY, if set, instead of
+ * libOpenCL.so.1) and its entry points; 0 or a status. */
+static int ocl_open(dsv4rt_context *ctx)
+{
+  static const char *const names[] = {"libOpenCL.so.1", "libOpenCL.so", NULL};
+  cl_state *st = S(ctx);
+  const char *env = getenv("DSV4RT_OPENCL_LIBRARY");
+  const char *const chosen[] = {env, NULL};
+  const char *lib = env && *env ? env : names[0];
+  st->lib = rt_dlopen(env && *env ? chosen : names);
+  if (!st->lib)
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "%s not found or not loadable%s", lib,
+                   env && *env ? " (DSV4RT_OPENCL_LIBRARY)" : " (install ocl-icd-libopencl1 and an ICD)");
+#define F(name, ret, args)                                                                              \
+  st->name = (ret(*) args)rt_dlsym(st->lib, #name);                                                     \
+  if (!st->name)                                                                                        \
+    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "%s lacks %s (an OpenCL older than 1.2)", lib, #name);
+  CL_FUNCS(F)
+#undef F
+  return 0;
 }
 
 static int ocl_init(dsv4rt_context *ctx, int device)
 {
-  static const char *const names[] = {"libOpenCL.so.1", "libOpenCL.so", NULL};
   cl_state *st = calloc(1, sizeof *st);
   if (!st)
     return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
   ctx->state = st;
-  st->lib = rt_dlopen(names);
-  if (!st->lib) {
-    ocl_fini(ctx);
-    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libOpenCL.so.1 not found (install ocl-icd-libopencl1 and an ICD)");
-  }
-#define F(name, ret, args)                                                                     \
-  st->name = (ret(*) args)rt_dlsym(st->lib, #name);                                            \
-  if (!st->name) {                                                                             \
-    ocl_fini(ctx);                                                                             \
-    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "libOpenCL.so.1 lacks %s (OpenCL < 1.2)", #name); \
-  }
-  CL_FUNCS(F)
-#undef F
+  int rc = ocl_open(ctx);
+  if (rc)
+    return ocl_init_fail(ctx, rc);
   st->clCreateProgramWithIL = (create_with_il_fn)rt_dlsym(st->lib, "clCreateProgramWithIL");
   cl_platform_id plat = NULL;
-  int rc = pick_device(ctx, device, &plat);
-  if (rc) {
-    char m[sizeof ctx->err];
-    snprintf(m, sizeof m, "%s", ctx->err);
-    ocl_fini(ctx);
-    return rt_fail(ctx, (dsv4rt_status)rc, "%s", m);
-  }
+  if ((rc = pick_device(ctx, device, &plat)))
+    return ocl_init_fail(ctx, rc);
   char name[128] = "", ver[128] = "", pname[128] = "", il[256] = "";
-  static char ext[16384];
-  ext[0] = 0;
+  char *ext = calloc(1, 16384);
+  if (!ext) {
+    rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return ocl_init_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY);
+  }
   st->clGetDeviceInfo(st->dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   st->clGetDeviceInfo(st->dev, CL_DEVICE_VERSION, sizeof ver, ver, NULL);
   cl_uint units = 1;
   st->clGetDeviceInfo(st->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
   ctx->units = (int)units;
-  st->clGetDeviceInfo(st->dev, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
+  st->clGetDeviceInfo(st->dev, CL_DEVICE_EXTENSIONS, 16384 - 1, ext, NULL);
   st->clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
   if (st->clGetDeviceInfo(st->dev, CL_DEVICE_IL_VERSION, sizeof il, il, NULL))
     il[0] = 0;
   const char *force = getenv("DSV4RT_OPENCL_SPIR");
   st->takes_il = st->clCreateProgramWithIL && strstr(il, "SPIR-V") && !(force && *force == '1');
   st->takes_spir = strstr(ext, "cl_khr_spir") != NULL;
+  free(ext);
   cl_int r = 0;
   st->cx = st->clCreateContext(NULL, 1, &st->dev, NULL, NULL, &r);
   if (!r)
     st->q = st->clCreateCommandQueue(st->cx, st->dev, CL_QUEUE_PROFILING_ENABLE, &r);
   if (r) {
     cl_fail(ctx, r, DSV4RT_ERR_NO_BACKEND, "context set-up");
-    char m[sizeof ctx->err];
-    snprintf(m, sizeof m, "%s", ctx->err);
-    ocl_fini(ctx);
-    return rt_fail(ctx, DSV4RT_ERR_NO_BACKEND, "%s", m);
+    return ocl_init_fail(ctx, DSV4RT_ERR_NO_BACKEND);
   }
   snprintf(ctx->device, sizeof ctx->device, "%s (%s, %s; takes %s)", name, pname, ver,
            st->takes_il ? "SPIR-V" : st->takes_spir ? "SPIR 1.2" : "neither SPIR-V nor SPIR");
@@ -199,7 +269,8 @@ static int ocl_alloc(dsv4rt_context *ctx, size_t n, uint64_t *native)
   cl_int r = 0;
   cl_mem m = S(ctx)->clCreateBuffer(S(ctx)->cx, CL_MEM_READ_WRITE, n, NULL, &r);
   if (r || !m)
-    return cl_fail(ctx, r, DSV4RT_ERR_OUT_OF_MEMORY, "clCreateBuffer");
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "OpenCL clCreateBuffer of %zu bytes failed: error %d%s", n, (int)r,
+                   cl_error_name(r));
   *native = (uint64_t)(uintptr_t)m;
   return 0;
 }
@@ -233,6 +304,23 @@ static int ocl_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
   return e->target == 2 && e->shared_bytes == 0 && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
 }
 
+/* Keep the first n lines of a build log, joined by spaces, trailing blanks dropped. */
+static void first_lines(char *log, int n)
+{
+  char *p = log;
+  for (int line = 1; *p; p++)
+    if (*p == '\n') {
+      if (line++ == n || !p[1]) {
+        *p = 0;
+        break;
+      }
+      *p = ' '; /* one line in the message */
+    }
+  size_t len = strlen(log);
+  while (len && (log[len - 1] == ' ' || log[len - 1] == '\r' || log[len - 1] == '\n'))
+    log[--len] = 0;
+}
+
 static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
                     void **module, void **kernel)
 {
@@ -248,19 +336,25 @@ static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8
     p = st->clCreateProgramWithBinary(st->cx, 1, &st->dev, &n, &aux, &bs, &r);
     opts = "-x spir -spir-std=1.2";
   }
-  if (r || !p)
-    return cl_fail(ctx, r, DSV4RT_ERR_BACKEND, st->takes_il ? "clCreateProgramWithIL" : "clCreateProgramWithBinary");
+  if (r || !p) {
+    if (p)
+      st->clReleaseProgram(p);
+    return cl_load_fail(ctx, r, e, st->takes_il ? "clCreateProgramWithIL" : "clCreateProgramWithBinary");
+  }
   r = st->clBuildProgram(p, 1, &st->dev, opts, NULL, NULL);
   if (r) {
     char log[2048] = "";
-    st->clGetProgramBuildInfo(p, st->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    if (st->clGetProgramBuildInfo(p, st->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL))
+      log[0] = 0;
     st->clReleaseProgram(p);
-    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "OpenCL build of kernel %s failed (error %d): %.900s", e->name, (int)r, log);
+    first_lines(log, 4);
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "OpenCL build of kernel %s failed: error %d%s; build log: %.700s", e->name,
+                   (int)r, cl_error_name(r), log[0] ? log : "(empty)");
   }
   cl_kernel k = st->clCreateKernel(p, e->name, &r);
   if (r || !k) {
     st->clReleaseProgram(p);
-    return cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clCreateKernel");
+    return cl_load_fail(ctx, r, e, "clCreateKernel");
   }
   *module = p, *kernel = k;
   return 0;

@@ -1,86 +1,185 @@
 /* ops.c -- the typed operation calls: validate everything that can be
  * validated on the host, then marshal the arguments in the order the
  * bundle's signature (dsv4_abi.h) gives and launch.  A failed check returns
- * before any launch, so nothing on the device is written. */
+ * before any launch, so nothing on the device is written.
+ *
+ * Every call runs the same prologue, in this order: begin() (the bundle,
+ * the argument struct, the entry that runs the op here); need_range() on
+ * each count, length and stride; check_cache() on the cache geometry;
+ * check_bufs() on a table of the buffer arguments (present, of this
+ * context, large enough, aligned, no output sharing memory with another
+ * argument); need_finite() on float scalars; then, with check_contents,
+ * the op's contents_*() check of the lengths and indices in device memory.
+ * Byte counts are long double products, so no product of int64 arguments
+ * overflows before its factors' ranges are checked. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt.h"
 
 #define I32_MAX 2147483647LL
+#define COUNT(v) ((int)(sizeof(v) / sizeof *(v)))
 
-/* A buffer argument: present, of this context, at least `need` bytes. */
-static dsv4rt_status need_buf(dsv4rt_context *ctx, const dsv4rt_buffer *b, const char *fn, const char *name,
-                              long double need)
+/* One op call being validated: its context, entry and function name. */
+typedef struct {
+  dsv4rt_context *ctx;
+  const dsv4_bundle_entry *en;
+  const dsv4_layout *l;
+  const char *fn;
+  int e;
+} call;
+
+/* What every op call starts with: a bundle, an argument struct, and the
+ * entry of the bundle that runs op on this device (named by opts->kernel,
+ * or the first); rt_find's message gets the function's name in front. */
+static dsv4rt_status begin(call *c, dsv4rt_bundle *b, const void *args, dsv4_op op, const dsv4rt_launch_opts *opts,
+                           const char *fn)
 {
   if (!b)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s is NULL", fn, name);
-  if (b->ctx != ctx)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s belongs to another context", fn, name);
-  if ((long double)b->size < need)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s holds %zu bytes, the arguments need %.0Lf", fn, name,
-                   b->size, need);
+    return rt_fail(NULL, DSV4RT_ERR_NULL_ARG, "%s: bundle is NULL", fn);
+  if (!args)
+    return rt_fail(b->ctx, DSV4RT_ERR_NULL_ARG, "%s: args is NULL", fn);
+  dsv4rt_status s = rt_find(b, op, opts ? opts->kernel : NULL, &c->e);
+  if (s) {
+    char m[sizeof b->ctx->err];
+    memcpy(m, b->ctx->err, sizeof m);
+    return rt_fail(b->ctx, s, "%s: %.960s", fn, m);
+  }
+  c->ctx = b->ctx, c->en = &b->entries[c->e], c->l = &c->en->layout, c->fn = fn;
   return DSV4RT_OK;
 }
 
-/* Device addresses must meet the kernel's vector alignment (CUDA pointers;
- * OpenCL buffers are aligned by the implementation). */
-static dsv4rt_status need_align(dsv4rt_context *ctx, const dsv4rt_buffer *b, const char *fn, const char *name,
-                                int align)
-{
-  if (ctx->be->kind == DSV4RT_BACKEND_CUDA && b->native % (uint64_t)align)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s is not %d-byte aligned", fn, name, align);
-  return DSV4RT_OK;
-}
+/* Whether the call asked for its device contents to be checked. */
+static int checked(const dsv4rt_launch_opts *opts) { return opts && opts->check_contents; }
 
-static dsv4rt_status need_range(dsv4rt_context *ctx, const char *fn, const char *name, int64_t v, int64_t lo,
-                                int64_t hi)
+/* An integer argument inside [lo, hi]. */
+static dsv4rt_status need_range(const call *c, const char *name, int64_t v, int64_t lo, int64_t hi)
 {
   if (v < lo || v > hi)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %s = %lld is outside [%lld, %lld]", fn, name, (long long)v,
-                   (long long)lo, (long long)hi);
+    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: %s = %lld is outside [%lld, %lld]", c->fn, name,
+                   (long long)v, (long long)lo, (long long)hi);
   return DSV4RT_OK;
 }
 
-/* The cache geometry every gather shares. */
-static dsv4rt_status check_cache(dsv4rt_context *ctx, const char *fn, const dsv4_layout *l, const dsv4rt_buffer *cache,
-                                 int64_t num_blocks, int64_t bs, int64_t stride)
+/* A float argument that is neither NaN nor infinite. */
+static dsv4rt_status need_finite(const call *c, const char *name, float v)
 {
+  if (!(v - v == 0))
+    return rt_fail(c->ctx, DSV4RT_ERR_NOT_FINITE, "%s: %s = %g is not finite", c->fn, name, (double)v);
+  return DSV4RT_OK;
+}
+
+/* The cache geometry every op shares (pre: "" or "extra_", for names). */
+static dsv4rt_status check_cache(const call *c, const char *pre, int64_t num_blocks, int64_t bs, int64_t stride)
+{
+  char nb[32], bsz[32], bst[32];
+  snprintf(nb, sizeof nb, "%snum_blocks", pre), snprintf(bsz, sizeof bsz, "%sblock_size", pre);
+  snprintf(bst, sizeof bst, "%sblock_stride", pre);
   dsv4rt_status s;
-  if ((s = need_range(ctx, fn, "num_blocks", num_blocks, 0, I32_MAX)) ||
-      (s = need_range(ctx, fn, "block_size", bs, 1, 1 << 20)))
+  if ((s = need_range(c, nb, num_blocks, 0, I32_MAX)) || (s = need_range(c, bsz, bs, 1, 1 << 20)))
     return s;
-  int64_t min = dsv4_layout_min_block_bytes(l, bs);
+  int64_t min = dsv4_layout_min_block_bytes(c->l, bs);
   if (stride < min)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: block_stride %lld is below layout %s's %lld bytes for %lld tokens",
-                   fn, (long long)stride, l->name, (long long)min, (long long)bs);
-  if (stride % l->align)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: block_stride %lld is not a multiple of layout %s's alignment %d",
-                   fn, (long long)stride, l->name, l->align);
-  if ((s = need_buf(ctx, cache, fn, "cache", (long double)num_blocks * (long double)stride)))
+    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: %sblock_stride %lld is below layout %s's %lld bytes for %lld tokens",
+                   c->fn, pre, (long long)stride, c->l->name, (long long)min, (long long)bs);
+  if ((s = need_range(c, bst, stride, min, INT64_MAX / 2)))
     return s;
-  return need_align(ctx, cache, fn, "cache", l->align);
+  if (stride % c->l->align)
+    return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED, "%s: %sblock_stride %lld is not a multiple of layout %s's alignment %d",
+                   c->fn, pre, (long long)stride, c->l->name, c->l->align);
+  return DSV4RT_OK;
 }
 
 /* A per-tensor layout needs a finite kv_scale at launch. */
-static dsv4rt_status check_tensor_scale(dsv4rt_context *ctx, const char *fn, const dsv4_layout *l, float v)
+static dsv4rt_status check_tensor_scale(const call *c, float v)
 {
-  for (int i = 0; i < l->nseg; i++)
-    if (l->seg[i].scale_tensor && !(v == v && v - v == 0))
-      return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: layout %s scales per tensor; tensor_scale %g is not finite", fn,
-                     l->name, (double)v);
+  for (int i = 0; i < c->l->nseg; i++)
+    if (c->l->seg[i].scale_tensor)
+      return need_finite(c, "tensor_scale", v);
   return DSV4RT_OK;
 }
 
-/* Read an int32 device array back for content checks. */
-static int32_t *fetch_i32(dsv4rt_context *ctx, dsv4rt_buffer *b, int64_t n, dsv4rt_status *s)
+/* ---- the buffer arguments ---- */
+
+/* How a call uses a buffer argument: read, written, read when not NULL,
+ * or not at all by this kernel (then it is not checked). */
+enum { IN, OUT, OPT, OFF };
+
+/* One buffer argument: the bytes the call addresses from its start, the
+ * alignment its device address needs (CUDA), and its use. */
+typedef struct {
+  const char *name;
+  const dsv4rt_buffer *buf;
+  long double need;
+  int align, use;
+} barg;
+
+/* Whether the call passes this buffer to the kernel. */
+static int used(const barg *v) { return v->use != OFF && v->buf; }
+
+/* Present, of this context, at least `need` bytes, aligned. */
+static dsv4rt_status need_buf(const call *c, const barg *v)
 {
-  int32_t *p = malloc((size_t)(n ? n : 1) * 4);
+  if (!v->buf)
+    return rt_fail(c->ctx, DSV4RT_ERR_NULL_ARG, "%s: %s is NULL", c->fn, v->name);
+  if (v->buf->ctx != c->ctx)
+    return rt_fail(c->ctx, DSV4RT_ERR_WRONG_CONTEXT, "%s: %s belongs to another context", c->fn, v->name);
+  if ((long double)v->buf->size < v->need)
+    return rt_fail(c->ctx, DSV4RT_ERR_BUFFER_TOO_SMALL, "%s: %s holds %zu bytes, the arguments need %.0Lf", c->fn,
+                   v->name, v->buf->size, v->need);
+  /* OpenCL buffers are aligned by the implementation */
+  if (c->ctx->be->kind == DSV4RT_BACKEND_CUDA && v->buf->native % (uint64_t)v->align)
+    return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED, "%s: %s is not %d-byte aligned", c->fn, v->name, v->align);
+  return DSV4RT_OK;
+}
+
+/* Whether the bytes two arguments address share memory: one buffer, one
+ * native handle, or (CUDA, where natives are addresses) overlapping
+ * ranges.  Arguments that address no bytes share nothing. */
+static int overlap(const call *c, const barg *x, const barg *y)
+{
+  if (x->need <= 0 || y->need <= 0)
+    return 0;
+  uint64_t p = x->buf->native, q = y->buf->native;
+  if (x->buf == y->buf || p == q)
+    return 1;
+  if (c->ctx->be->kind != DSV4RT_BACKEND_CUDA)
+    return 0;
+  return p < q ? (long double)(q - p) < x->need : (long double)(p - q) < y->need;
+}
+
+/* The whole table: each argument in order, then every output against
+ * every other argument. */
+static dsv4rt_status check_bufs(const call *c, const barg *v, int n)
+{
+  dsv4rt_status s;
+  for (int i = 0; i < n; i++)
+    if (v[i].use != OFF && (v[i].use != OPT || v[i].buf) && (s = need_buf(c, &v[i])))
+      return s;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (i != j && v[i].use == OUT && used(&v[j]) && (j > i || v[j].use != OUT) && overlap(c, &v[i], &v[j]))
+        return rt_fail(c->ctx, DSV4RT_ERR_ALIASING, "%s: output %s shares memory with %s", c->fn, v[i].name,
+                       v[j].name);
+  return DSV4RT_OK;
+}
+
+/* The bytes a cache of num_blocks blocks of stride bytes addresses. */
+static long double cache_bytes(int64_t num_blocks, int64_t stride) { return (long double)num_blocks * stride; }
+
+/* ---- device contents (check_contents) ---- */
+
+/* Read n elements of `size` bytes of a device array back (NULL on failure,
+ * the status in *s). */
+static void *fetch(const call *c, const dsv4rt_buffer *b, int64_t n, int size, dsv4rt_status *s)
+{
+  void *p = malloc((size_t)(n > 0 ? n : 1) * (size_t)size);
   if (!p) {
-    *s = rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a content check");
+    *s = rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a content check", c->fn);
     return NULL;
   }
-  *s = n ? dsv4rt_buffer_read(b, 0, p, (size_t)n * 4) : DSV4RT_OK;
+  *s = n > 0 ? dsv4rt_buffer_read((dsv4rt_buffer *)b, 0, p, (size_t)n * (size_t)size) : DSV4RT_OK;
   if (*s) {
     free(p);
     return NULL;
@@ -88,50 +187,185 @@ static int32_t *fetch_i32(dsv4rt_context *ctx, dsv4rt_buffer *b, int64_t n, dsv4
   return p;
 }
 
-/* What every op call starts with: a bundle, an argument struct, and the
- * entry of the bundle that runs op on this device (named by opts->kernel,
- * or the first). */
-static dsv4rt_status begin(dsv4rt_bundle *b, const void *args, dsv4_op op, const dsv4rt_launch_opts *opts,
-                           const char *fn, int *entry)
+/* A bad value found in device memory (what: the array, position and value). */
+static dsv4rt_status bad(const call *c, const char *what)
 {
-  if (!b)
-    return DSV4RT_ERR_INVALID_ARG;
-  if (!args)
-    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "%s: args is NULL", fn);
-  return rt_find(b, op, opts ? opts->kernel : NULL, entry);
+  return rt_fail(c->ctx, DSV4RT_ERR_BAD_CONTENTS, "%s: %.400s (check_contents)", c->fn, what);
 }
+
+/* The first length of v[0..n) outside [0, hi] (name[i] = value). */
+static dsv4rt_status check_lens(const call *c, const int32_t *v, int64_t n, int64_t hi, const char *name,
+                                const char *hi_name)
+{
+  char m[256];
+  for (int64_t i = 0; i < n; i++)
+    if (v[i] < 0 || v[i] > hi) {
+      snprintf(m, sizeof m, "%s[%lld] = %d is outside [0, %s %lld]", name, (long long)i, v[i], hi_name, (long long)hi);
+      return bad(c, m);
+    }
+  return DSV4RT_OK;
+}
+
+/* Block-table column col of row `row` holds a block of the cache; `who`
+ * names the length whose positions reach that column. */
+static dsv4rt_status check_block(const call *c, const int32_t *bt, int64_t row, int64_t col, int64_t max_blocks,
+                                 int64_t num_blocks, const char *who)
+{
+  char m[320];
+  if (col >= max_blocks)
+    snprintf(m, sizeof m, "%s reaches block-table column %lld, past max_blocks %lld", who, (long long)col,
+             (long long)max_blocks);
+  else if (bt[row * max_blocks + col] < 0 || bt[row * max_blocks + col] >= num_blocks)
+    snprintf(m, sizeof m, "block_table[%lld, %lld] = %d is not a block of the cache (num_blocks %lld)",
+             (long long)row, (long long)col, bt[row * max_blocks + col], (long long)num_blocks);
+  else
+    return DSV4RT_OK;
+  return bad(c, m);
+}
+
+/* Every index is negative (a zero row) or a slot of the cache. */
+static dsv4rt_status contents_dequant(const call *c, const dsv4rt_dequant_gather_args *a)
+{
+  dsv4rt_status s;
+  int32_t *idx = fetch(c, a->indices, a->n, 4, &s);
+  int64_t slots = a->num_blocks * a->block_size;
+  char m[256];
+  for (int64_t i = 0; idx && i < a->n && !s; i++)
+    if (idx[i] >= slots) {
+      snprintf(m, sizeof m, "indices[%lld] = %d is past the cache's %lld slots", (long long)i, idx[i], (long long)slots);
+      s = bad(c, m);
+    }
+  free(idx);
+  return s;
+}
+
+/* Each request: lengths that fit, rows inside out, blocks in the cache for
+ * every position gathered. */
+static dsv4rt_status contents_paged(const call *c, const dsv4rt_paged_gather_args *a)
+{
+  dsv4rt_status s;
+  int64_t R = a->num_requests, bs = a->block_size;
+  int32_t *seq = fetch(c, a->seq_lens, R, 4, &s);
+  int32_t *gl = seq && a->gather_lens ? fetch(c, a->gather_lens, R, 4, &s) : NULL;
+  int32_t *bt = seq && !s ? fetch(c, a->block_table, R * a->max_blocks, 4, &s) : NULL;
+  const char *gname = a->gather_lens ? "gather_lens" : "seq_lens";
+  char m[256], who[64];
+  for (int64_t r = 0; bt && r < R && !s; r++) {
+    int64_t g = gl ? gl[r] : seq[r];
+    if (seq[r] < 0)
+      snprintf(m, sizeof m, "seq_lens[%lld] = %d is negative", (long long)r, seq[r]), s = bad(c, m);
+    else if (g < 0 || g > seq[r])
+      snprintf(m, sizeof m, "gather_lens[%lld] = %lld is outside [0, seq_lens %d]", (long long)r, (long long)g, seq[r]),
+          s = bad(c, m);
+    else if (a->offset + g > a->out_rows)
+      snprintf(m, sizeof m, "%s[%lld] = %lld rows from offset %lld pass out_rows %lld", gname, (long long)r,
+               (long long)g, (long long)a->offset, (long long)a->out_rows),
+          s = bad(c, m);
+    snprintf(who, sizeof who, "seq_lens[%lld] = %d", (long long)r, seq[r]);
+    for (int64_t pos = seq[r] - g; !s && g > 0 && pos < seq[r]; pos += bs - pos % bs)
+      s = check_block(c, bt, r, pos / bs, a->max_blocks, a->num_blocks, who);
+  }
+  free(seq), free(gl), free(bt);
+  return s;
+}
+
+/* Slots inside the cache (negative: skipped); positions inside the cos/sin
+ * table for every row the kernel reads one for. */
+static dsv4rt_status contents_insert(const call *c, const dsv4rt_kv_insert_args *a, int rope, int qd)
+{
+  dsv4rt_status s;
+  int64_t nins = a->n_insert, nslots = a->num_blocks * a->block_size;
+  int64_t *slot = fetch(c, a->slot_mapping, nins, 8, &s);
+  int64_t *pos = slot && rope ? fetch(c, a->positions, a->n_tokens, 8, &s) : NULL;
+  char m[256];
+  for (int64_t i = 0; slot && i < nins && !s; i++)
+    if (slot[i] >= nslots)
+      snprintf(m, sizeof m, "slot_mapping[%lld] = %lld is past the cache's %lld slots", (long long)i,
+               (long long)slot[i], (long long)nslots),
+          s = bad(c, m);
+  for (int64_t i = 0; pos && i < a->n_tokens && !s; i++)
+    if ((qd || (i < nins && slot[i] >= 0)) && (pos[i] < 0 || pos[i] >= a->max_pos))
+      snprintf(m, sizeof m, "positions[%lld] = %lld is outside the cos/sin table's %lld rows", (long long)i,
+               (long long)pos[i], (long long)a->max_pos),
+          s = bad(c, m);
+  free(slot), free(pos);
+  return s;
+}
+
+/* One index list of the decode: lengths in [0, topk] (read only when
+ * topk > 0), and each listed entry -1 or a slot of its cache. */
+static dsv4rt_status contents_list(const call *c, dsv4rt_buffer *idx, dsv4rt_buffer *lens, int64_t T, int64_t topk,
+                                   int64_t nslots, const char *iname, const char *lname, const char *kname)
+{
+  if (topk == 0)
+    return DSV4RT_OK;
+  dsv4rt_status s;
+  int32_t *l = fetch(c, lens, T, 4, &s);
+  int32_t *v = l ? fetch(c, idx, T * topk, 4, &s) : NULL;
+  if (v)
+    s = check_lens(c, l, T, topk, lname, kname);
+  char m[256];
+  for (int64_t t = 0; v && t < T && !s; t++)
+    for (int64_t j = 0; j < l[t] && !s; j++) {
+      int32_t x = v[t * topk + j];
+      if (x != -1 && (x < 0 || x >= nslots))
+        snprintf(m, sizeof m, "%s[%lld, %lld] = %d is neither -1 nor one of the cache's %lld slots", iname,
+                 (long long)t, (long long)j, x, (long long)nslots),
+            s = bad(c, m);
+    }
+  free(l), free(v);
+  return s;
+}
+
+/* Both index lists of the decode (the extra one where there is an extra cache). */
+static dsv4rt_status contents_decode(const call *c, const dsv4rt_sparse_decode_args *a)
+{
+  dsv4rt_status s = contents_list(c, a->indices, a->lens, a->n_tokens, a->topk, a->num_blocks * a->block_size,
+                                  "indices", "lens", "topk");
+  if (!s && a->extra_cache)
+    s = contents_list(c, a->extra_indices, a->extra_lens, a->n_tokens, a->extra_topk,
+                      a->extra_num_blocks * a->extra_block_size, "extra_indices", "extra_lens", "extra_topk");
+  return s;
+}
+
+/* Context lengths in [0, row_len]; for the logits (bt non-NULL) also a
+ * block of the cache behind every position below them. */
+static dsv4rt_status contents_ctx(const call *c, dsv4rt_buffer *lens, int64_t R, int64_t row_len,
+                                  const dsv4rt_mqa_logits_args *lg)
+{
+  dsv4rt_status s;
+  int32_t *cl = fetch(c, lens, R, 4, &s);
+  int32_t *bt = cl && lg ? fetch(c, lg->block_table, lg->batch * lg->max_blocks, 4, &s) : NULL;
+  if (cl && !s)
+    s = check_lens(c, cl, R, row_len, "context_lens", "row_len");
+  char who[64];
+  for (int64_t r = 0; bt && r < R && !s; r++) {
+    snprintf(who, sizeof who, "context_lens[%lld] = %d", (long long)r, cl[r]);
+    for (int64_t k = 0; k < cl[r] && !s; k += lg->block_size)
+      s = check_block(c, bt, r / lg->next_n, k / lg->block_size, lg->max_blocks, lg->num_blocks, who);
+  }
+  free(cl), free(bt);
+  return s;
+}
+
+/* ---- the ops ---- */
 
 dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gather_args *a,
                                     const dsv4rt_launch_opts *opts)
 {
-  static const char fn[] = "dsv4rt_dequant_gather";
-  int e;
-  dsv4rt_status s = begin(b, a, DSV4_OP_DEQUANT_GATHER, opts, fn, &e);
-  if (s)
+  call c;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_DEQUANT_GATHER, opts, "dsv4rt_dequant_gather");
+  if (s || (s = need_range(&c, "n", a->n, 0, I32_MAX)) ||
+      (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *en = &b->entries[e];
-  const dsv4_layout *l = &en->layout;
-  if ((s = need_range(ctx, fn, "n", a->n, 0, I32_MAX)) ||
-      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
-      (s = need_buf(ctx, a->indices, fn, "indices", (long double)a->n * 4)) ||
-      (s = need_buf(ctx, a->out, fn, "out", (long double)a->n * l->dim * 2)) ||
-      (s = need_align(ctx, a->indices, fn, "indices", 4)) || (s = need_align(ctx, a->out, fn, "out", 16)) ||
-      (s = check_tensor_scale(ctx, fn, l, a->tensor_scale)))
+  barg v[] = {
+      {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, IN},
+      {"indices", a->indices, (long double)a->n * 4, 4, IN},
+      {"out", a->out, (long double)a->n * c.l->dim * 2, 16, OUT},
+  };
+  if ((s = check_bufs(&c, v, COUNT(v))) || (s = check_tensor_scale(&c, a->tensor_scale)) ||
+      (checked(opts) && (s = contents_dequant(&c, a))))
     return s;
-  if (opts && opts->check_contents) {
-    int32_t *idx = fetch_i32(ctx, a->indices, a->n, &s);
-    if (!idx)
-      return s;
-    int64_t slots = a->num_blocks * a->block_size;
-    for (int64_t i = 0; i < a->n && !s; i++)
-      if (idx[i] >= slots)
-        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: indices[%lld] = %d is past the cache's %lld slots", fn,
-                    (long long)i, idx[i], (long long)slots);
-    free(idx);
-    if (s)
-      return s;
-  }
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
       {DSV4_ARG_IN, {.buf = a->cache}},
@@ -142,71 +376,50 @@ dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gathe
       {DSV4_ARG_I64, {.i64 = a->block_stride}},
       {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
-  uint32_t grid[3] = {(uint32_t)((a->n + en->tokens_per_cta - 1) / en->tokens_per_cta), 1, 1};
-  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+  uint32_t grid[3] = {(uint32_t)((a->n + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), 1, 1};
+  return rt_launch(b, c.e, grid, args, COUNT(args));
 }
 
-/* Content checks of the paged gather: every row it would write fits out,
- * every position has a block-table column, every block is in the cache. */
-static dsv4rt_status check_paged_contents(dsv4rt_context *ctx, const dsv4rt_paged_gather_args *a)
+/* paged_gather's out strides: 16-byte rows that never overlap (see
+ * dsv4rt_paged_gather_args). */
+static dsv4rt_status check_out_strides(const call *c, const dsv4rt_paged_gather_args *a)
 {
-  static const char fn[] = "dsv4rt_paged_gather";
-  dsv4rt_status s = DSV4RT_OK;
-  int32_t *seq = fetch_i32(ctx, a->seq_lens, a->num_requests, &s);
-  int32_t *gl = seq && a->gather_lens ? fetch_i32(ctx, a->gather_lens, a->num_requests, &s) : NULL;
-  int32_t *bt = seq && !s ? fetch_i32(ctx, a->block_table, a->num_requests * a->max_blocks, &s) : NULL;
-  for (int64_t r = 0; r < a->num_requests && bt && !s; r++) {
-    int64_t g = gl ? gl[r] : seq[r];
-    if (seq[r] < 0 || g < 0 || g > seq[r] || a->offset + g > a->out_rows) {
-      s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG,
-                  "%s: request %lld: seq_len %d, gather_len %lld do not fit offset %lld + out_rows %lld", fn,
-                  (long long)r, seq[r], (long long)g, (long long)a->offset, (long long)a->out_rows);
-      break;
-    }
-    for (int64_t pos = seq[r] - g; g > 0 && pos < seq[r] && !s; pos += a->block_size - pos % a->block_size) {
-      int64_t col = pos / a->block_size;
-      if (col >= a->max_blocks)
-        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: request %lld position %lld needs block-table column %lld of %lld",
-                    fn, (long long)r, (long long)pos, (long long)col, (long long)a->max_blocks);
-      else if (bt[r * a->max_blocks + col] < 0 || bt[r * a->max_blocks + col] >= a->num_blocks)
-        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: block_table[%lld, %lld] = %d is not a block of the cache (%lld)",
-                    fn, (long long)r, (long long)col, bt[r * a->max_blocks + col], (long long)a->num_blocks);
-    }
-  }
-  free(seq), free(gl), free(bt);
-  return s;
+  int64_t R = a->num_requests, M = a->out_rows, dim = c->l->dim, sr = a->out_stride_r, sm = a->out_stride_m;
+  if (sm % 8 || sr % 8)
+    return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED,
+                   "%s: out_stride_r %lld, out_stride_m %lld: must be multiples of 8 elements (16 bytes)", c->fn,
+                   (long long)sr, (long long)sm);
+  if (R > 1 && M > 0 && sr < (long double)(M - 1) * sm + dim && (sr < dim || sm < (long double)(R - 1) * sr + dim))
+    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE,
+                   "%s: out_stride_r %lld with out_stride_m %lld makes the rows of %lld requests overlap", c->fn,
+                   (long long)sr, (long long)sm, (long long)R);
+  return DSV4RT_OK;
 }
 
 dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a, const dsv4rt_launch_opts *opts)
 {
-  static const char fn[] = "dsv4rt_paged_gather";
-  int e;
-  dsv4rt_status s = begin(b, a, DSV4_OP_PAGED_GATHER, opts, fn, &e);
+  call c;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_GATHER, opts, "dsv4rt_paged_gather");
   if (s)
     return s;
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *en = &b->entries[e];
-  const dsv4_layout *l = &en->layout;
   int64_t R = a->num_requests, M = a->out_rows;
-  if ((s = need_range(ctx, fn, "num_requests", R, 0, 65535)) || (s = need_range(ctx, fn, "out_rows", M, 0, I32_MAX)) ||
-      (s = need_range(ctx, fn, "offset", a->offset, 0, M)) ||
-      (s = need_range(ctx, fn, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
-      (s = need_range(ctx, fn, "out_stride_m", a->out_stride_m, l->dim, INT64_MAX / 4)) ||
-      (s = need_range(ctx, fn, "out_stride_r", a->out_stride_r, 0, INT64_MAX / 4)) ||
-      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)))
+  if ((s = need_range(&c, "num_requests", R, 0, 65535)) || (s = need_range(&c, "out_rows", M, 0, I32_MAX)) ||
+      (s = need_range(&c, "offset", a->offset, 0, M)) || (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = need_range(&c, "out_stride_m", a->out_stride_m, c.l->dim, INT64_MAX / 4)) ||
+      (s = need_range(&c, "out_stride_r", a->out_stride_r, 0, INT64_MAX / 4)) || (s = check_out_strides(&c, a)) ||
+      (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  if (a->out_stride_m % 8 || a->out_stride_r % 8)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: out strides (%lld, %lld) must be multiples of 8 elements (16 bytes)",
-                   fn, (long long)a->out_stride_r, (long long)a->out_stride_m);
-  long double out_need = R && M ? ((long double)(R - 1) * a->out_stride_r + (long double)(M - 1) * a->out_stride_m + l->dim) * 2 : 0;
-  if ((s = need_buf(ctx, a->out, fn, "out", out_need)) || (s = need_align(ctx, a->out, fn, "out", 16)) ||
-      (s = need_buf(ctx, a->seq_lens, fn, "seq_lens", (long double)R * 4)) ||
-      (s = need_buf(ctx, a->block_table, fn, "block_table", (long double)R * a->max_blocks * 4)))
-    return s;
-  if ((a->gather_lens && (s = need_buf(ctx, a->gather_lens, fn, "gather_lens", (long double)R * 4))) ||
-      (s = check_tensor_scale(ctx, fn, l, a->tensor_scale)))
-    return s;
-  if (opts && opts->check_contents && (s = check_paged_contents(ctx, a)))
+  long double out_need =
+      R && M ? ((long double)(R - 1) * a->out_stride_r + (long double)(M - 1) * a->out_stride_m + c.l->dim) * 2 : 0;
+  barg v[] = {
+      {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, IN},
+      {"out", a->out, out_need, 16, OUT},
+      {"seq_lens", a->seq_lens, (long double)R * 4, 4, IN},
+      {"block_table", a->block_table, (long double)R * a->max_blocks * 4, 4, IN},
+      {"gather_lens", a->gather_lens, (long double)R * 4, 4, OPT},
+  };
+  if ((s = check_bufs(&c, v, COUNT(v))) || (s = check_tensor_scale(&c, a->tensor_scale)) ||
+      (checked(opts) && (s = contents_paged(&c, a))))
     return s;
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
@@ -226,78 +439,60 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
       {DSV4_ARG_I32, {.i32 = a->gather_lens != NULL}},
       {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
-  uint32_t grid[3] = {(uint32_t)((M - a->offset + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)R, 1};
-  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+  uint32_t grid[3] = {(uint32_t)((M - a->offset + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), (uint32_t)R, 1};
+  return rt_launch(b, c.e, grid, args, COUNT(args));
 }
 
-/* Positions must index the cos/sin table; slots the cache (content checks). */
-static dsv4rt_status check_insert_contents(dsv4rt_context *ctx, const dsv4rt_kv_insert_args *a, int rope)
+/* kv_insert's scalars: counts, the cos/sin rows (rope), heads and eps (a q
+ * branch). */
+static dsv4rt_status check_insert_scalars(const call *c, const dsv4rt_kv_insert_args *a, int rope, int qd)
 {
-  static const char fn[] = "dsv4rt_kv_insert";
-  dsv4rt_status s = DSV4RT_OK;
-  int64_t nins = a->n_insert, nslots = a->num_blocks * a->block_size;
-  int64_t *v = malloc((size_t)(a->n_tokens > nins ? a->n_tokens : nins) * 8 + 8);
-  if (!v)
-    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a content check");
-  if (nins && !(s = dsv4rt_buffer_read(a->slot_mapping, 0, v, (size_t)nins * 8)))
-    for (int64_t i = 0; i < nins && !s; i++)
-      if (v[i] >= nslots)
-        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: slot_mapping[%lld] = %lld is past the cache's %lld slots", fn,
-                    (long long)i, (long long)v[i], (long long)nslots);
-  if (!s && rope && a->n_tokens && !(s = dsv4rt_buffer_read(a->positions, 0, v, (size_t)a->n_tokens * 8)))
-    for (int64_t i = 0; i < a->n_tokens && !s; i++)
-      if (v[i] < 0 || v[i] >= a->max_pos)
-        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: positions[%lld] = %lld is outside the cos/sin table's %lld rows",
-                    fn, (long long)i, (long long)v[i], (long long)a->max_pos);
-  free(v);
-  return s;
+  dsv4rt_status s;
+  int64_t N = a->n_tokens;
+  if ((s = need_range(c, "n_tokens", N, 0, I32_MAX)) || (s = need_range(c, "n_insert", a->n_insert, 0, N)) ||
+      (rope && (s = need_range(c, "max_pos", a->max_pos, 1, I32_MAX))))
+    return s;
+  if (qd && ((s = need_range(c, "heads", a->heads, 0, 1 << 16)) ||
+             (s = need_range(c, "padded_heads", a->padded_heads, a->heads, 1 << 16)) ||
+             (s = need_range(c, "n_tokens * padded_heads", N * a->padded_heads, 0, I32_MAX)) ||
+             (s = need_finite(c, "eps", a->eps))))
+    return s;
+  if (qd && a->eps < 0)
+    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: eps = %g is negative", c->fn, (double)a->eps);
+  return DSV4RT_OK;
 }
 
 dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a, const dsv4rt_launch_opts *opts)
 {
-  static const char fn[] = "dsv4rt_kv_insert";
-  int e;
-  dsv4rt_status s = begin(b, a, DSV4_OP_KV_INSERT, opts, fn, &e);
+  call c;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_KV_INSERT, opts, "dsv4rt_kv_insert");
   if (s)
     return s;
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *en = &b->entries[e];
-  const dsv4_layout *l = &en->layout;
+  const dsv4_bundle_entry *en = c.en;
   int rope = en->rope_dims > 0, qd = (int)en->q_dim;
   int64_t N = a->n_tokens;
-  if ((s = need_range(ctx, fn, "n_tokens", N, 0, I32_MAX)) ||
-      (s = need_range(ctx, fn, "n_insert", a->n_insert, 0, N)) ||
-      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
-      (s = need_buf(ctx, a->kv, fn, "kv", (long double)N * l->dim * 2)) || (s = need_align(ctx, a->kv, fn, "kv", 16)) ||
-      (s = need_buf(ctx, a->slot_mapping, fn, "slot_mapping", (long double)a->n_insert * 8)) ||
-      (s = need_align(ctx, a->slot_mapping, fn, "slot_mapping", 8)))
+  if ((s = check_insert_scalars(&c, a, rope, qd)) ||
+      (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  if (rope && ((s = need_range(ctx, fn, "max_pos", a->max_pos, 1, I32_MAX)) ||
-               (s = need_buf(ctx, a->positions, fn, "positions", (long double)N * 8)) ||
-               (s = need_align(ctx, a->positions, fn, "positions", 8)) ||
-               (s = need_buf(ctx, a->cos_sin, fn, "cos_sin", (long double)a->max_pos * en->rope_dims * 4)) ||
-               (s = need_align(ctx, a->cos_sin, fn, "cos_sin", 16))))
-    return s;
-  int64_t q_ctas = 0;
+  int64_t kv_ctas = (a->n_insert + en->tokens_per_cta - 1) / en->tokens_per_cta, q_ctas = 0;
   if (qd) {
-    if ((s = need_range(ctx, fn, "heads", a->heads, 0, 1 << 16)) ||
-        (s = need_range(ctx, fn, "padded_heads", a->padded_heads, a->heads, 1 << 16)) ||
-        (s = need_range(ctx, fn, "n_tokens * padded_heads", N * a->padded_heads, 0, I32_MAX)) ||
-        (s = need_buf(ctx, a->q, fn, "q", (long double)N * a->heads * qd * 2)) ||
-        (s = need_buf(ctx, a->q_out, fn, "q_out", (long double)N * a->padded_heads * qd * 2)) ||
-        (s = need_align(ctx, a->q_out, fn, "q_out", 16)) || (s = need_align(ctx, a->q, fn, "q", 16)))
-      return s;
-    if (!(a->eps >= 0 && a->eps - a->eps == 0))
-      return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0", fn, (double)a->eps);
     int64_t rows_per_cta = en->threads / dsv4_pow2ceil(qd / (int)en->values_per_thread);
     q_ctas = (N * a->padded_heads + rows_per_cta - 1) / rows_per_cta;
   }
-  if (opts && opts->check_contents && (s = check_insert_contents(ctx, a, rope)))
-    return s;
-  int64_t kv_ctas = (a->n_insert + en->tokens_per_cta - 1) / en->tokens_per_cta;
   if (kv_ctas + q_ctas > I32_MAX)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: %lld CTAs are too many for one launch", fn,
-                   (long long)(kv_ctas + q_ctas));
+    return rt_fail(c.ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: n_tokens %lld, padded_heads %lld: %lld CTAs are too many for one launch",
+                   c.fn, (long long)N, (long long)a->padded_heads, (long long)(kv_ctas + q_ctas));
+  barg v[] = {
+      {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, OUT},
+      {"kv", a->kv, (long double)N * c.l->dim * 2, 16, IN},
+      {"slot_mapping", a->slot_mapping, (long double)a->n_insert * 8, 8, IN},
+      {"positions", a->positions, (long double)N * 8, 8, rope ? IN : OFF},
+      {"cos_sin", a->cos_sin, (long double)a->max_pos * en->rope_dims * 4, 16, rope ? IN : OFF},
+      {"q", a->q, (long double)N * a->heads * qd * 2, 16, qd ? IN : OFF},
+      {"q_out", a->q_out, (long double)N * a->padded_heads * qd * 2, 16, qd ? OUT : OFF},
+  };
+  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_insert(&c, a, rope, qd))))
+    return s;
   /* arguments a kernel without rope or a q branch ignores still need a buffer */
   const dsv4rt_buffer *any = a->kv;
   rt_arg args[] = {
@@ -320,87 +515,76 @@ dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
       {DSV4_ARG_I32, {.i32 = (int32_t)kv_ctas}},
   };
   uint32_t grid[3] = {(uint32_t)(kv_ctas + q_ctas), 1, 1};
-  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+  return rt_launch(b, c.e, grid, args, COUNT(args));
 }
 
-/* Every listed entry the kernel would use is -1 or a slot of its cache. */
-static dsv4rt_status check_list(dsv4rt_context *ctx, dsv4rt_buffer *idx, dsv4rt_buffer *lens, int64_t T, int64_t topk,
-                                int64_t nslots, const char *which)
+/* sparse_decode's scalars and cache geometries. */
+static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_decode_args *a,
+                                          const dsv4rt_launch_opts *opts)
 {
-  dsv4rt_status s = DSV4RT_OK;
-  int32_t *l = fetch_i32(ctx, lens, T, &s);
-  int32_t *v = l ? fetch_i32(ctx, idx, T * topk, &s) : NULL;
-  for (int64_t t = 0; v && t < T && !s; t++)
-    for (int64_t j = 0; j < l[t] && j < topk && !s; j++) {
-      int32_t x = v[t * topk + j];
-      if (x != -1 && (x < 0 || x >= nslots))
-        s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_sparse_decode: %s[%lld, %lld] = %d is neither -1 nor one of the cache's %lld slots",
-                    which, (long long)t, (long long)j, x, (long long)nslots);
-    }
-  free(l), free(v);
-  return s;
+  dsv4rt_status s;
+  if ((s = need_range(c, "n_tokens", a->n_tokens, 0, 65535)) || (s = need_range(c, "heads", a->heads, 1, 4096)) ||
+      (s = need_range(c, "topk", a->topk, 0, I32_MAX)) ||
+      (opts && (s = need_range(c, "opts->splits", opts->splits, 0, DSV4_DECODE_MAX_SPLITS))) ||
+      (s = check_cache(c, "", a->num_blocks, a->block_size, a->block_stride)))
+    return s;
+  if (a->extra_cache && ((s = need_range(c, "extra_topk", a->extra_topk, 0, I32_MAX)) ||
+                         (s = check_cache(c, "extra_", a->extra_num_blocks, a->extra_block_size, a->extra_block_stride))))
+    return s;
+  if ((s = need_finite(c, "softmax_scale", a->softmax_scale)) || (s = check_tensor_scale(c, a->tensor_scale)))
+    return s;
+  return DSV4RT_OK;
+}
+
+/* split-KV (warp-matrix kernels): enough CTAs to fill the device when the
+ * (token, head group) pairs alone do not, at most one a tile; then the
+ * fewest splits with the same longest share (T 8 at 1152 indices: 6 splits
+ * of 3 tiles, not 8 of 2 or 3: fewer partials to write and merge, measured
+ * 2% faster on the H200). */
+static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, const dsv4rt_launch_opts *opts)
+{
+  int64_t groups = (a->heads + c->en->tokens_per_cta - 1) / c->en->tokens_per_cta * a->n_tokens;
+  int64_t tiles = (a->topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE +
+                  (a->extra_cache ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
+  if (!c->en->matrix)
+    return 1;
+  int units = c->ctx->units;
+  int64_t S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= units ? units / groups : 1;
+  S = S > tiles ? tiles : S;
+  S = S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
+  if (!(opts && opts->splits) && tiles > 0) {
+    int64_t share = (tiles + S - 1) / S;
+    S = (tiles + share - 1) / share;
+  }
+  return S;
 }
 
 dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,
                                    const dsv4rt_launch_opts *opts)
 {
-  static const char fn[] = "dsv4rt_sparse_decode";
-  int e;
-  dsv4rt_status s = begin(b, a, DSV4_OP_SPARSE_DECODE, opts, fn, &e);
-  if (s)
+  call c;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_SPARSE_DECODE, opts, "dsv4rt_sparse_decode");
+  if (s || (s = check_decode_scalars(&c, a, opts)))
     return s;
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *en = &b->entries[e];
-  const dsv4_layout *l = &en->layout;
-  int64_t T = a->n_tokens, H = a->heads, vd = en->v_dim;
-  int extra = a->extra_cache != NULL;
-  if ((s = need_range(ctx, fn, "n_tokens", T, 0, 65535)) || (s = need_range(ctx, fn, "heads", H, 1, 4096)) ||
-      (s = need_range(ctx, fn, "topk", a->topk, 0, I32_MAX)) ||
-      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
-      (s = need_buf(ctx, a->q, fn, "q", (long double)T * H * l->dim * 2)) || (s = need_align(ctx, a->q, fn, "q", 16)) ||
-      (s = need_buf(ctx, a->out, fn, "out", (long double)T * H * vd * 2)) ||
-      (s = need_align(ctx, a->out, fn, "out", 16)) || (s = need_buf(ctx, a->lse, fn, "lse", (long double)T * H * 4)) ||
-      (s = need_buf(ctx, a->indices, fn, "indices", (long double)T * a->topk * 4)) ||
-      (s = need_buf(ctx, a->lens, fn, "lens", (long double)T * 4)) ||
-      (s = check_tensor_scale(ctx, fn, l, a->tensor_scale)))
+  int64_t T = a->n_tokens, H = a->heads, vd = c.en->v_dim;
+  int extra = a->extra_cache != NULL, x = extra ? IN : OFF;
+  barg v[] = {
+      {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, IN},
+      {"q", a->q, (long double)T * H * c.l->dim * 2, 16, IN},
+      {"out", a->out, (long double)T * H * vd * 2, 16, OUT},
+      {"lse", a->lse, (long double)T * H * 4, 4, OUT},
+      {"indices", a->indices, (long double)T * a->topk * 4, 4, IN},
+      {"lens", a->lens, (long double)T * 4, 4, IN},
+      {"attn_sink", a->attn_sink, (long double)H * 4, 4, OPT},
+      {"extra_cache", a->extra_cache, cache_bytes(a->extra_num_blocks, a->extra_block_stride), c.l->align, x},
+      {"extra_indices", a->extra_indices, (long double)T * a->extra_topk * 4, 4, x},
+      {"extra_lens", a->extra_lens, (long double)T * 4, 4, x},
+  };
+  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_decode(&c, a))))
     return s;
-  if (a->attn_sink && (s = need_buf(ctx, a->attn_sink, fn, "attn_sink", (long double)H * 4)))
-    return s;
-  if (!(a->softmax_scale - a->softmax_scale == 0))
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: softmax_scale %g is not finite", fn, (double)a->softmax_scale);
-  if (extra && ((s = need_range(ctx, fn, "extra_topk", a->extra_topk, 0, I32_MAX)) ||
-                (s = check_cache(ctx, fn, l, a->extra_cache, a->extra_num_blocks, a->extra_block_size,
-                                 a->extra_block_stride)) ||
-                (s = need_buf(ctx, a->extra_indices, fn, "extra_indices", (long double)T * a->extra_topk * 4)) ||
-                (s = need_buf(ctx, a->extra_lens, fn, "extra_lens", (long double)T * 4))))
-    return s;
-  if (opts && opts->check_contents &&
-      ((s = check_list(ctx, a->indices, a->lens, T, a->topk, a->num_blocks * a->block_size, "indices")) ||
-       (extra && (s = check_list(ctx, a->extra_indices, a->extra_lens, T, a->extra_topk,
-                                 a->extra_num_blocks * a->extra_block_size, "extra_indices")))))
-    return s;
-  /* split-KV (warp-matrix kernels): enough CTAs to fill the device when
-   * the (token, head group) pairs alone do not, at most one a tile; then
-   * the fewest splits with the same longest share (T 8 at 1152 indices: 6
-   * splits of 3 tiles, not 8 of 2 or 3: fewer partials to write and merge,
-   * measured 2% faster on the H200) */
-  int64_t groups = (H + en->tokens_per_cta - 1) / en->tokens_per_cta * T;
-  int64_t tiles = (a->topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE +
-                  (extra ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
-  int64_t S = 1;
-  if (opts && (opts->splits < 0 || opts->splits > DSV4_DECODE_MAX_SPLITS))
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: splits %d is outside [0, %d]", fn, opts->splits, DSV4_DECODE_MAX_SPLITS);
-  if (en->matrix) {
-    S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= ctx->units ? ctx->units / groups : 1;
-    S = S > tiles ? tiles : S;
-    S = S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
-    if (!(opts && opts->splits) && tiles > 0) {
-      int64_t share = (tiles + S - 1) / S;
-      S = (tiles + share - 1) / share;
-    }
-  }
+  int64_t S = decode_splits(&c, a, opts);
   dsv4rt_buffer *work = NULL;
-  if (S > 1 && (s = rt_work(b, e, (size_t)dsv4_decode_work_floats(T, H, (int)S, (int)vd) * 4, &work)))
+  if (S > 1 && (s = rt_work(b, c.e, (size_t)dsv4_decode_work_floats(T, H, (int)S, (int)vd) * 4, &work)))
     return s;
   const dsv4rt_buffer *dummy = a->lens; /* stands in for absent buffers; never read */
   rt_arg args[] = {
@@ -430,12 +614,12 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       {DSV4_ARG_PTR, {.buf = work}},
       {DSV4_ARG_I32, {.i32 = (int32_t)S}},
   };
-  uint32_t grid[3] = {(uint32_t)((H + en->tokens_per_cta - 1) / en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
+  uint32_t grid[3] = {(uint32_t)((H + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
   /* CTA pairs (tile.pair): a token's head groups two by two, an odd last
    * one beside a CTA of padding heads that only helps dequantize */
-  uint32_t pair = en->matrix == DSV4_MATRIX_WARPGROUP_PAIR ? 2 : 1;
+  uint32_t pair = c.en->matrix == DSV4_MATRIX_WARPGROUP_PAIR ? 2 : 1;
   grid[0] = (grid[0] + pair - 1) / pair * pair;
-  if ((s = rt_launch_cluster(b, e, grid, pair, args, (int)(sizeof args / sizeof *args))) || S == 1)
+  if ((s = rt_launch_cluster(b, c.e, grid, pair, args, COUNT(args))) || S == 1)
     return s;
   rt_arg cargs[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
@@ -449,49 +633,33 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t cgrid[3] = {(uint32_t)(T * H), 1, 1};
-  return rt_launch2(b, e, cgrid, (uint32_t)dsv4_decode_combine_threads((int)vd), cargs, (int)(sizeof cargs / sizeof *cargs));
+  return rt_launch2(b, c.e, cgrid, (uint32_t)dsv4_decode_combine_threads((int)vd), cargs, COUNT(cargs));
 }
 
 dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,
                                       const dsv4rt_launch_opts *opts)
 {
-  static const char fn[] = "dsv4rt_paged_mqa_logits";
-  int e;
-  dsv4rt_status s = begin(b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, fn, &e);
-  if (s)
+  call c;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, "dsv4rt_paged_mqa_logits");
+  if (s || (s = need_range(&c, "batch", a->batch, 0, 65535)) ||
+      (s = need_range(&c, "next_n", a->next_n, 1, c.en->matrix ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
+      (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
+      (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
+      (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *en = &b->entries[e];
-  const dsv4_layout *l = &en->layout;
-  int64_t B = a->batch, nn = a->next_n, R = B * nn, H = en->heads;
-  if ((s = need_range(ctx, fn, "batch", B, 0, 65535)) ||
-      (s = need_range(ctx, fn, "next_n", nn, 1, en->matrix ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
-      (s = need_range(ctx, fn, "row_len", a->row_len, 0, I32_MAX)) ||
-      (s = need_range(ctx, fn, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
-      (s = need_range(ctx, fn, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
-      (s = check_cache(ctx, fn, l, a->cache, a->num_blocks, a->block_size, a->block_stride)) ||
-      (s = need_buf(ctx, a->logits, fn, "logits", R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0)) ||
-      (s = need_buf(ctx, a->q, fn, "q", (long double)R * H * l->dim)) || (s = need_align(ctx, a->q, fn, "q", 16)) ||
-      (s = need_buf(ctx, a->weights, fn, "weights", (long double)R * H * 4)) ||
-      (s = need_buf(ctx, a->context_lens, fn, "context_lens", (long double)R * 4)) ||
-      (s = need_buf(ctx, a->block_table, fn, "block_table", (long double)B * a->max_blocks * 4)))
+  const dsv4_layout *l = c.l;
+  int64_t B = a->batch, nn = a->next_n, R = B * nn, H = c.en->heads;
+  barg v[] = {
+      {"logits", a->logits, R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0, 4, OUT},
+      {"q", a->q, (long double)R * H * l->dim, 16, IN},
+      {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), l->align, IN},
+      {"weights", a->weights, (long double)R * H * 4, 4, IN},
+      {"context_lens", a->context_lens, (long double)R * 4, 4, IN},
+      {"block_table", a->block_table, (long double)B * a->max_blocks * 4, 4, IN},
+  };
+  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, a))))
     return s;
-  if (opts && opts->check_contents) {
-    int32_t *cl = fetch_i32(ctx, a->context_lens, R, &s);
-    int32_t *bt = cl ? fetch_i32(ctx, a->block_table, B * a->max_blocks, &s) : NULL;
-    for (int64_t r = 0; bt && r < R && !s; r++) {
-      int64_t n = cl[r] < a->row_len ? cl[r] : a->row_len;
-      for (int64_t k = 0; k < n && !s; k += a->block_size) {
-        int64_t c = k / a->block_size;
-        if (c >= a->max_blocks || bt[(r / nn) * a->max_blocks + c] < 0 || bt[(r / nn) * a->max_blocks + c] >= a->num_blocks)
-          s = rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "%s: row %lld position %lld has no valid block (column %lld)", fn,
-                      (long long)r, (long long)k, (long long)c);
-      }
-    }
-    free(cl), free(bt);
-    if (s)
-      return s;
-  }
   /* the matrix forms on a backend with tensor maps: the K rows' map
    * (DSV4_ARGS_PAGED_MQA_LOGITS), where the cache can have one */
   dsv4rt_buffer *kv_map = NULL;
@@ -499,10 +667,10 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   uint64_t dims[3], strides[2];
   uint32_t box[3];
   int sw;
-  if (en->matrix && ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
+  if (c.en->matrix && c.ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
       dsv4_logits_kv_map(l, a->block_size, a->block_stride, a->num_blocks, dims, strides, box, &sw) &&
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
-      (s = rt_tensor_map(b, e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map, &fresh)))
+      (s = rt_tensor_map(b, c.e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map, &fresh)))
     return s;
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->logits}},
@@ -523,9 +691,9 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       {DSV4_ARG_I32, {.i32 = *fresh}},
   };
   /* the warp-matrix form's CTA takes every next_n row of one batch entry */
-  uint32_t grid[3] = {(uint32_t)((a->row_len + en->tokens_per_cta - 1) / en->tokens_per_cta),
-                      (uint32_t)(en->matrix ? B : R), 1};
-  if ((s = rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args))))
+  uint32_t grid[3] = {(uint32_t)((a->row_len + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta),
+                      (uint32_t)(c.en->matrix ? B : R), 1};
+  if ((s = rt_launch(b, c.e, grid, args, COUNT(args))))
     return s;
   *fresh = 0; /* the map acquired by this launch's CTAs */
   return DSV4RT_OK;
@@ -533,19 +701,19 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
 
 dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts)
 {
-  static const char fn[] = "dsv4rt_topk";
-  int e;
-  dsv4rt_status s = begin(b, a, DSV4_OP_TOPK, opts, fn, &e);
-  if (s)
+  call c;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_TOPK, opts, "dsv4rt_topk");
+  if (s || (s = need_range(&c, "rows", a->rows, 0, I32_MAX)) ||
+      (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
+      (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)))
     return s;
-  dsv4rt_context *ctx = b->ctx;
-  const dsv4_bundle_entry *en = &b->entries[e];
-  int64_t R = a->rows, K = en->topk;
-  if ((s = need_range(ctx, fn, "rows", R, 0, I32_MAX)) || (s = need_range(ctx, fn, "row_len", a->row_len, 0, I32_MAX)) ||
-      (s = need_range(ctx, fn, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
-      (s = need_buf(ctx, a->out, fn, "out", (long double)R * K * 4)) ||
-      (s = need_buf(ctx, a->logits, fn, "logits", R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0)) ||
-      (s = need_buf(ctx, a->context_lens, fn, "context_lens", (long double)R * 4)))
+  int64_t R = a->rows, K = c.en->topk;
+  barg v[] = {
+      {"out", a->out, (long double)R * K * 4, 4, OUT},
+      {"logits", a->logits, R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0, 4, IN},
+      {"context_lens", a->context_lens, (long double)R * 4, 4, IN},
+  };
+  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, NULL))))
     return s;
   rt_arg args[] = {
       {DSV4_ARG_PTR, {.buf = a->out}},
@@ -556,5 +724,5 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
       {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
   };
   uint32_t grid[3] = {(uint32_t)R, 1, 1};
-  return rt_launch(b, e, grid, args, (int)(sizeof args / sizeof *args));
+  return rt_launch(b, c.e, grid, args, COUNT(args));
 }

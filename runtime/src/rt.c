@@ -1,12 +1,12 @@
-/* rt.c -- contexts, buffers, timers and bundles of libdsv4rt. */
+/* rt.c -- contexts, buffers and timers of libdsv4rt, and the launch path
+ * the ops share (find an entry, load it, launch it); bundle.c reads bundles. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt.h"
-
-_Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout differs from the writer's");
 
 static char create_err[1024]; /* message of the last failed context creation */
 
@@ -25,7 +25,10 @@ const char *dsv4rt_status_name(dsv4rt_status s)
 {
   static const char *const names[] = {"ok", "invalid argument", "no backend", "bad bundle format",
                                       "unsupported bundle version", "no kernel", "backend error",
-                                      "out of memory", "i/o error"};
+                                      "out of memory", "i/o error", "null argument",
+                                      "buffer of another context", "buffer too small", "out of range",
+                                      "misaligned", "aliasing", "not finite", "bad device contents"};
+  _Static_assert(sizeof names / sizeof *names == DSV4RT_ERR_BAD_CONTENTS + 1, "a status without a name");
   return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
 }
 
@@ -114,10 +117,10 @@ dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms)
 dsv4rt_status dsv4rt_buffer_create(dsv4rt_context *ctx, size_t size, dsv4rt_buffer **out)
 {
   if (!ctx || !out)
-    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_create: out is NULL") : DSV4RT_ERR_INVALID_ARG;
+    return rt_fail(ctx, DSV4RT_ERR_NULL_ARG, "dsv4rt_buffer_create: %s is NULL", ctx ? "out" : "ctx");
   *out = NULL;
   if (size == 0)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_create: size 0");
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_RANGE, "dsv4rt_buffer_create: size 0");
   dsv4rt_buffer *b = calloc(1, sizeof *b);
   if (!b)
     return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -134,10 +137,12 @@ dsv4rt_status dsv4rt_buffer_create(dsv4rt_context *ctx, size_t size, dsv4rt_buff
 dsv4rt_status dsv4rt_buffer_wrap(dsv4rt_context *ctx, uint64_t native, size_t size, dsv4rt_buffer **out)
 {
   if (!ctx || !out)
-    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_wrap: out is NULL") : DSV4RT_ERR_INVALID_ARG;
+    return rt_fail(ctx, DSV4RT_ERR_NULL_ARG, "dsv4rt_buffer_wrap: %s is NULL", ctx ? "out" : "ctx");
   *out = NULL;
-  if (!native || !size)
-    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_wrap: null memory or size 0");
+  if (!native)
+    return rt_fail(ctx, DSV4RT_ERR_NULL_ARG, "dsv4rt_buffer_wrap: native memory is NULL");
+  if (!size)
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_RANGE, "dsv4rt_buffer_wrap: size 0");
   dsv4rt_buffer *b = calloc(1, sizeof *b);
   if (!b)
     return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -156,16 +161,17 @@ void dsv4rt_buffer_destroy(dsv4rt_buffer *b)
 }
 
 size_t dsv4rt_buffer_size(const dsv4rt_buffer *b) { return b ? b->size : 0; }
+uint64_t dsv4rt_buffer_native(const dsv4rt_buffer *b) { return b ? b->native : 0; }
 
 /* Range check for a copy of n bytes at offset within buf. */
 static dsv4rt_status range(const dsv4rt_buffer *b, size_t off, size_t n, const void *host, const char *fn)
 {
   if (!b)
-    return DSV4RT_ERR_INVALID_ARG;
+    return rt_fail(NULL, DSV4RT_ERR_NULL_ARG, "%s: buffer is NULL", fn);
   if (!host && n)
-    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "%s: host pointer is NULL", fn);
+    return rt_fail(b->ctx, DSV4RT_ERR_NULL_ARG, "%s: host pointer is NULL", fn);
   if (off > b->size || n > b->size - off)
-    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "%s: bytes [%zu, %zu + %zu) pass the buffer's %zu bytes", fn, off,
+    return rt_fail(b->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: bytes [%zu, %zu + %zu) pass the buffer's %zu bytes", fn, off,
                    off, n, b->size);
   return DSV4RT_OK;
 }
@@ -189,11 +195,12 @@ dsv4rt_status dsv4rt_buffer_read(dsv4rt_buffer *b, size_t off, void *dst, size_t
 static dsv4rt_status copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n, int wait)
 {
   if (!dst || !src)
-    return DSV4RT_ERR_INVALID_ARG;
+    return rt_fail(dst ? dst->ctx : src ? src->ctx : NULL, DSV4RT_ERR_NULL_ARG, "dsv4rt_buffer_copy: %s is NULL",
+                   dst ? "src" : "dst");
   if (dst->ctx != src->ctx)
-    return rt_fail(dst->ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_copy: buffers of different contexts");
+    return rt_fail(dst->ctx, DSV4RT_ERR_WRONG_CONTEXT, "dsv4rt_buffer_copy: buffers of different contexts");
   if (n > dst->size || n > src->size)
-    return rt_fail(dst->ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_buffer_copy: %zu bytes pass a buffer (%zu, %zu)", n,
+    return rt_fail(dst->ctx, DSV4RT_ERR_BUFFER_TOO_SMALL, "dsv4rt_buffer_copy: %zu bytes pass a buffer (%zu, %zu)", n,
                    src->size, dst->size);
   if (!n)
     return DSV4RT_OK;
@@ -204,237 +211,6 @@ dsv4rt_status dsv4rt_buffer_copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, s
 dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n)
 {
   return copy(dst, src, n, 0);
-}
-
-/* ---- bundles ---- */
-
-static uint32_t rd32(const uint8_t *p)
-{
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return v;
-}
-
-/* Every field of entry i that the runtime relies on. */
-static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e, int i, uint64_t size)
-{
-  if (!memchr(e->name, 0, sizeof e->name) || !e->name[0] || !memchr(e->arch, 0, sizeof e->arch))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name or arch is not a terminated string", i);
-  uint8_t kinds[DSV4_MAX_ARGS];
-  int n = dsv4_op_args((int)e->op, kinds, NULL); /* what this runtime passes */
-  if (n < 0)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): unknown op %u", i, e->name, e->op);
-  if (e->nargs != (uint32_t)n || memcmp(e->args, kinds, (size_t)n))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT,
-                   "bundle entry %d (%s): argument signature differs from the one this runtime passes", i, e->name);
-  if (e->target > 2)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): unknown target %u", i, e->name, e->target);
-  const dsv4_layout *l = &e->layout;
-  if (dsv4_op_has_layout((int)e->op) &&
-      (l->dim <= 0 || l->dim > 4096 || l->nseg <= 0 || l->nseg > DSV4_LAYOUT_MAX_SEGS || l->row_bytes <= 0 ||
-       l->align <= 0 || (l->align & (l->align - 1))))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent layout", i, e->name);
-  if (!e->values_per_thread || !e->tokens_per_cta || !e->tokens_per_thread || e->threads == 0 ||
-      e->threads > 1024 || e->tokens_per_cta % e->tokens_per_thread ||
-      e->threads != (uint32_t)dsv4_op_threads((int)e->op, l->dim, (int)e->values_per_thread, (int)e->tokens_per_cta,
-                                              (int)e->tokens_per_thread, (int)e->heads, (int)e->matrix) ||
-      e->matrix > DSV4_MATRIX_WARPGROUP_PAIR ||
-      (e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
-      (e->matrix >= DSV4_MATRIX_WARPGROUP && e->op != DSV4_OP_SPARSE_DECODE) ||
-      e->shared_bytes != (e->matrix && e->op == DSV4_OP_SPARSE_DECODE
-                              ? (uint32_t)dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0u) ||
-      e->rope_first + e->rope_dims > 4096 || e->q_dim > 4096)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): inconsistent launch geometry", i, e->name);
-  int sm = 0; /* early launches: griddepcontrol, PTX sm_90 on */
-  if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
-      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0 ||
-                    sscanf(e->arch, "sm_%d", &sm) != 1 || sm < 90)))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): flags 0x%x do not apply to this entry", i,
-                   e->name, e->flags);
-  if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off ||
-      (e->aux_len && (e->aux_off > size || e->aux_len > size - e->aux_off)))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): code outside the file", i, e->name);
-  return DSV4RT_OK;
-}
-
-dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size, dsv4rt_bundle **out)
-{
-  if (!ctx || !out)
-    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: out is NULL") : DSV4RT_ERR_INVALID_ARG;
-  *out = NULL;
-  const uint8_t *p = data;
-  if (!p || size < DSV4_BUNDLE_HEADER_BYTES || memcmp(p, DSV4_BUNDLE_MAGIC, 8))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (bad magic or shorter than its header)");
-  uint32_t version = rd32(p + 8), n = rd32(p + 12);
-  uint64_t fsize = rd64(p + 16);
-  if (version != DSV4_BUNDLE_VERSION)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_VERSION, "bundle version %u; this runtime reads version %u", version,
-                   DSV4_BUNDLE_VERSION);
-  if (fsize != size)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %zu bytes but its header says %llu (truncated?)", size,
-                   (unsigned long long)fsize);
-  if (rd32(p + 28) != 0)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle header's reserved field is not zero (corrupted)");
-  if (dsv4_crc32(p + DSV4_BUNDLE_HEADER_BYTES, size - DSV4_BUNDLE_HEADER_BYTES) != rd32(p + 24))
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle checksum mismatch (corrupted)");
-  if (n == 0 || n > RT_MAX_ENTRIES || (uint64_t)n * sizeof(dsv4_bundle_entry) > size - DSV4_BUNDLE_HEADER_BYTES)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u entries, which its size cannot hold", n);
-  dsv4rt_bundle *b = calloc(1, sizeof *b);
-  if (!b || !(b->data = malloc(size))) {
-    free(b);
-    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for the bundle");
-  }
-  memcpy(b->data, p, size);
-  b->ctx = ctx, b->size = size, b->n = (int)n;
-  for (uint32_t i = 0; i < n; i++) {
-    memcpy(&b->entries[i], b->data + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry),
-           sizeof(dsv4_bundle_entry));
-    dsv4rt_status s = check_entry(ctx, &b->entries[i], (int)i, size);
-    if (s) {
-      free(b->data);
-      free(b);
-      return s;
-    }
-  }
-  *out = b;
-  return DSV4RT_OK;
-}
-
-dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
-{
-  if (!ctx || !path || !out)
-    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: null argument") : DSV4RT_ERR_INVALID_ARG;
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle %s", path);
-  uint8_t *buf = NULL;
-  size_t len = 0, cap = 0, r;
-  uint8_t tmp[65536];
-  while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) {
-    if (len + r > cap) {
-      cap = (len + r) * 2;
-      uint8_t *q = realloc(buf, cap);
-      if (!q) {
-        free(buf);
-        fclose(f);
-        return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
-      }
-      buf = q;
-    }
-    memcpy(buf + len, tmp, r);
-    len += r;
-  }
-  fclose(f);
-  dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, buf, len, out);
-  free(buf);
-  if (s) {
-    char m[sizeof ctx->err];
-    snprintf(m, sizeof m, "%s", ctx->err);
-    rt_fail(ctx, s, "%s: %s", path, m);
-  }
-  return s;
-}
-
-void dsv4rt_bundle_destroy(dsv4rt_bundle *b)
-{
-  if (!b)
-    return;
-  for (int i = 0; i < b->n; i++) {
-    if (b->loaded[i].loaded == 1)
-      b->ctx->be->unload(b->ctx, b->loaded[i].module, b->loaded[i].kernel);
-    dsv4rt_buffer_destroy(b->loaded[i].work);
-    for (int k = 0; k < RT_MAP_SLOTS; k++)
-      dsv4rt_buffer_destroy(b->loaded[i].maps[k]);
-  }
-  free(b->data);
-  free(b);
-}
-
-int dsv4rt_bundle_count(const dsv4rt_bundle *b) { return b ? b->n : 0; }
-
-dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **name, const char **op,
-                                  const char **target, const char **arch)
-{
-  static const char *const ops[] = {"none",
-#define X(e, s, d) s,
-                                    DSV4_OPS(X)
-#undef X
-  };
-  static const char *const targets[] = {"ptx", "amdgcn", "spirv"};
-  if (!b || i < 0 || i >= b->n)
-    return DSV4RT_ERR_INVALID_ARG;
-  const dsv4_bundle_entry *e = &b->entries[i];
-  if (name)
-    *name = e->name;
-  if (op)
-    *op = e->op < DSV4_OP_COUNT ? ops[e->op] : "?";
-  if (target)
-    *target = targets[e->target];
-  if (arch)
-    *arch = e->arch;
-  return DSV4RT_OK;
-}
-
-int dsv4rt_bundle_entry_is_first(const dsv4rt_bundle *b, int i)
-{
-  if (!b || i < 0 || i >= b->n)
-    return 0;
-  for (int j = 0; j < i; j++)
-    if (!strcmp(b->entries[j].name, b->entries[i].name))
-      return 0;
-  return 1;
-}
-
-int dsv4rt_bundle_entry_runs(const dsv4rt_bundle *b, int i)
-{
-  if (!b || i < 0 || i >= b->n)
-    return 0;
-  return b->ctx->be->accepts(b->ctx, &b->entries[i]) ? 1 : 0;
-}
-
-int dsv4rt_bundle_kernel_runs(const dsv4rt_bundle *b, const char *name)
-{
-  for (int i = 0; b && name && i < b->n; i++)
-    if (!strcmp(b->entries[i].name, name) && dsv4rt_bundle_entry_runs(b, i))
-      return 1;
-  return 0;
-}
-
-dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out)
-{
-  if (!b || !out || i < 0 || i >= b->n)
-    return DSV4RT_ERR_INVALID_ARG;
-  *out = b->entries[i].layout;
-  return DSV4RT_OK;
-}
-
-dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out)
-{
-  if (!b || !out || i < 0 || i >= b->n)
-    return DSV4RT_ERR_INVALID_ARG;
-  const dsv4_bundle_entry *e = &b->entries[i];
-  out->threads = (int)e->threads;
-  out->tokens_per_cta = (int)e->tokens_per_cta;
-  out->values_per_thread = (int)e->values_per_thread;
-  out->tokens_per_thread = (int)e->tokens_per_thread;
-  out->rope_first = (int)e->rope_first;
-  out->rope_dims = (int)e->rope_dims;
-  out->q_dim = (int)e->q_dim;
-  out->quant_floor = (int)e->quant_floor;
-  out->v_dim = (int)e->v_dim;
-  out->heads = (int)e->heads;
-  out->topk = (int)e->topk;
-  out->matrix = (int)e->matrix;
-  out->shared_bytes = (int)e->shared_bytes;
-  return DSV4RT_OK;
 }
 
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry)
@@ -459,14 +235,9 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry
       return DSV4RT_OK;
     }
   }
-  static const char *const ops[] = {"none",
-#define X(e, s, d) s,
-                                    DSV4_OPS(X)
-#undef X
-  };
   if (name && !named)
     return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no kernel named '%s'", name);
-  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)", ops[op],
+  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)", rt_op_name(op),
                  name ? " named " : "", name ? name : "", b->ctx->device, b->ctx->be->name);
 }
 
@@ -476,7 +247,7 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
   rt_loaded *ld = &b->loaded[i];
   const dsv4_bundle_entry *e = &b->entries[i];
   if (ld->loaded == -1)
-    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s failed to load earlier", e->name);
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s failed to load earlier: %s", e->name, ld->why ? ld->why : "");
   if (ld->loaded == 1)
     return DSV4RT_OK;
   int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
@@ -490,6 +261,8 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
       ctx->be->unload(ctx, ld->module, ld->kernel);
   }
   ld->loaded = rc ? -1 : 1;
+  if (rc) /* kept, so that every later launch says what the driver said */
+    ld->why = strdup(ctx->err);
   return (dsv4rt_status)rc;
 }
 

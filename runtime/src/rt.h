@@ -6,7 +6,7 @@
 #include "dsv4_abi.h"
 #include "dsv4rt.h"
 
-#define RT_MAX_ENTRIES 256
+#define RT_MAX_ENTRIES DSV4_BUNDLE_MAX_ENTRIES
 
 typedef struct rt_arg {
   int kind; /* dsv4_arg_kind */
@@ -88,8 +88,14 @@ typedef struct {
   int map_next;         /* the slot the next new map replaces */
   int map_fresh[RT_MAP_SLOTS]; /* written since a launch last read it */
   int loaded; /* 0 not yet, 1 loaded, -1 failed */
+  char *why;  /* the failed load's message (malloc'd; NULL when none) */
 } rt_loaded;
 
+/* A bundle: its bytes and its entries, every field checked when it was
+ * opened.  Opening (dsv4rt_bundle_open_memory) and destroying a bundle
+ * nothing was loaded from never call the backend: they touch only the
+ * context's message, so tests parse bundles on a stub context (a zeroed
+ * dsv4rt_context) without a device. */
 struct dsv4rt_bundle {
   dsv4rt_context *ctx;
   uint8_t *data;
@@ -97,7 +103,6 @@ struct dsv4rt_bundle {
   int n;
   dsv4_bundle_entry entries[RT_MAX_ENTRIES];
   rt_loaded loaded[RT_MAX_ENTRIES];
-  char names[RT_MAX_ENTRIES][16]; /* target names for listings */
 };
 
 /* Record an error message on ctx and return status s. */
@@ -125,6 +130,8 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const ui
                             int **fresh);
 /* Entry's work space of at least n bytes (grown, contents undefined). */
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
+/* The spec name of an op number ("?" when unknown; bundle.c). */
+const char *rt_op_name(uint32_t op);
 /* Find the entry for op (and name, if given) that runs on b's device. */
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry);
 

@@ -8,7 +8,9 @@
  * there is one, else OpenCL, e.g. PoCL on the CPU), runs each kernel that
  * can run there on fresh random inputs, compares bit for bit with the
  * reference written from OPS.md and prints a short report.  Exit 0 when
- * every kernel matched, 1 otherwise.
+ * every kernel run matched and at least one was run; 1 otherwise (a
+ * bundle none of whose kernels this device runs, or this tool checks,
+ * proves nothing and fails).
  */
 #include <math.h>
 #include <stdio.h>
@@ -200,7 +202,8 @@ static int check_insert(dsv4rt_bundle *b, int e, const char *name)
   return rc;
 }
 
-/* Sparse decode on a random cache: FlashMLA's tolerances. */
+/* Sparse decode on a random cache: FlashMLA's tolerances.  Returns 1 on
+ * mismatch, 0 when it matched, -1 when this layout has no check here. */
 static int check_decode(dsv4rt_bundle *b, int e, const char *name)
 {
   dsv4_layout L;
@@ -212,7 +215,7 @@ static int check_decode(dsv4rt_bundle *b, int e, const char *name)
   if (strcmp(L.name, "fp8_ds_mla_v4")) { /* the random cache above is DSv4's */
     printf("  %-22s layout %s: no check for this layout here\n", name, L.name);
     free(cache);
-    return 0;
+    return -1;
   }
   /* attention wants finite keys of a sane size: no NaN codes, RoPE dims in
    * [-2, 2], group scales 2^-9 .. 2^-5 as the writer gives bf16 rows of
@@ -305,7 +308,7 @@ int main(int argc, char **argv)
   rng.s = dsv4_check_seed();
   printf("dsv4rt-check: %s\n  device: %s [%s]\n  seed: DSV4_SEED=%llu\n", argv[1], dsv4rt_device_name(ctx),
          dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_CUDA ? "cuda" : "opencl", (unsigned long long)rng.s);
-  int bad = 0, ran = 0;
+  int bad = 0, ran = 0, unchecked = 0;
   for (int i = 0; i < dsv4rt_bundle_count(b); i++) {
     const char *name, *op, *target, *arch;
     dsv4rt_bundle_entry(b, i, &name, &op, &target, &arch);
@@ -314,20 +317,31 @@ int main(int argc, char **argv)
     int runs = dsv4rt_bundle_kernel_runs(b, name);
     if (!runs) {
       printf("  %-22s skipped: no code for this device\n", name);
+      unchecked++;
       continue;
     }
     int r = !strcmp(op, "dequant_gather")  ? check_dequant(b, name)
             : !strcmp(op, "paged_gather")  ? check_paged(b, name)
             : !strcmp(op, "kv_insert")     ? check_insert(b, i, name)
             : !strcmp(op, "sparse_decode") ? check_decode(b, i, name)
-                                           : -1;
-    if (r < 0)
+                                           : -2;
+    if (r == -2)
       printf("  %-22s op %s: no check for this op yet\n", name, op);
+    if (r < 0)
+      unchecked++;
     else
       bad += r, ran++;
   }
-  printf("%d kernel(s) run on %s: %s\n", ran, dsv4rt_device_name(ctx), bad ? "MISMATCHES" : "all match the reference");
   dsv4rt_bundle_destroy(b);
+  if (!ran) { /* nothing compared: not a success */
+    printf("no kernel run on %s: FAILED\n", dsv4rt_device_name(ctx));
+    fprintf(stderr, "dsv4rt-check: %s: none of its %d kernel(s) was run and checked on %s (no code for this device, "
+            "or no check here for its op or layout)\n", argv[1], unchecked, dsv4rt_device_name(ctx));
+    dsv4rt_context_destroy(ctx);
+    return 1;
+  }
+  printf("%d kernel(s) run on %s, %d not: %s\n", ran, dsv4rt_device_name(ctx), unchecked,
+         bad ? "MISMATCHES" : "all match the reference");
   dsv4rt_context_destroy(ctx);
-  return bad || !ran;
+  return bad != 0;
 }

@@ -310,24 +310,30 @@ static void validation(const kern *k)
   dsv4rt_launch_opts opt = {.kernel = k->name, .check_contents = 1};
   dsv4rt_sparse_decode_args a;
   const char *what[8];
-  dsv4rt_status st[8];
+  dsv4rt_status st[8], want[8];
   int n = 0;
-  a = ok, a.heads = 8, what[n] = "q smaller than n_tokens x heads", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
-  a = ok, a.topk = 5, what[n] = "indices smaller than n_tokens x topk", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
-  a = ok, a.softmax_scale = NAN, what[n] = "softmax_scale NaN", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.heads = 8, what[n] = "q smaller than n_tokens x heads", want[n] = DSV4RT_ERR_BUFFER_TOO_SMALL,
+  st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.topk = 5, what[n] = "indices smaller than n_tokens x topk", want[n] = DSV4RT_ERR_BUFFER_TOO_SMALL,
+  st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.softmax_scale = NAN, what[n] = "softmax_scale NaN", want[n] = DSV4RT_ERR_NOT_FINITE,
+  st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   dsv4rt_launch_opts bad = opt;
-  bad.splits = 65, what[n] = "splits 65", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
-  bad.splits = -1, what[n] = "splits -1", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
-  a = ok, a.block_stride = stride - 16, what[n] = "stride below the page", st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  bad.splits = 65, what[n] = "splits 65", want[n] = DSV4RT_ERR_OUT_OF_RANGE, st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
+  bad.splits = -1, what[n] = "splits -1", want[n] = DSV4RT_ERR_OUT_OF_RANGE, st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
+  a = ok, a.block_stride = stride - 16, what[n] = "stride below the page", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
+  st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   idx[5] = (int32_t)(nb * bs); /* past the cache */
   dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
-  what[n] = "index past the cache (checked)", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &opt);
+  what[n] = "index past the cache (checked)", want[n] = DSV4RT_ERR_BAD_CONTENTS,
+  st[n++] = dsv4rt_sparse_decode(bundle, &ok, &opt);
   idx[5] = -2;
   dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
-  what[n] = "index -2 (checked)", st[n++] = dsv4rt_sparse_decode(bundle, &ok, &opt);
+  what[n] = "index -2 (checked)", want[n] = DSV4RT_ERR_BAD_CONTENTS, st[n++] = dsv4rt_sparse_decode(bundle, &ok, &opt);
   dsv4rt_synchronize(ctx);
   for (int i = 0; i < n; i++)
-    CHECK(st[i] == DSV4RT_ERR_INVALID_ARG, "%s: %s accepted (status %d)", k->name, what[i], st[i]);
+    CHECK(st[i] == want[i], "%s: %s: status %d (%s), expected %d", k->name, what[i], st[i], dsv4rt_status_name(st[i]),
+          want[i]);
   uint16_t *back = malloc((size_t)(T * H * k->info.v_dim) * 2);
   dsv4rt_buffer_read(ob, 0, back, (size_t)(T * H * k->info.v_dim) * 2);
   CHECK(!memcmp(back, o, (size_t)(T * H * k->info.v_dim) * 2), "%s: a refused call wrote out", k->name);

@@ -360,28 +360,28 @@ static void test_validation(void)
                                    .block_size = 64, .block_stride = c.stride};
   dsv4rt_dequant_gather_args a;
   a = ok, a.out = NULL;
-  expect_refused("null out", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("null out", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_NULL_ARG, ob, ne);
   a = ok, a.n = -1;
-  expect_refused("negative n", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("negative n", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_OUT_OF_RANGE, ob, ne);
   a = ok, a.out = small;
-  expect_refused("out too small", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("out too small", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL, ob, ne);
   a = ok, a.indices = small, a.n = 64 * 64;
-  expect_refused("indices too small", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("indices too small", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL, ob, ne);
   a = ok, a.num_blocks = 5;
   expect_refused("cache smaller than num_blocks*stride", dsv4rt_dequant_gather(bundle, &a, NULL),
-                 DSV4RT_ERR_INVALID_ARG, ob, ne);
+                 DSV4RT_ERR_BUFFER_TOO_SMALL, ob, ne);
   a = ok, a.block_stride = c.stride - 16;
-  expect_refused("stride below the page size", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob,
+  expect_refused("stride below the page size", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_OUT_OF_RANGE, ob,
                  ne);
   a = ok, a.block_stride = c.stride + 4, a.num_blocks = 3;
-  expect_refused("stride not 16-byte aligned", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob,
+  expect_refused("stride not 16-byte aligned", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_MISALIGNED, ob,
                  ne);
   a = ok, a.block_size = 0;
-  expect_refused("block_size 0", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("block_size 0", dsv4rt_dequant_gather(bundle, &a, NULL), DSV4RT_ERR_OUT_OF_RANGE, ob, ne);
   idx[17] = 4 * 64; /* one past the last slot */
   dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
   dsv4rt_launch_opts chk = {.check_contents = 1};
-  expect_refused("index past the cache (checked)", dsv4rt_dequant_gather(bundle, &ok, &chk), DSV4RT_ERR_INVALID_ARG,
+  expect_refused("index past the cache (checked)", dsv4rt_dequant_gather(bundle, &ok, &chk), DSV4RT_ERR_BAD_CONTENTS,
                  ob, ne);
   dsv4rt_launch_opts named = {.kernel = "no_such_kernel"};
   expect_refused("unknown kernel name", dsv4rt_dequant_gather(bundle, &ok, &named), DSV4RT_ERR_NO_KERNEL, ob, ne);
@@ -395,24 +395,27 @@ static void test_validation(void)
                                   .num_requests = 2, .max_blocks = 2};
   dsv4rt_paged_gather_args p;
   p = pok, p.offset = 33;
-  expect_refused("offset past out_rows", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("offset past out_rows", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_OUT_OF_RANGE, ob, ne);
   p = pok, p.out_stride_m = 516;
-  expect_refused("out stride not a multiple of 8", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_INVALID_ARG, ob,
+  expect_refused("out stride not a multiple of 8", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_MISALIGNED, ob,
                  ne);
   p = pok, p.max_blocks = 3;
-  expect_refused("block_table too small", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_INVALID_ARG, ob, ne);
+  expect_refused("block_table too small", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL, ob, ne);
   p = pok, p.out_stride_r = 64 * 512;
-  expect_refused("out too small for its strides", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_INVALID_ARG, ob,
+  expect_refused("out too small for its strides", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL, ob,
                  ne);
   p = pok;
   expect_refused("gather length past out_rows (checked)", dsv4rt_paged_gather(bundle, &p, &chk),
-                 DSV4RT_ERR_INVALID_ARG, ob, ne);
+                 DSV4RT_ERR_BAD_CONTENTS, ob, ne);
   seq[0] = gl[0] = 60, bt[0] = 9; /* request 0 reads block-table column 0 */
   dsv4rt_buffer_write(sb, 0, seq, sizeof seq);
   dsv4rt_buffer_write(gb, 0, gl, sizeof gl);
   dsv4rt_buffer_write(bb, 0, bt, sizeof bt);
   p = pok, p.out_rows = 64, p.out_stride_r = 0;
-  expect_refused("block id past the cache (checked)", dsv4rt_paged_gather(bundle, &p, &chk), DSV4RT_ERR_INVALID_ARG,
+  expect_refused("out_stride_r 0 with two requests", dsv4rt_paged_gather(bundle, &p, &chk), DSV4RT_ERR_OUT_OF_RANGE,
+                 ob, ne);
+  p.num_requests = 1;
+  expect_refused("block id past the cache (checked)", dsv4rt_paged_gather(bundle, &p, &chk), DSV4RT_ERR_BAD_CONTENTS,
                  ob, ne);
   dsv4rt_buffer_destroy(sb), dsv4rt_buffer_destroy(gb), dsv4rt_buffer_destroy(bb);
   dsv4rt_buffer_destroy(ob), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(small);
@@ -454,14 +457,14 @@ static void test_bundles(const char *path)
     uint32_t old, crc;
     memcpy(&old, b + at, 4);
     memcpy(b + at, &bad_flags[k], 4);
-    crc = dsv4_crc32(b + DSV4_BUNDLE_HEADER_BYTES, (uint64_t)(n - DSV4_BUNDLE_HEADER_BYTES));
-    memcpy(b + 24, &crc, 4);
+    crc = dsv4_crc32(b + DSV4_BUNDLE_AT_NENTRIES, (uint64_t)(n - DSV4_BUNDLE_AT_NENTRIES));
+    memcpy(b + DSV4_BUNDLE_AT_CRC, &crc, 4);
     dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, b, (size_t)n, &x);
     CHECK(s == DSV4RT_ERR_BUNDLE_FORMAT && x == NULL && strstr(dsv4rt_last_error(ctx), "flags"),
           "entry flags 0x%x on a gather entry: status %d: %s", bad_flags[k], s, dsv4rt_last_error(ctx));
     memcpy(b + at, &old, 4);
-    crc = dsv4_crc32(b + DSV4_BUNDLE_HEADER_BYTES, (uint64_t)(n - DSV4_BUNDLE_HEADER_BYTES));
-    memcpy(b + 24, &crc, 4);
+    crc = dsv4_crc32(b + DSV4_BUNDLE_AT_NENTRIES, (uint64_t)(n - DSV4_BUNDLE_AT_NENTRIES));
+    memcpy(b + DSV4_BUNDLE_AT_CRC, &crc, 4);
   }
   CHECK(dsv4rt_bundle_open_memory(ctx, b, (size_t)n, &x) == DSV4RT_OK, "restored bundle: %s", dsv4rt_last_error(ctx));
   dsv4rt_bundle_destroy(x);

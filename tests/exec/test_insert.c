@@ -285,30 +285,36 @@ static void validation(const kern *k)
   struct {
     const char *what;
     dsv4rt_kv_insert_args a;
+    dsv4rt_status want;
   } cases[8];
   int n = 0;
-  cases[n].what = "n_insert > n_tokens", cases[n].a = ok, cases[n++].a.n_insert = N + 1;
-  cases[n].what = "cache smaller than num_blocks * stride", cases[n].a = ok, cases[n++].a.num_blocks = nb + 1;
-  cases[n].what = "null kv", cases[n].a = ok, cases[n++].a.kv = NULL;
-  cases[n].what = "slot_mapping too small", cases[n].a = ok, cases[n].a.n_tokens = 64, cases[n++].a.n_insert = 64;
+  cases[n].what = "n_insert > n_tokens", cases[n].a = ok, cases[n].want = DSV4RT_ERR_OUT_OF_RANGE,
+  cases[n++].a.n_insert = N + 1;
+  cases[n].what = "cache smaller than num_blocks * stride", cases[n].a = ok, cases[n].want = DSV4RT_ERR_BUFFER_TOO_SMALL,
+  cases[n++].a.num_blocks = nb + 1;
+  cases[n].what = "null kv", cases[n].a = ok, cases[n].want = DSV4RT_ERR_NULL_ARG, cases[n++].a.kv = NULL;
+  cases[n].what = "slot_mapping too small", cases[n].a = ok, cases[n].want = DSV4RT_ERR_BUFFER_TOO_SMALL,
+  cases[n].a.n_tokens = 64, cases[n++].a.n_insert = 64;
   if (k->info.rope_dims) {
-    cases[n].what = "cos_sin smaller than max_pos rows", cases[n].a = ok, cases[n++].a.max_pos = 4096;
+    cases[n].what = "cos_sin smaller than max_pos rows", cases[n].a = ok, cases[n].want = DSV4RT_ERR_BUFFER_TOO_SMALL,
+    cases[n++].a.max_pos = 4096;
   }
   if (k->info.q_dim) {
-    cases[n].what = "padded_heads < heads", cases[n].a = ok, cases[n].a.heads = 2, cases[n++].a.padded_heads = 1;
-    cases[n].what = "eps NaN", cases[n].a = ok, cases[n++].a.eps = NAN;
+    cases[n].what = "padded_heads < heads", cases[n].a = ok, cases[n].want = DSV4RT_ERR_OUT_OF_RANGE,
+    cases[n].a.heads = 2, cases[n++].a.padded_heads = 1;
+    cases[n].what = "eps NaN", cases[n].a = ok, cases[n].want = DSV4RT_ERR_NOT_FINITE, cases[n++].a.eps = NAN;
   }
   for (int i = 0; i < n; i++) {
     dsv4rt_status s = dsv4rt_kv_insert(bundle, &cases[i].a, &o);
     dsv4rt_synchronize(ctx);
-    CHECK(s == DSV4RT_ERR_INVALID_ARG && dsv4rt_last_error(ctx)[0], "%s: %s accepted (status %d)", k->name,
-          cases[i].what, s);
+    CHECK(s == cases[i].want && dsv4rt_last_error(ctx)[0], "%s: %s: status %d (%s), expected %d", k->name,
+          cases[i].what, s, dsv4rt_status_name(s), cases[i].want);
   }
   slots[5] = nb * bs; /* past the cache */
   dsv4rt_buffer_write(sb, 0, slots, sizeof slots);
   dsv4rt_status s = dsv4rt_kv_insert(bundle, &ok, &o);
   dsv4rt_synchronize(ctx);
-  CHECK(s == DSV4RT_ERR_INVALID_ARG && strstr(dsv4rt_last_error(ctx), "slot_mapping[5]"), "%s: slot past the cache: %s",
+  CHECK(s == DSV4RT_ERR_BAD_CONTENTS && strstr(dsv4rt_last_error(ctx), "slot_mapping[5]"), "%s: slot past the cache: %s",
         k->name, dsv4rt_last_error(ctx));
   dsv4rt_buffer_read(cb, 0, back, csize);
   CHECK(!memcmp(back, c, csize), "%s: a refused call changed the cache", k->name);

@@ -21,8 +21,14 @@ static int passed, failed;
 
 int main(void)
 {
-  for (int s = 0; s <= 8; s++)
-    CHECK(strlen(dsv4rt_status_name((dsv4rt_status)s)) > 1, "status %d has no name", s);
+  for (int s = 0; s <= DSV4RT_ERR_BAD_CONTENTS; s++) {
+    CHECK(strlen(dsv4rt_status_name((dsv4rt_status)s)) > 1 && strcmp(dsv4rt_status_name((dsv4rt_status)s), "unknown status"),
+          "status %d has no name", s);
+    for (int t = 0; t < s; t++)
+      CHECK(strcmp(dsv4rt_status_name((dsv4rt_status)s), dsv4rt_status_name((dsv4rt_status)t)),
+            "statuses %d and %d share a name", t, s);
+  }
+  CHECK(!strcmp(dsv4rt_status_name((dsv4rt_status)(DSV4RT_ERR_BAD_CONTENTS + 1)), "unknown status"), "a status past the last");
   CHECK(dsv4rt_context_create(DSV4RT_BACKEND_AUTO, 0, NULL) == DSV4RT_ERR_INVALID_ARG, "null out accepted");
   dsv4rt_context *ctx = (dsv4rt_context *)1;
   CHECK(dsv4rt_context_create(DSV4RT_BACKEND_OPENCL, -1, &ctx) == DSV4RT_ERR_INVALID_ARG && ctx == NULL,
@@ -44,19 +50,19 @@ int main(void)
     return 77;
   }
   dsv4rt_buffer *a = NULL, *b = NULL;
-  CHECK(dsv4rt_buffer_create(ctx, 0, &a) == DSV4RT_ERR_INVALID_ARG && a == NULL, "size 0 buffer");
+  CHECK(dsv4rt_buffer_create(ctx, 0, &a) == DSV4RT_ERR_OUT_OF_RANGE && a == NULL, "size 0 buffer");
   CHECK(dsv4rt_buffer_create(ctx, 256, &a) == DSV4RT_OK, "buffer: %s", dsv4rt_last_error(ctx));
   CHECK(dsv4rt_buffer_create(ctx, 128, &b) == DSV4RT_OK, "buffer: %s", dsv4rt_last_error(ctx));
   char host[512] = {0};
-  CHECK(dsv4rt_buffer_write(a, 200, host, 100) == DSV4RT_ERR_INVALID_ARG && strstr(dsv4rt_last_error(ctx), "256"),
+  CHECK(dsv4rt_buffer_write(a, 200, host, 100) == DSV4RT_ERR_OUT_OF_RANGE && strstr(dsv4rt_last_error(ctx), "256"),
         "write past the end: %s", dsv4rt_last_error(ctx));
-  CHECK(dsv4rt_buffer_read(a, 0, NULL, 8) == DSV4RT_ERR_INVALID_ARG, "read into NULL");
-  CHECK(dsv4rt_buffer_read(a, (size_t)-1, host, 8) == DSV4RT_ERR_INVALID_ARG, "offset overflow");
-  CHECK(dsv4rt_buffer_copy(b, a, 200) == DSV4RT_ERR_INVALID_ARG, "copy larger than the destination");
+  CHECK(dsv4rt_buffer_read(a, 0, NULL, 8) == DSV4RT_ERR_NULL_ARG, "read into NULL");
+  CHECK(dsv4rt_buffer_read(a, (size_t)-1, host, 8) == DSV4RT_ERR_OUT_OF_RANGE, "offset overflow");
+  CHECK(dsv4rt_buffer_copy(b, a, 200) == DSV4RT_ERR_BUFFER_TOO_SMALL, "copy larger than the destination");
   CHECK(dsv4rt_buffer_copy(a, b, 128) == DSV4RT_OK, "copy: %s", dsv4rt_last_error(ctx));
   CHECK(dsv4rt_buffer_size(a) == 256 && dsv4rt_buffer_size(NULL) == 0, "buffer_size");
   dsv4rt_buffer *w = NULL;
-  CHECK(dsv4rt_buffer_wrap(ctx, 0, 16, &w) == DSV4RT_ERR_INVALID_ARG && w == NULL, "wrap of null memory");
+  CHECK(dsv4rt_buffer_wrap(ctx, 0, 16, &w) == DSV4RT_ERR_NULL_ARG && w == NULL, "wrap of null memory");
   double ms;
   CHECK(dsv4rt_timer_stop(ctx, NULL) == DSV4RT_ERR_INVALID_ARG, "timer_stop(NULL)");
   CHECK(dsv4rt_timer_start(ctx) == DSV4RT_OK && dsv4rt_timer_stop(ctx, &ms) == DSV4RT_OK && ms >= 0, "timer: %s",
@@ -71,8 +77,12 @@ int main(void)
   CHECK(dsv4rt_bundle_entry_runs(NULL, 0) == 0 && dsv4rt_bundle_kernel_runs(NULL, "x") == 0, "runs(NULL)");
   CHECK(dsv4rt_bundle_entry(NULL, 0, NULL, NULL, NULL, NULL) == DSV4RT_ERR_INVALID_ARG, "entry(NULL)");
   dsv4rt_dequant_gather_args ga = {0};
-  CHECK(dsv4rt_dequant_gather(NULL, &ga, NULL) == DSV4RT_ERR_INVALID_ARG, "gather on a NULL bundle");
-  CHECK(dsv4rt_paged_gather(NULL, NULL, NULL) == DSV4RT_ERR_INVALID_ARG, "paged gather on a NULL bundle");
+  CHECK(dsv4rt_dequant_gather(NULL, &ga, NULL) == DSV4RT_ERR_NULL_ARG &&
+            strstr(dsv4rt_last_error(NULL), "dsv4rt_dequant_gather: bundle"),
+        "gather on a NULL bundle: %s", dsv4rt_last_error(NULL));
+  CHECK(dsv4rt_paged_gather(NULL, NULL, NULL) == DSV4RT_ERR_NULL_ARG, "paged gather on a NULL bundle");
+  CHECK(dsv4rt_buffer_write(NULL, 0, host, 8) == DSV4RT_ERR_NULL_ARG && strstr(dsv4rt_last_error(NULL), "buffer is NULL"),
+        "write to a NULL buffer: %s", dsv4rt_last_error(NULL));
   CHECK(dsv4rt_synchronize(NULL) == DSV4RT_ERR_INVALID_ARG, "synchronize(NULL)");
   dsv4rt_buffer_destroy(a);
   dsv4rt_buffer_destroy(b);

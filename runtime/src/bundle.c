@@ -1,0 +1,483 @@
+/* bundle.c -- reading a bundle (dsv4_abi.h's format) and listing it. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout_check.h"
+#include "rt.h"
+
+_Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout differs from the writer's");
+
+/* A bundle's checks hold every field to the format (dsv4_abi.h) before
+ * anything computes with it: strings terminated, enumerations known,
+ * integers inside the ranges the compiler can emit, launch geometry equal
+ * to the one rule, the layout addressable (layout_check.c), code inside the
+ * file past the entry table, and every byte of the file accounted for.  A
+ * refused bundle gets DSV4RT_ERR_BUNDLE_FORMAT and a message naming the
+ * entry and the field. */
+
+#define RT_WHY 512 /* a field check's message, before the entry's prefix */
+
+static uint32_t rd32(const uint8_t *p)
+{
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* An op's spec name ("?" past the known ones). */
+const char *rt_op_name(uint32_t op)
+{
+  static const char *const ops[] = {"none",
+#define X(e, s, d) s,
+                                    DSV4_OPS(X)
+#undef X
+  };
+  return op < DSV4_OP_COUNT ? ops[op] : "?";
+}
+
+/* 1 if the n bytes at p are all zero. */
+static int zeros(const uint8_t *p, uint64_t n)
+{
+  for (uint64_t k = 0; k < n; k++)
+    if (p[k])
+      return 0;
+  return 1;
+}
+
+/* Record a field check's message in why[RT_WHY]; returns 1 (refused). */
+static int bad(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(char *why, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, RT_WHY, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+/* The arch string, op, target, argument signature and matrix form. */
+static int check_kind(const dsv4_bundle_entry *e, char *why)
+{
+  if (!memchr(e->arch, 0, sizeof e->arch))
+    return bad(why, "arch is not a NUL-terminated string");
+  if (!e->arch[0])
+    return bad(why, "arch is empty");
+  uint8_t kinds[DSV4_MAX_ARGS];
+  int n = dsv4_op_args((int)e->op, kinds, NULL); /* what this runtime passes; -1 for none or unknown */
+  if (n < 0)
+    return bad(why, "unknown op %u", e->op);
+  if (e->target >= DSV4_BUNDLE_TARGETS)
+    return bad(why, "unknown target %u", e->target);
+  if (e->nargs != (uint32_t)n || memcmp(e->args, kinds, (size_t)n) || !zeros(e->args + n, sizeof e->args - (size_t)n))
+    return bad(why, "argument signature differs from the one this runtime passes");
+  if (e->matrix > DSV4_MATRIX_WARPGROUP_PAIR)
+    return bad(why, "matrix form %u is unknown", e->matrix);
+  if ((e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
+      (e->matrix >= DSV4_MATRIX_WARPGROUP && e->op != DSV4_OP_SPARSE_DECODE))
+    return bad(why, "matrix form %u does not apply to op %s", e->matrix, rt_op_name(e->op));
+  return 0;
+}
+
+/* Entry flags: known bits, only on PTX sm_90 on matrix sparse_decode
+ * entries (early launches: griddepcontrol). */
+static int check_flags(const dsv4_bundle_entry *e, char *why)
+{
+  int sm = 0;
+  if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
+      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0 ||
+                    sscanf(e->arch, "sm_%d", &sm) != 1 || sm < 90)))
+    return bad(why, "flags 0x%x do not apply to this entry", e->flags);
+  return 0;
+}
+
+/* The tile's integers, inside what the compiler emits (before any arithmetic). */
+static int check_tile(const dsv4_bundle_entry *e, char *why)
+{
+  uint32_t tpc_max = e->op == DSV4_OP_PAGED_MQA_LOGITS && e->matrix ? DSV4_ENTRY_MAX_LOGITS_STEP
+                                                                      : DSV4_ENTRY_MAX_TOKENS_PER_CTA;
+  if (e->threads < 1 || e->threads > DSV4_ENTRY_MAX_THREADS)
+    return bad(why, "threads %u is outside [1, %d]", e->threads, DSV4_ENTRY_MAX_THREADS);
+  if (e->tokens_per_cta < 1 || e->tokens_per_cta > tpc_max)
+    return bad(why, "tokens_per_cta %u is outside [1, %u]", e->tokens_per_cta, tpc_max);
+  if (e->values_per_thread < 1 || e->values_per_thread > DSV4_ENTRY_MAX_VALUES_PER_THREAD)
+    return bad(why, "values_per_thread %u is outside [1, %d]", e->values_per_thread, DSV4_ENTRY_MAX_VALUES_PER_THREAD);
+  if (e->tokens_per_thread < 1 || e->tokens_per_thread > DSV4_ENTRY_MAX_TOKENS_PER_THREAD)
+    return bad(why, "tokens_per_thread %u is outside [1, %d]", e->tokens_per_thread, DSV4_ENTRY_MAX_TOKENS_PER_THREAD);
+  if (e->tokens_per_cta % e->tokens_per_thread)
+    return bad(why, "tokens_per_thread %u does not divide tokens_per_cta %u", e->tokens_per_thread, e->tokens_per_cta);
+  if (e->shared_bytes > DSV4_ENTRY_MAX_SHARED)
+    return bad(why, "shared_bytes %u is outside [0, %d]", e->shared_bytes, DSV4_ENTRY_MAX_SHARED);
+  return 0;
+}
+
+/* The fields one op reads: inside their range there, 0 on every other op. */
+static int check_op_fields(const dsv4_bundle_entry *e, char *why)
+{
+  static const struct {
+    const char *name;
+    size_t at;
+    uint32_t op, lo, hi;
+  } f[] = {
+      {"heads", offsetof(dsv4_bundle_entry, heads), DSV4_OP_PAGED_MQA_LOGITS, 1, DSV4_ENTRY_MAX_HEADS},
+      {"topk", offsetof(dsv4_bundle_entry, topk), DSV4_OP_TOPK, 1, DSV4_ENTRY_MAX_TOPK},
+      {"v_dim", offsetof(dsv4_bundle_entry, v_dim), DSV4_OP_SPARSE_DECODE, 1, DSV4_ENTRY_MAX_DIMS},
+      {"q_dim", offsetof(dsv4_bundle_entry, q_dim), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS},
+      {"rope_first", offsetof(dsv4_bundle_entry, rope_first), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS},
+      {"rope_dims", offsetof(dsv4_bundle_entry, rope_dims), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS},
+      {"quant_floor", offsetof(dsv4_bundle_entry, quant_floor), DSV4_OP_KV_INSERT, 0, 1},
+  };
+  for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
+    uint32_t v;
+    memcpy(&v, (const char *)e + f[k].at, 4);
+    if (e->op != f[k].op && v)
+      return bad(why, "%s %u is set, but only op %s has one", f[k].name, v, rt_op_name(f[k].op));
+    if (e->op == f[k].op && (v < f[k].lo || v > f[k].hi))
+      return bad(why, "%s %u is outside [%u, %u]", f[k].name, v, f[k].lo, f[k].hi);
+  }
+  return 0;
+}
+
+/* The layout: addressable (layout_check.c) and covering every dim, or,
+ * for an op that reads no cache, all zero. */
+static int check_entry_layout(const dsv4_bundle_entry *e, char *why)
+{
+  const dsv4_layout *l = &e->layout;
+  if (!dsv4_op_has_layout((int)e->op)) {
+    static const dsv4_layout none;
+    return memcmp(l, &none, sizeof none) ? bad(why, "op %s reads no cache, yet the entry has a layout", rt_op_name(e->op))
+                                         : 0;
+  }
+  if (dsv4_layout_valid(l, why, RT_WHY))
+    return 1;
+  int covered = 0; /* segments are disjoint: their widths add up to dim when they cover it */
+  for (int i = 0; i < l->nseg; i++)
+    covered += l->seg[i].d1 - l->seg[i].d0;
+  if (covered != l->dim)
+    return bad(why, "layout segments cover %d of the %d dims", covered, l->dim);
+  return 0;
+}
+
+/* The launch geometry against the one rule (dsv4_abi.h) and the op's
+ * fields against the layout, on values the checks above bounded. */
+static int check_geometry(const dsv4_bundle_entry *e, char *why)
+{
+  const dsv4_layout *l = &e->layout;
+  int vpt = (int)e->values_per_thread, dim = dsv4_op_has_layout((int)e->op) ? l->dim : 0;
+  int threads = dsv4_op_threads((int)e->op, dim, vpt, (int)e->tokens_per_cta, (int)e->tokens_per_thread,
+                                (int)e->heads, (int)e->matrix);
+  if (e->threads != (uint32_t)threads)
+    return bad(why, "threads %u differ from the op's launch rule (%d)", e->threads, threads);
+  int shared = e->matrix && e->op == DSV4_OP_SPARSE_DECODE
+                   ? dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0;
+  if (e->shared_bytes != (uint32_t)shared)
+    return bad(why, "shared_bytes %u differ from the op's launch rule (%d)", e->shared_bytes, shared);
+  if (e->op == DSV4_OP_SPARSE_DECODE && (e->v_dim > (uint32_t)dim || e->v_dim % e->values_per_thread))
+    return bad(why, "v_dim %u is not a multiple of values_per_thread %u inside the layout's %d dims", e->v_dim,
+               e->values_per_thread, dim);
+  if (e->rope_dims % 2 || (!e->rope_dims && e->rope_first) || e->rope_first + e->rope_dims > (uint32_t)dim ||
+      (e->q_dim && e->rope_first + e->rope_dims > e->q_dim))
+    return bad(why, "rope dims [%u, %u) are not an even range inside the layout's %d dims (and q_dim %u)",
+               e->rope_first, e->rope_first + e->rope_dims, dim, e->q_dim);
+  if (e->q_dim && (e->q_dim % e->values_per_thread ||
+                   e->threads % (uint32_t)dsv4_pow2ceil((int)(e->q_dim / e->values_per_thread))))
+    return bad(why, "q_dim %u: its lanes (values_per_thread %u each, padded to a power of two) do not divide the "
+               "%u threads", e->q_dim, e->values_per_thread, e->threads);
+  return 0;
+}
+
+/* The code and aux ranges: 16-byte aligned, past the entry table, inside
+ * the file (compared so that nothing overflows); aux only for spirv. */
+static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t size, char *why)
+{
+  if (e->code_off < table_end)
+    return bad(why, "code offset %llu lies in the header or entry table (which end at %llu)",
+               (unsigned long long)e->code_off, (unsigned long long)table_end);
+  if (e->code_off % DSV4_BUNDLE_ALIGN)
+    return bad(why, "code offset %llu is not %d-byte aligned", (unsigned long long)e->code_off, DSV4_BUNDLE_ALIGN);
+  if (e->code_len == 0 || e->code_off > size || e->code_len > size - e->code_off)
+    return bad(why, "code [%llu, +%llu) is empty or passes the end of the file (%llu bytes)",
+               (unsigned long long)e->code_off, (unsigned long long)e->code_len, (unsigned long long)size);
+  if (!e->aux_len)
+    return e->aux_off ? bad(why, "aux offset %llu with no aux bytes", (unsigned long long)e->aux_off) : 0;
+  if (e->target != 2)
+    return bad(why, "aux code (a SPIR fallback) on a target other than spirv");
+  if (e->aux_off < table_end || e->aux_off % DSV4_BUNDLE_ALIGN)
+    return bad(why, "aux offset %llu lies in the header or entry table (which end at %llu) or is not %d-byte aligned",
+               (unsigned long long)e->aux_off, (unsigned long long)table_end, DSV4_BUNDLE_ALIGN);
+  if (e->aux_off > size || e->aux_len > size - e->aux_off)
+    return bad(why, "aux [%llu, +%llu) passes the end of the file (%llu bytes)", (unsigned long long)e->aux_off,
+               (unsigned long long)e->aux_len, (unsigned long long)size);
+  return 0;
+}
+
+/* Every field of entry i (of a table ending at table_end in a file of size bytes). */
+static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e, int i, uint64_t table_end,
+                                 uint64_t size)
+{
+  if (!memchr(e->name, 0, sizeof e->name))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is not a NUL-terminated string", i);
+  if (!e->name[0])
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is empty", i);
+  char why[RT_WHY];
+  if (check_kind(e, why) || check_flags(e, why) || check_tile(e, why) || check_op_fields(e, why) ||
+      check_entry_layout(e, why) || check_geometry(e, why) || check_code(e, table_end, size, why))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): %s", i, e->name, why);
+  return DSV4RT_OK;
+}
+
+/* One code or aux range of an entry, for check_blobs. */
+typedef struct {
+  uint64_t off, len;
+  int entry, aux;
+} rt_blob;
+
+/* The entries' code and aux ranges (checked inside the file) sorted by offset into v; returns their count. */
+static int sorted_blobs(const dsv4rt_bundle *b, rt_blob *v)
+{
+  int n = 0;
+  for (int i = 0; i < b->n; i++) {
+    const dsv4_bundle_entry *e = &b->entries[i];
+    v[n++] = (rt_blob){e->code_off, e->code_len, i, 0};
+    if (e->aux_len)
+      v[n++] = (rt_blob){e->aux_off, e->aux_len, i, 1};
+  }
+  for (int k = 1; k < n; k++) /* insertion sort: a few hundred at most */
+    for (int j = k; j > 0 && v[j - 1].off > v[j].off; j--) {
+      rt_blob t = v[j];
+      v[j] = v[j - 1], v[j - 1] = t;
+    }
+  return n;
+}
+
+/* Every byte past the entry table belongs to one entry's code or aux, bar
+ * zero padding of less than DSV4_BUNDLE_ALIGN bytes before each and at the
+ * end, as the writer lays them out: a lowered entry count (which leaves
+ * entries nobody reads) or blobs shared or overlapping are refused. */
+static dsv4rt_status check_blobs(dsv4rt_context *ctx, const dsv4rt_bundle *b, uint64_t table_end)
+{
+  rt_blob v[2 * RT_MAX_ENTRIES];
+  int n = sorted_blobs(b, v);
+  uint64_t at = table_end;
+  for (int k = 0; k <= n; k++) {
+    uint64_t next = k < n ? v[k].off : b->size;
+    if (k > 0 && next < at) {
+      const rt_blob *p = &v[k - 1], *q = &v[k];
+      return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT,
+                     "bundle entry %d (%s): %s [%llu, +%llu) overlaps entry %d's %s [%llu, +%llu)", q->entry,
+                     b->entries[q->entry].name, q->aux ? "aux" : "code", (unsigned long long)q->off,
+                     (unsigned long long)q->len, p->entry, p->aux ? "aux" : "code", (unsigned long long)p->off,
+                     (unsigned long long)p->len);
+    }
+    if (next - at >= DSV4_BUNDLE_ALIGN || !zeros(b->data + at, next - at))
+      return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT,
+                     "bundle bytes [%llu, %llu) belong to no entry (was the entry count changed?)",
+                     (unsigned long long)at, (unsigned long long)next);
+    if (k < n)
+      at = v[k].off + v[k].len;
+  }
+  return DSV4RT_OK;
+}
+
+/* The header: magic, version, size, checksum (of every byte after it),
+ * reserved word, and an entry count the file can hold (into *n). */
+static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n)
+{
+  if (!p || size < DSV4_BUNDLE_HEADER_BYTES || memcmp(p, DSV4_BUNDLE_MAGIC, 8))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (bad magic or shorter than its %d-byte header)",
+                   DSV4_BUNDLE_HEADER_BYTES);
+  uint32_t version = rd32(p + DSV4_BUNDLE_AT_VERSION);
+  if (version != DSV4_BUNDLE_VERSION)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_VERSION, "bundle version %u; this runtime reads version %u", version,
+                   DSV4_BUNDLE_VERSION);
+  uint64_t fsize = rd64(p + DSV4_BUNDLE_AT_SIZE);
+  if (fsize != size)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %zu bytes but its header says %llu (truncated?)", size,
+                   (unsigned long long)fsize);
+  if (dsv4_crc32(p + DSV4_BUNDLE_AT_NENTRIES, size - DSV4_BUNDLE_AT_NENTRIES) != rd32(p + DSV4_BUNDLE_AT_CRC))
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle checksum mismatch (corrupted)");
+  if (rd32(p + DSV4_BUNDLE_AT_RESERVED) != 0)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle header's reserved field is 0x%x, not 0",
+                   rd32(p + DSV4_BUNDLE_AT_RESERVED));
+  *n = rd32(p + DSV4_BUNDLE_AT_NENTRIES);
+  if (*n == 0 || *n > RT_MAX_ENTRIES)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u entries; a bundle holds 1 to %d", *n,
+                   RT_MAX_ENTRIES);
+  if ((uint64_t)*n * sizeof(dsv4_bundle_entry) > size - DSV4_BUNDLE_HEADER_BYTES)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u entries, which its %zu bytes cannot hold", *n, size);
+  return DSV4RT_OK;
+}
+
+/* The checked entries of a copied bundle (0 or a status, the message set). */
+static dsv4rt_status check_entries(dsv4rt_context *ctx, dsv4rt_bundle *b)
+{
+  uint64_t table_end = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)b->n * sizeof(dsv4_bundle_entry);
+  for (int i = 0; i < b->n; i++) {
+    memcpy(&b->entries[i], b->data + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry),
+           sizeof(dsv4_bundle_entry));
+    dsv4rt_status s = check_entry(ctx, &b->entries[i], i, table_end, b->size);
+    if (s)
+      return s;
+  }
+  return check_blobs(ctx, b, table_end);
+}
+
+dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size, dsv4rt_bundle **out)
+{
+  if (!ctx || !out)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: out is NULL") : DSV4RT_ERR_INVALID_ARG;
+  *out = NULL;
+  uint32_t n = 0;
+  dsv4rt_status s = check_header(ctx, data, size, &n);
+  if (s)
+    return s;
+  dsv4rt_bundle *b = calloc(1, sizeof *b);
+  if (!b || !(b->data = malloc(size))) {
+    free(b);
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for the bundle");
+  }
+  memcpy(b->data, data, size);
+  b->ctx = ctx, b->size = size, b->n = (int)n;
+  if ((s = check_entries(ctx, b))) {
+    free(b->data);
+    free(b);
+    return s;
+  }
+  *out = b;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
+{
+  if (!ctx || !path || !out)
+    return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: null argument") : DSV4RT_ERR_INVALID_ARG;
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle %s", path);
+  uint8_t *buf = NULL;
+  size_t len = 0, cap = 0, r;
+  uint8_t tmp[65536];
+  while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) {
+    if (len + r > cap) {
+      cap = (len + r) * 2;
+      uint8_t *q = realloc(buf, cap);
+      if (!q) {
+        free(buf);
+        fclose(f);
+        return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
+      }
+      buf = q;
+    }
+    memcpy(buf + len, tmp, r);
+    len += r;
+  }
+  fclose(f);
+  dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, buf, len, out);
+  free(buf);
+  if (s) {
+    char m[sizeof ctx->err];
+    snprintf(m, sizeof m, "%s", ctx->err);
+    rt_fail(ctx, s, "%s: %s", path, m);
+  }
+  return s;
+}
+
+void dsv4rt_bundle_destroy(dsv4rt_bundle *b)
+{
+  if (!b)
+    return;
+  for (int i = 0; i < b->n; i++) {
+    if (b->loaded[i].loaded == 1)
+      b->ctx->be->unload(b->ctx, b->loaded[i].module, b->loaded[i].kernel);
+    dsv4rt_buffer_destroy(b->loaded[i].work);
+    free(b->loaded[i].why);
+    for (int k = 0; k < RT_MAP_SLOTS; k++)
+      dsv4rt_buffer_destroy(b->loaded[i].maps[k]);
+  }
+  free(b->data);
+  free(b);
+}
+
+int dsv4rt_bundle_count(const dsv4rt_bundle *b) { return b ? b->n : 0; }
+
+dsv4rt_status dsv4rt_bundle_entry(const dsv4rt_bundle *b, int i, const char **name, const char **op,
+                                  const char **target, const char **arch)
+{
+  static const char *const targets[DSV4_BUNDLE_TARGETS] = {"ptx", "amdgcn", "spirv"};
+  if (!b || i < 0 || i >= b->n)
+    return DSV4RT_ERR_INVALID_ARG;
+  const dsv4_bundle_entry *e = &b->entries[i];
+  if (name)
+    *name = e->name;
+  if (op)
+    *op = rt_op_name(e->op);
+  if (target) /* (checked when the bundle was opened; bounded here all the same) */
+    *target = e->target < DSV4_BUNDLE_TARGETS ? targets[e->target] : "?";
+  if (arch)
+    *arch = e->arch;
+  return DSV4RT_OK;
+}
+
+int dsv4rt_bundle_entry_is_first(const dsv4rt_bundle *b, int i)
+{
+  if (!b || i < 0 || i >= b->n)
+    return 0;
+  for (int j = 0; j < i; j++)
+    if (!strcmp(b->entries[j].name, b->entries[i].name))
+      return 0;
+  return 1;
+}
+
+int dsv4rt_bundle_entry_runs(const dsv4rt_bundle *b, int i)
+{
+  if (!b || i < 0 || i >= b->n)
+    return 0;
+  return b->ctx->be->accepts(b->ctx, &b->entries[i]) ? 1 : 0;
+}
+
+int dsv4rt_bundle_kernel_runs(const dsv4rt_bundle *b, const char *name)
+{
+  for (int i = 0; b && name && i < b->n; i++)
+    if (!strcmp(b->entries[i].name, name) && dsv4rt_bundle_entry_runs(b, i))
+      return 1;
+  return 0;
+}
+
+dsv4rt_status dsv4rt_bundle_entry_layout(const dsv4rt_bundle *b, int i, dsv4_layout *out)
+{
+  if (!b || !out || i < 0 || i >= b->n)
+    return DSV4RT_ERR_INVALID_ARG;
+  *out = b->entries[i].layout;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out)
+{
+  if (!b || !out || i < 0 || i >= b->n)
+    return DSV4RT_ERR_INVALID_ARG;
+  const dsv4_bundle_entry *e = &b->entries[i];
+  out->threads = (int)e->threads;
+  out->tokens_per_cta = (int)e->tokens_per_cta;
+  out->values_per_thread = (int)e->values_per_thread;
+  out->tokens_per_thread = (int)e->tokens_per_thread;
+  out->rope_first = (int)e->rope_first;
+  out->rope_dims = (int)e->rope_dims;
+  out->q_dim = (int)e->q_dim;
+  out->quant_floor = (int)e->quant_floor;
+  out->v_dim = (int)e->v_dim;
+  out->heads = (int)e->heads;
+  out->topk = (int)e->topk;
+  out->matrix = (int)e->matrix;
+  out->shared_bytes = (int)e->shared_bytes;
+  return DSV4RT_OK;
+}

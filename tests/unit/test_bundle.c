@@ -1,0 +1,518 @@
+/* test_bundle.c -- the bundle format (dsv4_abi.h) and its reader (rt.c),
+ * without a device.
+ *
+ *   test_bundle SPECS_DIR [BUNDLE...]
+ *
+ * Builds a bundle in memory with the real writer (compiler/bundle.c) from
+ * the kernels of SPECS_DIR/{decode,sparse_decode,indexer,insert}.lua, each
+ * target's code a stand-in (the reader never loads code), and opens it with
+ * the real reader on a stub context (rt.h: opening touches no backend).
+ * Then, one at a time, each mutation of the table below: a hostile or
+ * corrupted header or entry field (with the checksum made good again where
+ * the case means to get past it) must be refused with the status and a
+ * message naming the field (and the entry).  Every BUNDLE listed (those the
+ * build wrote with dsv4c) must open: the reader takes all the compiler
+ * emits.  Exit 0 when every check passed.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bundle.h"
+#include "rt.h"
+#include "spec.h"
+
+static int passed, failed;
+static dsv4rt_context stub; /* no backend: the reader only writes its message */
+
+/* Record one check. */
+static void check(int ok, const char *what, const char *detail)
+{
+  if (ok)
+    passed++;
+  else {
+    failed++;
+    printf("FAIL %s%s%s\n", what, detail && *detail ? ": " : "", detail ? detail : "");
+  }
+}
+
+/* ---- the base bundle: the real writer over real specs ---- */
+
+static dsv4_plan plans[4];
+static dsv4_bundle_item items[DSV4_BUNDLE_MAX_ENTRIES];
+static dsv4_artifact arts[DSV4_BUNDLE_MAX_ENTRIES];
+static int nitems;
+
+/* A stand-in artifact for item i: code of no NUL byte and of a length that
+ * leaves padding after it, a SPIR fallback for spirv, the flags the
+ * generator gives the warp-matrix decode on sm_90a. */
+static void fake_artifact(int i, const dsv4_kernel *k, dsv4_target_kind t, dsv4_artifact *a)
+{
+  memset(a, 0, sizeof *a);
+  a->code_len = 100 + 13 * (size_t)i;
+  a->code = malloc(a->code_len);
+  for (size_t j = 0; j < a->code_len; j++)
+    a->code[j] = (unsigned char)('a' + (i + j) % 26);
+  if (t == DSV4_TARGET_SPIRV) {
+    a->aux_len = 9 + (size_t)i;
+    a->aux = malloc(a->aux_len);
+    memset(a->aux, 0x5A, a->aux_len);
+  }
+  if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix && !strcmp(k->target[t].arch, "sm_90a"))
+    a->flags = DSV4_ENTRY_FIRST_WAITS | DSV4_ENTRY_SECOND_WAITS;
+}
+
+/* Every (kernel, target) of the specs, each kernel name once. */
+static int load_items(const char *dir)
+{
+  static const char *const specs[] = {"decode.lua", "sparse_decode.lua", "indexer.lua", "insert.lua"};
+  for (int s = 0; s < 4; s++) {
+    char path[1024];
+    dsv4_diags d;
+    memset(&d, 0, sizeof d);
+    snprintf(path, sizeof path, "%s/%s", dir, specs[s]);
+    if (dsv4_spec_load(path, NULL, &plans[s], &d)) {
+      check(0, path, d.n ? d.items[0].msg : "does not load");
+      return 1;
+    }
+    for (int k = 0; k < plans[s].nkernels; k++) {
+      const dsv4_kernel *kn = &plans[s].kernels[k];
+      int seen = 0;
+      for (int j = 0; j < nitems; j++)
+        seen |= !strcmp(items[j].kernel->name, kn->name);
+      for (int t = 0; t < DSV4_TARGET_COUNT && !seen; t++)
+        if (kn->target[t].enabled) {
+          fake_artifact(nitems, kn, (dsv4_target_kind)t, &arts[nitems]);
+          items[nitems] = (dsv4_bundle_item){kn, (dsv4_target_kind)t, &arts[nitems]};
+          nitems++;
+        }
+    }
+  }
+  return 0;
+}
+
+/* The index of the item of kernel name for target t (-1: none). */
+static int item_of(const char *name, int t)
+{
+  for (int i = 0; i < nitems; i++)
+    if (!strcmp(items[i].kernel->name, name) && (int)items[i].target == t)
+      return i;
+  return -1;
+}
+
+/* ---- byte edits ---- */
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint64_t get(const uint8_t *p, int width)
+{
+  uint64_t v = 0;
+  memcpy(&v, p, (size_t)width); /* little-endian host, as the format */
+  return v;
+}
+
+/* Entry i's bytes in the file. */
+static uint8_t *entry_at(uint8_t *b, int i)
+{
+  return b + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry);
+}
+
+/* Make the checksum good again over the edited bytes. */
+static void reseal(uint8_t *b, size_t n)
+{
+  put32(b + DSV4_BUNDLE_AT_CRC, dsv4_crc32(b + DSV4_BUNDLE_AT_NENTRIES, n - DSV4_BUNDLE_AT_NENTRIES));
+}
+
+/* Edits that are not one field (entry e; *n the file's size). */
+static void fill_name(uint8_t *b, size_t *n, int e)
+{
+  memset(entry_at(b, e) + offsetof(dsv4_bundle_entry, name), 'A', 48);
+}
+static void fill_arch(uint8_t *b, size_t *n, int e)
+{
+  memset(entry_at(b, e) + offsetof(dsv4_bundle_entry, arch), 'x', 16);
+}
+static void fill_layout_name(uint8_t *b, size_t *n, int e)
+{
+  memset(entry_at(b, e) + offsetof(dsv4_bundle_entry, layout.name), 'L', DSV4_LAYOUT_NAME_MAX);
+}
+static void truncate16(uint8_t *b, size_t *n, int e) { *n -= 16; }
+static void shorter_than_header(uint8_t *b, size_t *n, int e) { *n = 20; }
+static void flip_count(uint8_t *b, size_t *n, int e) { b[DSV4_BUNDLE_AT_NENTRIES] ^= 1; }
+static void flip_crc(uint8_t *b, size_t *n, int e) { b[DSV4_BUNDLE_AT_CRC] ^= 0x40; }
+static void flip_code(uint8_t *b, size_t *n, int e)
+{
+  b[get(entry_at(b, e) + offsetof(dsv4_bundle_entry, code_off), 8) + 5] ^= 1;
+}
+/* The header as version 4 wrote it: count @12, size @16, crc of [32, size) @24. */
+static void v4_header(uint8_t *b, size_t *n, int e)
+{
+  uint32_t count = (uint32_t)get(b + DSV4_BUNDLE_AT_NENTRIES, 4);
+  memset(b + 8, 0, 24);
+  put32(b + 8, 4), put32(b + 12, count), put64(b + 16, *n);
+  put32(b + 24, dsv4_crc32(b + 32, *n - 32));
+}
+/* An entry count one past what the file holds (the table would pass its end). */
+static void count_past_file(uint8_t *b, size_t *n, int e)
+{
+  put32(b + DSV4_BUNDLE_AT_NENTRIES, (uint32_t)((*n - DSV4_BUNDLE_HEADER_BYTES) / sizeof(dsv4_bundle_entry) + 1));
+}
+/* A padding byte after entry e's code made nonzero. */
+static void dirty_padding(uint8_t *b, size_t *n, int e)
+{
+  uint8_t *en = entry_at(b, e);
+  b[get(en + offsetof(dsv4_bundle_entry, code_off), 8) + get(en + offsetof(dsv4_bundle_entry, code_len), 8)] = 1;
+}
+/* Sixteen more bytes at the end, the header's size following. */
+static void trailing_bytes(uint8_t *b, size_t *n, int e)
+{
+  memset(b + *n, 0, 16);
+  *n += 16;
+  put64(b + DSV4_BUNDLE_AT_SIZE, *n);
+}
+/* A kind past the signature's nargs made nonzero. */
+static void arg_past_nargs(uint8_t *b, size_t *n, int e)
+{
+  uint8_t *en = entry_at(b, e);
+  en[offsetof(dsv4_bundle_entry, args) + get(en + offsetof(dsv4_bundle_entry, nargs), 4)] = DSV4_ARG_I32;
+}
+
+/* ---- the cases ---- */
+
+enum { SET, ADD };                 /* how value is applied to the field */
+enum { ANY, NAMED, UNNAMED };      /* the message's entry prefix: none asked, "entry i (name): ", "entry i: " */
+#define F(f) offsetof(dsv4_bundle_entry, f), (int)sizeof(((dsv4_bundle_entry *)0)->f)
+#define HDR(at, w) (size_t)(at), w
+#define NOFIELD 0, 0
+
+typedef struct {
+  const char *what;
+  const char *kernel; /* the entry of this kernel and target (NULL: the header) */
+  int target;
+  size_t at;   /* the field: its offset in the entry (or, for the header, the file) */
+  int width;   /* its bytes (0: edit does the change) */
+  int how;     /* SET or ADD value */
+  uint64_t value;
+  void (*edit)(uint8_t *b, size_t *n, int e);
+  int seal;    /* make the checksum good again after */
+  dsv4rt_status want;
+  int prefix;  /* ANY, NAMED or UNNAMED */
+  const char *msg; /* the message must hold this */
+} mutation;
+
+#define FMT DSV4RT_ERR_BUNDLE_FORMAT
+#define VER DSV4RT_ERR_BUNDLE_VERSION
+#define G "dequant_gather_v4"
+#define IN "kv_insert_v4"
+#define D "sparse_decode_v4_mma"
+#define D32 "sparse_decode_v32_mma"
+#define DPT "sparse_decode_fp8_per_tensor_mma"
+#define LG "mqa_logits_v4"
+#define TK "topk_512"
+enum { PTX = DSV4_TARGET_PTX, AMD = DSV4_TARGET_AMDGCN, SPV = DSV4_TARGET_SPIRV };
+
+static const mutation cases[] = {
+    /* the header */
+    {"bad magic", NULL, 0, HDR(0, 1), SET, 'X', NULL, 0, FMT, ANY, "not a dsv4c bundle"},
+    {"shorter than its header", NULL, 0, NOFIELD, SET, 0, shorter_than_header, 0, FMT, ANY, "not a dsv4c bundle"},
+    {"a version-4 header", NULL, 0, NOFIELD, SET, 0, v4_header, 0, VER, ANY,
+     "bundle version 4; this runtime reads version 5"},
+    {"version 6", NULL, 0, HDR(DSV4_BUNDLE_AT_VERSION, 4), SET, 6, NULL, 1, VER, ANY, "bundle version 6"},
+    {"truncated by 16 bytes", NULL, 0, NOFIELD, SET, 0, truncate16, 0, FMT, ANY, "(truncated?)"},
+    {"file size field +16", NULL, 0, HDR(DSV4_BUNDLE_AT_SIZE, 8), ADD, 16, NULL, 1, FMT, ANY, "but its header says"},
+    {"a flipped byte in the entry count", NULL, 0, NOFIELD, SET, 0, flip_count, 0, FMT, ANY, "checksum mismatch"},
+    {"a flipped checksum byte", NULL, 0, NOFIELD, SET, 0, flip_crc, 0, FMT, ANY, "checksum mismatch"},
+    {"a flipped code byte", G, PTX, NOFIELD, SET, 0, flip_code, 0, FMT, ANY, "checksum mismatch"},
+    {"reserved word 1", NULL, 0, HDR(DSV4_BUNDLE_AT_RESERVED, 4), SET, 1, NULL, 1, FMT, ANY, "reserved field is 0x1"},
+    {"entry count 0", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 0, NULL, 1, FMT, ANY, "lists 0 entries"},
+    {"entry count 257", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 257, NULL, 1, FMT, ANY, "holds 1 to 256"},
+    {"entry count past the file", NULL, 0, NOFIELD, SET, 0, count_past_file, 1, FMT, ANY, "cannot hold"},
+    {"entry count lowered, checksum made good", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), ADD, (uint64_t)-1, NULL, 1,
+     FMT, ANY, "belong to no entry"},
+    {"entry count raised, checksum made good", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), ADD, 1, NULL, 1, FMT, ANY,
+     "bundle entry 0 (" G "): code offset"},
+    {"16 bytes past the last blob", NULL, 0, NOFIELD, SET, 0, trailing_bytes, 1, FMT, ANY, "belong to no entry"},
+    /* an entry's strings, kind and signature */
+    {"name without a NUL", G, PTX, NOFIELD, SET, 0, fill_name, 1, FMT, UNNAMED, "name is not a NUL-terminated string"},
+    {"empty name", G, PTX, F(name[0]), SET, 0, NULL, 1, FMT, UNNAMED, "name is empty"},
+    {"arch without a NUL", G, PTX, NOFIELD, SET, 0, fill_arch, 1, FMT, NAMED, "arch is not a NUL-terminated string"},
+    {"empty arch", G, PTX, F(arch[0]), SET, 0, NULL, 1, FMT, NAMED, "arch is empty"},
+    {"op 0", G, PTX, F(op), SET, 0, NULL, 1, FMT, NAMED, "unknown op 0"},
+    {"op 99", G, PTX, F(op), SET, 99, NULL, 1, FMT, NAMED, "unknown op 99"},
+    {"op 0x80000000", G, PTX, F(op), SET, 0x80000000u, NULL, 1, FMT, NAMED, "unknown op 2147483648"},
+    {"target 3", G, PTX, F(target), SET, 3, NULL, 1, FMT, NAMED, "unknown target 3"},
+    {"one argument fewer", G, PTX, F(nargs), ADD, (uint64_t)-1, NULL, 1, FMT, NAMED, "argument signature"},
+    {"an argument's kind", G, PTX, F(args[3]), SET, DSV4_ARG_I64, NULL, 1, FMT, NAMED, "argument signature"},
+    {"a kind past nargs", G, PTX, NOFIELD, SET, 0, arg_past_nargs, 1, FMT, NAMED, "argument signature"},
+    {"matrix 4", D, PTX, F(matrix), SET, 4, NULL, 1, FMT, NAMED, "matrix form 4 is unknown"},
+    {"matrix on a gather", G, PTX, F(matrix), SET, 1, NULL, 1, FMT, NAMED,
+     "matrix form 1 does not apply to op dequant_gather"},
+    {"warpgroup matrix on logits", LG, PTX, F(matrix), SET, 2, NULL, 1, FMT, NAMED, "matrix form 2 does not apply"},
+    {"an unknown flag", D, PTX, F(flags), SET, 0x80, NULL, 1, FMT, NAMED, "flags 0x80 do not apply"},
+    {"flags on a gather", G, PTX, F(flags), SET, 1, NULL, 1, FMT, NAMED, "flags 0x1 do not apply"},
+    {"flags on a portable decode", "sparse_decode_v4", SPV, F(flags), SET, 2, NULL, 1, FMT, NAMED, "flags 0x2"},
+    /* the tile, bounded before any arithmetic */
+    {"threads 0", G, PTX, F(threads), SET, 0, NULL, 1, FMT, NAMED, "threads 0 is outside [1, 1024]"},
+    {"threads 2048", G, PTX, F(threads), SET, 2048, NULL, 1, FMT, NAMED, "threads 2048 is outside [1, 1024]"},
+    {"threads a warp past the rule", G, PTX, F(threads), ADD, 32, NULL, 1, FMT, NAMED,
+     "threads 160 differ from the op's launch rule (128)"},
+    {"tokens_per_cta 2^31 - 1", D, PTX, F(tokens_per_cta), SET, 0x7fffffff, NULL, 1, FMT, NAMED,
+     "tokens_per_cta 2147483647 is outside [1, 1024]"},
+    {"tokens_per_cta 0", G, PTX, F(tokens_per_cta), SET, 0, NULL, 1, FMT, NAMED, "tokens_per_cta 0 is outside"},
+    {"tokens_per_cta 2048 on a gather", G, PTX, F(tokens_per_cta), SET, 2048, NULL, 1, FMT, NAMED,
+     "tokens_per_cta 2048"},
+    {"tokens_per_cta 2^17 on the logits' matrix form", "mqa_logits_v4_mma", PTX, F(tokens_per_cta), SET, 1 << 17, NULL,
+     1, FMT, NAMED, "tokens_per_cta 131072 is outside [1, 65536]"},
+    {"values_per_thread 0", G, PTX, F(values_per_thread), SET, 0, NULL, 1, FMT, NAMED,
+     "values_per_thread 0 is outside"},
+    {"values_per_thread 2^32 - 1", LG, PTX, F(values_per_thread), SET, 0xffffffffu, NULL, 1, FMT, NAMED,
+     "values_per_thread 4294967295 is outside [1, 64]"},
+    {"tokens_per_thread 0", G, PTX, F(tokens_per_thread), SET, 0, NULL, 1, FMT, NAMED,
+     "tokens_per_thread 0 is outside"},
+    {"tokens_per_thread 9", G, PTX, F(tokens_per_thread), SET, 9, NULL, 1, FMT, NAMED,
+     "tokens_per_thread 9 is outside"},
+    {"tokens_per_thread not dividing", G, PTX, F(tokens_per_thread), SET, 3, NULL, 1, FMT, NAMED,
+     "tokens_per_thread 3 does not divide tokens_per_cta 4"},
+    {"shared_bytes 2^32 - 1", D, PTX, F(shared_bytes), SET, 0xffffffffu, NULL, 1, FMT, NAMED,
+     "shared_bytes 4294967295 is outside"},
+    {"shared_bytes 16 past the rule", D, PTX, F(shared_bytes), ADD, 16, NULL, 1, FMT, NAMED,
+     "differ from the op's launch rule"},
+    {"shared_bytes on a gather", G, PTX, F(shared_bytes), SET, 1024, NULL, 1, FMT, NAMED,
+     "shared_bytes 1024 differ from the op's launch rule (0)"},
+    /* the fields of one op */
+    {"heads 2^31 on logits", LG, PTX, F(heads), SET, 0x80000000u, NULL, 1, FMT, NAMED,
+     "heads 2147483648 is outside [1, 1024]"},
+    {"heads 0 on logits", LG, PTX, F(heads), SET, 0, NULL, 1, FMT, NAMED, "heads 0 is outside"},
+    {"heads on a gather", G, PTX, F(heads), SET, 64, NULL, 1, FMT, NAMED,
+     "heads 64 is set, but only op paged_mqa_logits"},
+    {"topk 0", TK, PTX, F(topk), SET, 0, NULL, 1, FMT, NAMED, "topk 0 is outside [1, 65536]"},
+    {"topk 2^20", TK, PTX, F(topk), SET, 1 << 20, NULL, 1, FMT, NAMED, "topk 1048576 is outside"},
+    {"topk on a decode", D, PTX, F(topk), SET, 5, NULL, 1, FMT, NAMED, "topk 5 is set, but only op topk"},
+    {"v_dim 0 on a decode", D, PTX, F(v_dim), SET, 0, NULL, 1, FMT, NAMED, "v_dim 0 is outside [1, 4096]"},
+    {"v_dim past the layout", D, PTX, F(v_dim), SET, 576, NULL, 1, FMT, NAMED, "v_dim 576 is not a multiple"},
+    {"v_dim on the writer", IN, PTX, F(v_dim), SET, 512, NULL, 1, FMT, NAMED,
+     "v_dim 512 is set, but only op sparse_decode"},
+    {"q_dim 5000", IN, PTX, F(q_dim), SET, 5000, NULL, 1, FMT, NAMED, "q_dim 5000 is outside [0, 4096]"},
+    {"q_dim not a multiple of values_per_thread", IN, PTX, F(q_dim), SET, 520, NULL, 1, FMT, NAMED,
+     "q_dim 520: its lanes"},
+    {"q_dim whose lanes pass the CTA", IN, PTX, F(q_dim), SET, 4096, NULL, 1, FMT, NAMED, "q_dim 4096: its lanes"},
+    {"rope_first 2^32 - 16 (first + dims wraps)", IN, PTX, F(rope_first), SET, 0xfffffff0u, NULL, 1, FMT, NAMED,
+     "rope_first 4294967280 is outside"},
+    {"rope dims odd", IN, PTX, F(rope_dims), SET, 63, NULL, 1, FMT, NAMED, "rope dims [448, 511)"},
+    {"rope past the layout", IN, PTX, F(rope_first), SET, 480, NULL, 1, FMT, NAMED, "rope dims [480, 544)"},
+    {"rope_first without rope_dims", IN, PTX, F(rope_dims), SET, 0, NULL, 1, FMT, NAMED, "rope dims [448, 448)"},
+    {"quant_floor 2", IN, PTX, F(quant_floor), SET, 2, NULL, 1, FMT, NAMED, "quant_floor 2 is outside [0, 1]"},
+    {"rope on a gather", G, PTX, F(rope_dims), SET, 64, NULL, 1, FMT, NAMED,
+     "rope_dims 64 is set, but only op kv_insert"},
+    /* the layout */
+    {"segment 2 at offset -100000", D32, PTX, F(layout.seg[1].offset), SET, (uint32_t)-100000, NULL, 1, FMT, NAMED,
+     "(" D32 "): layout segment 2: offset -100000 is outside the row (656 bytes)"},
+    {"block stride -1", D32, PTX, F(layout.block_stride), SET, (uint32_t)-1, NULL, 1, FMT, NAMED,
+     "layout block_stride -1 is outside"},
+    {"layout name without a NUL", D32, PTX, NOFIELD, SET, 0, fill_layout_name, 1, FMT, NAMED,
+     "layout name is not NUL-terminated"},
+    {"dim 0", G, PTX, F(layout.dim), SET, 0, NULL, 1, FMT, NAMED, "layout dim 0 is outside [1, 4096]"},
+    {"dim 2^31 - 1", G, PTX, F(layout.dim), SET, 0x7fffffff, NULL, 1, FMT, NAMED, "layout dim 2147483647 is outside"},
+    {"row_bytes 0", G, PTX, F(layout.row_bytes), SET, 0, NULL, 1, FMT, NAMED, "layout row_bytes 0 is outside"},
+    {"row_bytes 2^30", G, PTX, F(layout.row_bytes), SET, 1 << 30, NULL, 1, FMT, NAMED, "layout row_bytes 1073741824"},
+    {"nseg 0", G, PTX, F(layout.nseg), SET, 0, NULL, 1, FMT, NAMED, "layout nseg 0 is outside [1, 8]"},
+    {"nseg 9", G, PTX, F(layout.nseg), SET, 9, NULL, 1, FMT, NAMED, "layout nseg 9 is outside"},
+    {"align 3", G, PTX, F(layout.align), SET, 3, NULL, 1, FMT, NAMED, "layout align 3 is not a power of two"},
+    {"align 0", G, PTX, F(layout.align), SET, 0, NULL, 1, FMT, NAMED, "layout align 0"},
+    {"align 512", G, PTX, F(layout.align), SET, 512, NULL, 1, FMT, NAMED, "layout align 512"},
+    {"scale placement 3", G, PTX, F(layout.scale_place), SET, 3, NULL, 1, FMT, NAMED,
+     "layout scale placement 3 is unknown"},
+    {"scale_row_bytes -1 (block tail)", G, PTX, F(layout.scale_row_bytes), SET, (uint32_t)-1, NULL, 1, FMT, NAMED,
+     "layout scale_row_bytes -1 is outside [1, 65536]"},
+    {"scale_row_bytes on an inline layout", D32, PTX, F(layout.scale_row_bytes), SET, 8, NULL, 1, FMT, NAMED,
+     "layout scale_row_bytes 8 is not 0"},
+    {"block_tokens -1", D32, PTX, F(layout.block_tokens), SET, (uint32_t)-1, NULL, 1, FMT, NAMED,
+     "layout block_tokens -1 is outside"},
+    {"block_tokens 0 with a stride", D32, PTX, F(layout.block_tokens), SET, 0, NULL, 1, FMT, NAMED, "give both"},
+    {"block stride below its tokens' bytes", D32, PTX, F(layout.block_stride), SET, 1024, NULL, 1, FMT, NAMED,
+     "layout block_stride 1024 is below the 41984 bytes"},
+    {"block stride off the alignment", D32, PTX, F(layout.block_stride), ADD, 8, NULL, 1, FMT, NAMED,
+     "is not a multiple of align 16"},
+    {"segment dims reversed", D32, PTX, F(layout.seg[0].d0), SET, 600, NULL, 1, FMT, NAMED,
+     "layout segment 1: dims [600, 512) are not"},
+    {"segment dims past dim", D32, PTX, F(layout.seg[1].d1), SET, 600, NULL, 1, FMT, NAMED,
+     "layout segment 2: dims [512, 600) are not"},
+    {"segment dims from -64", D32, PTX, F(layout.seg[0].d0), SET, (uint32_t)-64, NULL, 1, FMT, NAMED,
+     "layout segment 1: dims [-64, 512)"},
+    {"segment type ue8m0", D32, PTX, F(layout.seg[0].type), SET, DSV4_DT_UE8M0, NULL, 1, FMT, NAMED,
+     "layout segment 1: value type 4 is unknown"},
+    {"segment type 99", D32, PTX, F(layout.seg[1].type), SET, 99, NULL, 1, FMT, NAMED,
+     "layout segment 2: value type 99 is unknown"},
+    {"segment bytes past the row", D32, PTX, F(layout.seg[1].offset), SET, 600, NULL, 1, FMT, NAMED,
+     "layout segment 2: bytes [600, 728) pass the end of the row (656 bytes)"},
+    {"segment offset at the row's end", D32, PTX, F(layout.seg[1].offset), SET, 656, NULL, 1, FMT, NAMED,
+     "layout segment 2: offset 656 is outside the row"},
+    {"segments sharing dims", D, PTX, F(layout.seg[0].d1), SET, 460, NULL, 1, FMT, NAMED,
+     "layout segment 2: dims [448, 512) overlap segment 1's [0, 460)"},
+    {"segments sharing row bytes", D, PTX, F(layout.seg[1].offset), SET, 440, NULL, 1, FMT, NAMED,
+     "layout segment 2: bytes [440, 568) overlap segment 1's [0, 448)"},
+    {"scale type bf16", D, PTX, F(layout.seg[0].scale_type), SET, DSV4_DT_BF16, NULL, 1, FMT, NAMED,
+     "layout segment 1: scale type 2 is unknown"},
+    {"scale group 0", D, PTX, F(layout.seg[0].scale_group), SET, 0, NULL, 1, FMT, NAMED,
+     "layout segment 1: scale group 0 does not divide"},
+    {"scale group not dividing", D, PTX, F(layout.seg[0].scale_group), SET, 100, NULL, 1, FMT, NAMED,
+     "scale group 100 does not divide the segment's 448 values"},
+    {"scale offset past the scale row", D, PTX, F(layout.seg[0].scale_offset), SET, 8, NULL, 1, FMT, NAMED,
+     "layout segment 1: scale offset 8 is outside the scale row (8 bytes)"},
+    {"scale offset -1", D, PTX, F(layout.seg[0].scale_offset), SET, (uint32_t)-1, NULL, 1, FMT, NAMED,
+     "scale offset -1 is outside"},
+    {"scale bytes past the scale row", D, PTX, F(layout.seg[0].scale_offset), SET, 2, NULL, 1, FMT, NAMED,
+     "layout segment 1: scale bytes [2, 9) pass the end of the scale row (8 bytes)"},
+    {"inline scales over values", D32, PTX, F(layout.seg[0].scale_offset), SET, 520, NULL, 1, FMT, NAMED,
+     "layout segment 1: inline scale bytes [520, 536) overlap segment 2's values"},
+    {"scale_tensor 2", D, PTX, F(layout.seg[0].scale_tensor), SET, 2, NULL, 1, FMT, NAMED,
+     "layout segment 1: scale_tensor 2 is not 0 or 1"},
+    {"a per-tensor scale of ue8m0", DPT, PTX, F(layout.seg[0].scale_type), SET, DSV4_DT_UE8M0, NULL, 1, FMT, NAMED,
+     "per-tensor scale has type 4"},
+    {"a scale group on an unscaled segment", D, PTX, F(layout.seg[1].scale_group), SET, 64, NULL, 1, FMT, NAMED,
+     "layout segment 2: scale group 64 / offset 0 set on a segment without stored scales"},
+    {"stored scales without a placement", DPT, PTX, F(layout.seg[0].scale_tensor), SET, 0, NULL, 1, FMT, NAMED,
+     "layout segment 1: scales need a scale placement"},
+    {"segments short of dim", D, PTX, F(layout.seg[1].d1), SET, 496, NULL, 1, FMT, NAMED,
+     "layout segments cover 496 of the 512 dims"},
+    {"a layout on topk", TK, PTX, F(layout.dim), SET, 512, NULL, 1, FMT, NAMED, "op topk reads no cache"},
+    /* the code */
+    {"code offset 0", G, PTX, F(code_off), SET, 0, NULL, 1, FMT, NAMED,
+     "code offset 0 lies in the header or entry table"},
+    {"code offset inside the entry table", G, AMD, F(code_off), SET, 32 + 576, NULL, 1, FMT, NAMED,
+     "code offset 608 lies in the header or entry table"},
+    {"code offset off 16", G, PTX, F(code_off), ADD, 8, NULL, 1, FMT, NAMED, "is not 16-byte aligned"},
+    {"code_len 0", G, PTX, F(code_len), SET, 0, NULL, 1, FMT, NAMED, "is empty or passes the end of the file"},
+    {"code_len 2^64 - 1", G, PTX, F(code_len), SET, UINT64_MAX, NULL, 1, FMT, NAMED, "passes the end of the file"},
+    {"code offset 2^64 - 16", G, PTX, F(code_off), SET, UINT64_MAX - 15, NULL, 1, FMT, NAMED,
+     "passes the end of the file"},
+    {"code running into the next blob", G, PTX, F(code_len), ADD, 32, NULL, 1, FMT, ANY, "overlaps entry"},
+    {"a nonzero padding byte", G, PTX, NOFIELD, SET, 0, dirty_padding, 1, FMT, ANY, "belong to no entry"},
+    {"aux on a ptx entry", G, PTX, F(aux_len), SET, 4, NULL, 1, FMT, NAMED, "aux code (a SPIR fallback) on a target"},
+    {"aux offset without aux", G, PTX, F(aux_off), SET, 4096, NULL, 1, FMT, NAMED, "aux offset 4096 with no aux bytes"},
+    {"aux_len 2^64 - 1", G, SPV, F(aux_len), SET, UINT64_MAX, NULL, 1, FMT, NAMED, "aux [", },
+    {"aux offset 0", G, SPV, F(aux_off), SET, 0, NULL, 1, FMT, NAMED, "aux offset 0 lies in the header"},
+};
+
+/* Apply case c to a copy of the base bundle; the copy's new size in *n. */
+static uint8_t *mutate(const mutation *c, const uint8_t *base, size_t size, size_t *n, int e)
+{
+  uint8_t *b = calloc(1, size + 64);
+  memcpy(b, base, size);
+  *n = size;
+  if (c->edit)
+    c->edit(b, n, e);
+  if (c->width) {
+    uint8_t *p = (c->kernel ? entry_at(b, e) : b) + c->at;
+    uint64_t v = c->how == ADD ? get(p, c->width) + c->value : c->value;
+    memcpy(p, &v, (size_t)c->width);
+  }
+  if (c->seal)
+    reseal(b, *n);
+  return b;
+}
+
+/* Run case c: refused with its status, and a message saying what it should. */
+static void run_case(const mutation *c, const uint8_t *base, size_t size)
+{
+  int e = c->kernel ? item_of(c->kernel, c->target) : -1;
+  char what[256], detail[1536];
+  snprintf(what, sizeof what, "%s%s%s", c->what, c->kernel ? " of " : "", c->kernel ? c->kernel : "");
+  if (c->kernel && e < 0) {
+    check(0, what, "no such entry in the base bundle");
+    return;
+  }
+  size_t n;
+  uint8_t *b = mutate(c, base, size, &n, e);
+  dsv4rt_bundle *x = (dsv4rt_bundle *)1;
+  dsv4rt_status s = dsv4rt_bundle_open_memory(&stub, b, n, &x);
+  const char *m = dsv4rt_last_error(&stub);
+  char prefix[128] = "";
+  if (c->prefix == NAMED)
+    snprintf(prefix, sizeof prefix, "bundle entry %d (%s): ", e, c->kernel);
+  else if (c->prefix == UNNAMED)
+    snprintf(prefix, sizeof prefix, "bundle entry %d: ", e);
+  snprintf(detail, sizeof detail, "status %d (want %d), message \"%s\" (want \"%s%s\")", s, c->want, s ? m : "",
+           prefix, c->msg);
+  check(s == c->want && x == NULL && strstr(m, c->msg) && strstr(m, prefix) == m, what, detail);
+  if (s == DSV4RT_OK)
+    dsv4rt_bundle_destroy(x);
+  free(b);
+}
+
+/* The base bundle opens, every entry as written. */
+static void check_base(const uint8_t *base, size_t size)
+{
+  dsv4rt_bundle *x = NULL;
+  dsv4rt_status s = dsv4rt_bundle_open_memory(&stub, base, size, &x);
+  check(s == DSV4RT_OK, "the unmodified bundle opens", s ? dsv4rt_last_error(&stub) : "");
+  if (s)
+    return;
+  int same = dsv4rt_bundle_count(x) == nitems;
+  for (int i = 0; same && i < nitems; i++) {
+    const char *name, *op, *target, *arch;
+    same = !dsv4rt_bundle_entry(x, i, &name, &op, &target, &arch) && !strcmp(name, items[i].kernel->name) &&
+           !strcmp(op, dsv4_op_name(items[i].kernel->op)) && !strcmp(target, dsv4_target_name(items[i].target)) &&
+           !strcmp(arch, items[i].kernel->target[items[i].target].arch);
+  }
+  check(same, "the unmodified bundle lists every item, in order", "");
+  dsv4rt_bundle_destroy(x);
+}
+
+/* The writer refuses what no reader takes. */
+static void check_writer(void)
+{
+  unsigned char *out = NULL;
+  size_t len = 0;
+  dsv4_diags d;
+  memset(&d, 0, sizeof d);
+  check(dsv4_bundle_build(items, 0, &out, &len, &d) != 0 && !out, "the writer refuses an empty bundle", "");
+  dsv4_artifact empty = arts[0];
+  dsv4_bundle_item it = items[0];
+  empty.code_len = 0, it.art = &empty;
+  memset(&d, 0, sizeof d);
+  check(dsv4_bundle_build(&it, 1, &out, &len, &d) != 0 && !out && d.n && strstr(d.items[0].msg, "empty"),
+        "the writer refuses an empty artifact", d.n ? d.items[0].msg : "");
+}
+
+/* A bundle the build wrote opens. */
+static void check_file(const char *path)
+{
+  dsv4rt_bundle *x = NULL;
+  dsv4rt_status s = dsv4rt_bundle_open(&stub, path, &x);
+  char what[1100];
+  snprintf(what, sizeof what, "%s opens", path);
+  check(s == DSV4RT_OK && dsv4rt_bundle_count(x) > 0, what, s ? dsv4rt_last_error(&stub) : "");
+  dsv4rt_bundle_destroy(x);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_bundle SPECS_DIR [BUNDLE...]\n");
+    return 2;
+  }
+  if (load_items(argv[1]))
+    return 1;
+  unsigned char *base = NULL;
+  size_t size = 0;
+  dsv4_diags d;
+  memset(&d, 0, sizeof d);
+  if (dsv4_bundle_build(items, nitems, &base, &size, &d)) {
+    check(0, "the writer builds the base bundle", d.n ? d.items[0].msg : "");
+    return 1;
+  }
+  check_base(base, size);
+  check_writer();
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    run_case(&cases[c], base, size);
+  for (int i = 2; i < argc; i++)
+    check_file(argv[i]);
+  printf("%d passed, %d failed (%zu mutations of a %zu-byte bundle of %d entries)\n", passed, failed,
+         sizeof cases / sizeof *cases, size, nitems);
+  free(base);
+  for (int i = 0; i < nitems; i++)
+    free(arts[i].code), free(arts[i].aux);
+  return failed != 0;
+}
