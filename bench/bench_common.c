@@ -96,3 +96,10 @@ void bench_open(int argc, char **argv, int backend_arg)
     exit(77);
   }
 }
+
+void bench_close(dsv4rt_bundle *b)
+{
+  dsv4rt_bundle_destroy(b);
+  dsv4rt_context_destroy(bench_ctx);
+  bench_ctx = NULL;
+}

@@ -32,5 +32,8 @@ double bench_copy_gbs(size_t n, double *ms);
 /* Open the context (argument cuda / opencl / absent = auto); exit 77 when
  * there is no device. */
 void bench_open(int argc, char **argv, int backend_arg);
+/* Destroy bundle b (may be NULL) and the context, at a program's end: every
+ * runtime object freed, so LeakSanitizer sees the close paths too. */
+void bench_close(dsv4rt_bundle *b);
 
 #endif

@@ -200,5 +200,6 @@ int main(int argc, char **argv)
       shape(label, kernels[i], &L, cT, cH, cX, 64, copy);
     }
   }
+  bench_close(bundle);
   return 0;
 }

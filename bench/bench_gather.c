@@ -57,6 +57,18 @@ static uint8_t *make_cache(int64_t nb, int64_t stride)
   return c;
 }
 
+/* Free the device buffers of every set (the 28 bench_dev made). */
+static void free_sets(gather_arg *g)
+{
+  for (int s = 0; s < BENCH_SETS; s++) {
+    dsv4rt_dequant_gather_args *a = &g->a[s];
+    dsv4rt_paged_gather_args *p = &g->p[s];
+    dsv4rt_buffer_destroy(a->out), dsv4rt_buffer_destroy(a->cache), dsv4rt_buffer_destroy(a->indices);
+    dsv4rt_buffer_destroy(p->out), dsv4rt_buffer_destroy(p->cache), dsv4rt_buffer_destroy(p->seq_lens),
+        dsv4rt_buffer_destroy(p->block_table);
+  }
+}
+
 /* Check one result of a set against the reference before timing it. */
 static void verify(const char *what, dsv4rt_buffer *out, const uint16_t *want, size_t n)
 {
@@ -165,5 +177,8 @@ int main(int argc, char **argv)
     }
   }
   printf("\n(equal copy: a d2d copy moving the same bytes as each gather, %.1f and %.1f us)\n", ems * 1e3, pems * 1e3);
+  free_sets(&g);
+  free(host_cache), free(idx), free(idx0), free(dwant), free(seq), free(bt), free(pcache), free(pwant);
+  bench_close(bundle);
   return 0;
 }

@@ -159,5 +159,6 @@ int main(int argc, char **argv)
       if (!only || atoi(only) == nn)
         shape(kernels[i], topk, &L, 64, 128, nn, 32768, copy);
   }
+  bench_close(bundle);
   return 0;
 }

@@ -141,5 +141,6 @@ int main(int argc, char **argv)
     }
     free(kv), free(slots), free(pos), free(cs), free(q), free(want), free(got);
   }
+  bench_close(bundle);
   return 0;
 }

@@ -9,9 +9,10 @@ shared=${2:-../shared}
 rm -rf .gpu && mkdir -p .gpu/golden
 cp "$build"/tests/test_gather "$build"/tests/test_insert "$build"/tests/test_decode "$build"/tests/test_indexer \
    "$build"/bench/bench_gather "$build"/bench/bench_insert "$build"/bench/bench_decode "$build"/bench/bench_indexer \
-   "$build"/bin/dsv4rt-check .gpu/
+   "$build"/tests/test_validate "$build"/tests/test_faults "$build"/tests/libfake_libcuda.so "$build"/bin/dsv4rt-check .gpu/
 cp "$build"/kernels/decode.dsv4b "$build"/kernels/gather_layouts.dsv4b "$build"/kernels/insert.dsv4b \
    "$build"/kernels/sparse_decode.dsv4b "$build"/kernels/indexer.dsv4b "$build"/kernels/indexer_shapes.dsv4b .gpu/
+cp -r "$build"/kernels_amdgcn .gpu/
 "$build"/bin/dsv4c bench/gather_variants.lua -I specs -t ptx -o .gpu/variants
 "$build"/bin/dsv4c bench/logits_variants.lua -I specs -t ptx -o .gpu/variants
 for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant v4_sparse_decode_c128_h64 v4_sparse_decode_c4_h128 \

@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|all]
-# GPU tests first (correctness), then the benchmark tables.
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|all]
+# GPU tests first (correctness), then the benchmark tables; sanitize runs
+# every GPU test program under compute-sanitizer's memcheck, racecheck and
+# synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
 set -u
 what=${1:-all}
 cd .gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if [ "$what" = sanitize ]; then
+  progs=("test_gather decode.dsv4b golden cuda" "test_gather gather_layouts.dsv4b golden cuda"
+         "test_insert insert.dsv4b gather_layouts.dsv4b golden cuda" "test_decode sparse_decode.dsv4b golden cuda"
+         "test_indexer indexer.dsv4b golden cuda" "test_indexer indexer_shapes.dsv4b golden cuda"
+         "test_validate . kernels_amdgcn cuda")
+  shift
+  tools=${*:-memcheck synccheck racecheck}
+  for tool in $tools; do
+    for p in "${progs[@]}"; do
+      echo "== compute-sanitizer --tool $tool ./$p"
+      timeout "${DSV4_SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool $tool --print-limit 3 ./$p >san.log 2>&1
+      echo "exit $?"; grep -E "passed|FAIL" san.log | tail -2; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard" san.log | tail -3
+      grep -m3 -E "^========= (Error|Race|Barrier|Invalid|Warning)" san.log
+    done
+  done
+  exit 0
+fi
 if [ "$what" != bench ]; then
   echo "== dsv4rt-check (the main job's device run)"
   ./dsv4rt-check decode.dsv4b | tail -3
@@ -21,6 +40,10 @@ if [ "$what" != bench ]; then
   ./test_indexer indexer_shapes.dsv4b golden cuda | grep -E "FAIL|passed"
   echo "== test_insert cuda"
   ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda | grep -E "FAIL|golden|passed"
+  echo "== test_validate cuda (every bad launch refused, nothing written)"
+  ./test_validate . kernels_amdgcn cuda | grep -E "FAIL|passed"
+  echo "== test_faults (missing or old drivers, failed allocations and loads)"
+  ./test_faults decode.dsv4b "$PWD/libfake_libcuda.so" | grep -E "FAIL|skipped|passed"
   if command -v compute-sanitizer >/dev/null; then
     echo "== compute-sanitizer memcheck"
     compute-sanitizer --tool memcheck --print-limit 5 ./test_gather decode.dsv4b golden cuda 2>&1 | tail -2

@@ -4,6 +4,8 @@
 set -eu
 PKGS=(
   cmake make gcc g++ pkg-config            # build
+  libasan8 libubsan1                       # gcc's sanitizer runtimes (the DSV4C_SANITIZE run of test.sh)
+  clang libclang-rt-14-dev                 # libFuzzer (tests/fuzz, scripts/fuzz.sh)
   liblua5.4-dev                            # spec language
   llvm-19-dev llvm-19 lld-19               # IR, PTX, AMDGCN, ld.lld for HSA code objects
   llvm-15-dev libllvmspirvlib-15-dev       # SPIR-V through the Khronos translator
