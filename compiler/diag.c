@@ -6,7 +6,8 @@
 #include <string.h>
 
 /* Append one diagnostic; past DSV4_DIAG_MAX only the count grows. */
-static void add(dsv4_diags *d, dsv4_severity sev, const char *file, int line, const char *fmt, va_list ap)
+static void add(dsv4_diags *d, dsv4_severity sev, const char *file, int line, int col, const char *fmt,
+                va_list ap)
 {
   if (sev == DSV4_SEV_ERROR)
     d->errors++;
@@ -16,7 +17,7 @@ static void add(dsv4_diags *d, dsv4_severity sev, const char *file, int line, co
   g->sev = sev;
   snprintf(g->file, sizeof g->file, "%s", file ? file : "");
   g->line = line;
-  g->col = 0;
+  g->col = line > 0 && col > 0 ? col : 0;
   vsnprintf(g->msg, sizeof g->msg, fmt, ap);
 }
 
@@ -24,7 +25,15 @@ void dsv4_error(dsv4_diags *d, const char *file, int line, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  add(d, DSV4_SEV_ERROR, file, line, fmt, ap);
+  add(d, DSV4_SEV_ERROR, file, line, 0, fmt, ap);
+  va_end(ap);
+}
+
+void dsv4_error_at(dsv4_diags *d, const char *file, int line, int col, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  add(d, DSV4_SEV_ERROR, file, line, col, fmt, ap);
   va_end(ap);
 }
 
@@ -32,7 +41,7 @@ void dsv4_note(dsv4_diags *d, const char *file, int line, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  add(d, DSV4_SEV_NOTE, file, line, fmt, ap);
+  add(d, DSV4_SEV_NOTE, file, line, 0, fmt, ap);
   va_end(ap);
 }
 
@@ -40,8 +49,44 @@ void dsv4_diag_format(const dsv4_diag *g, char *buf, size_t n)
 {
   static const char *sev[] = {"error", "warning", "note"};
   const char *file = g->file[0] ? g->file : "dsv4c";
-  if (g->line > 0)
+  if (g->line > 0 && g->col > 0)
+    snprintf(buf, n, "%s:%d:%d: %s: %s", file, g->line, g->col, sev[g->sev], g->msg);
+  else if (g->line > 0)
     snprintf(buf, n, "%s:%d: %s: %s", file, g->line, sev[g->sev], g->msg);
   else
     snprintf(buf, n, "%s: %s: %s", file, sev[g->sev], g->msg);
+}
+
+void dsv4_diag_excerpt(const dsv4_diag *g, const char *src, size_t len, char *buf, size_t n)
+{
+  if (!n)
+    return;
+  buf[0] = 0;
+  if (!src || g->line <= 0 || g->col <= 0)
+    return;
+  size_t i = 0; /* the start of line g->line (\n, \r, \r\n and \n\r end a line, as in Lua) */
+  for (int line = 1; line < g->line && i < len; line++) {
+    while (i < len && src[i] != '\n' && src[i] != '\r')
+      i++;
+    if (i < len) {
+      char c = src[i++];
+      if (i < len && (src[i] == '\n' || src[i] == '\r') && src[i] != c)
+        i++;
+    }
+  }
+  size_t e = i;
+  while (e < len && src[e] != '\n' && src[e] != '\r')
+    e++;
+  if (i >= len || (size_t)g->col > e - i + 1)
+    return;
+  size_t o = (size_t)snprintf(buf, n, "  %.*s\n  ", (int)(e - i), src + i);
+  if (o >= n) /* no room for the caret: leave the excerpt out */
+    return (void)(buf[0] = 0);
+  for (int c = 1; c < g->col && o + 1 < n; c++)
+    buf[o++] = src[i + (size_t)c - 1] == '\t' ? '\t' : ' ';
+  if (o + 2 < n) {
+    buf[o++] = '^';
+    buf[o++] = '\n';
+  }
+  buf[o < n ? o : n - 1] = 0;
 }

@@ -56,12 +56,37 @@ static void usage(FILE *f)
           DSV4_SPEC_MAX_INSTRUCTIONS, DSV4_SPEC_MAX_MEMORY >> 20);
 }
 
+/* The whole text of a file (malloc'd, NUL-terminated), or NULL. */
+static char *read_text(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  char *s = NULL;
+  long n;
+  if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) && (s = malloc((size_t)n + 1))) {
+    *len = fread(s, 1, (size_t)n, f);
+    s[*len] = 0;
+  }
+  if (f)
+    fclose(f);
+  return s;
+}
+
+/* Each diagnostic, and under it the source line with a caret where its
+ * column is known. */
 static void print_diags(const dsv4_diags *d)
 {
-  char line[2048];
+  char line[2048], excerpt[2048];
   for (int i = 0; i < d->n; i++) {
-    dsv4_diag_format(&d->items[i], line, sizeof line);
+    const dsv4_diag *g = &d->items[i];
+    dsv4_diag_format(g, line, sizeof line);
     fprintf(stderr, "%s\n", line);
+    size_t len = 0;
+    char *src = g->col > 0 ? read_text(g->file, &len) : NULL;
+    if (src) {
+      dsv4_diag_excerpt(g, src, len, excerpt, sizeof excerpt);
+      fputs(excerpt, stderr);
+      free(src);
+    }
   }
   if (d->errors > d->n)
     fprintf(stderr, "dsv4c: %d more error(s) not shown\n", d->errors - d->n);

@@ -84,8 +84,9 @@ static const src_file *source(checker *c, const char *path)
   return s;
 }
 
-/* Line of cursor field `key` (NULL: the cursor's table itself). */
-static int field_line(const cursor *k, const char *key)
+/* Line of cursor field `key` (NULL: the cursor's table itself), and in
+ * *col its column (0 when unknown). */
+static int field_pos(const cursor *k, const char *key, int *col)
 {
   const char *path[9];
   int n = 0;
@@ -94,9 +95,29 @@ static int field_line(const cursor *k, const char *key)
   if (key)
     path[n++] = key;
   const src_file *s = source(k->c, k->file);
+  *col = 0;
   if (!s || k->line <= 0)
     return k->line;
-  return dsv4_srcpos_find(s->text, s->len, k->line, path, n);
+  return dsv4_srcpos_find_col(s->text, s->len, k->line, path, n, col);
+}
+
+static int field_line(const cursor *k, const char *key)
+{
+  int col;
+  return field_pos(k, key, &col);
+}
+
+/* An error at cursor field `key` (NULL: the table), with its column. */
+static void field_error(const cursor *k, const char *key, const char *fmt, ...) DSV4_PRINTF(3, 4);
+static void field_error(const cursor *k, const char *key, const char *fmt, ...)
+{
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  int col, line = field_pos(k, key, &col);
+  dsv4_error_at(k->c->d, k->file, line, col, "%s", msg);
 }
 
 /* "tile.values_per_thread" for messages. */
@@ -122,17 +143,17 @@ static void missing(cursor *k, const char *what, const char *key)
 {
   char fb[128];
   if (k->npath == 0)
-    dsv4_error(k->c->d, k->file, field_line(k, NULL), "%s: missing required %s '%s'", k->what, what, key);
+    field_error(k, NULL, "%s: missing required %s '%s'", k->what, what, key);
   else
-    dsv4_error(k->c->d, k->file, field_line(k, NULL), "%s: field '%s' is missing required %s '%s'", k->what,
-               field_name(k, NULL, fb, sizeof fb), what, key);
+    field_error(k, NULL, "%s: field '%s' is missing required %s '%s'", k->what, field_name(k, NULL, fb, sizeof fb),
+                what, key);
 }
 
 #define FERR(k, key, ...)                                                             \
   do {                                                                                \
     char fb_[128], mb_[512];                                                          \
     snprintf(mb_, sizeof mb_, __VA_ARGS__);                                           \
-    dsv4_error((k)->c->d, (k)->file, field_line((k), (key)), "%s: field '%s' %s", (k)->what, \
+    field_error((k), (key), "%s: field '%s' %s", (k)->what, \
                field_name((k), (key), fb_, sizeof fb_), mb_);                         \
   } while (0)
 
@@ -187,11 +208,10 @@ static int check_known(cursor *k, const char *const *allowed)
     if (!known) {
       char fb[128];
       if (best <= 2)
-        dsv4_error(k->c->d, k->file, field_line(k, key), "%s: unknown field '%s' (did you mean '%s'?)",
-                   k->what, field_name(k, key, fb, sizeof fb), hint);
+        field_error(k, key, "%s: unknown field '%s' (did you mean '%s'?)", k->what, field_name(k, key, fb, sizeof fb),
+                    hint);
       else
-        dsv4_error(k->c->d, k->file, field_line(k, key), "%s: unknown field '%s'", k->what,
-                   field_name(k, key, fb, sizeof fb));
+        field_error(k, key, "%s: unknown field '%s'", k->what, field_name(k, key, fb, sizeof fb));
       bad = 1;
     }
   }

@@ -416,11 +416,11 @@ static void skip_bracket_key(lexer *lx, const token *first) {
 }
 
 /* Walk the table whose `{` was just consumed, looking for elem.  On a match
- * *key_line gets its line and *value the lexer state at the start of its
- * value; the table is always consumed to its end so a later duplicate name
- * wins.  Returns 1 when found. */
+ * *key_line gets its line, *key_at its byte offset, and *value the lexer
+ * state at the start of its value; the table is always consumed to its end
+ * so a later duplicate name wins.  Returns 1 when found. */
 static int find_field(lexer *lx, const char *elem, int *key_line,
-                      lexer *value) {
+                      size_t *key_at, lexer *value) {
   long want = 0, pos = 0;
   int positional = parse_positional(elem, &want);
   int found = 0;
@@ -428,6 +428,7 @@ static int find_field(lexer *lx, const char *elem, int *key_line,
     lexer before = *lx;
     token t;
     int match = 0, line = 0, is_pos = 0;
+    size_t at_ = 0;
     next_token(lx, &t);
     if (t.kind == T_EOF || is_op(&t, "}")) return found;
     if (is_op(&t, ",") || is_op(&t, ";")) continue; /* tolerate stray seps */
@@ -438,6 +439,7 @@ static int find_field(lexer *lx, const char *elem, int *key_line,
       if (is_op(&u, "=")) {
         match = !positional && name_equals(lx, &t, elem);
         line = t.line;
+        at_ = t.start;
       } else {
         *lx = after_name;
         is_pos = 1; /* a name not followed by `=` starts an expression */
@@ -451,6 +453,7 @@ static int find_field(lexer *lx, const char *elem, int *key_line,
         if (is_op(&u, "]")) {
           match = !positional && string_equals(lx, &k, elem);
           line = k.line;
+          at_ = t.start; /* the key's `[` */
         } else {
           skip_bracket_key(lx, &u);
         }
@@ -469,11 +472,13 @@ static int find_field(lexer *lx, const char *elem, int *key_line,
       if (positional && pos == want) {
         match = 1;
         line = t.line;
+        at_ = t.start;
       }
     }
     if (match) {
       found = 1;
       *key_line = line;
+      *key_at = at_;
       *value = *lx;
     }
     switch (skip_value(lx, 0)) {
@@ -486,12 +491,20 @@ static int find_field(lexer *lx, const char *elem, int *key_line,
   }
 }
 
+/* 1-based column of byte offset at: bytes since the line's start. */
+static int column_of(const char *src, size_t at) {
+  size_t b = at;
+  while (b > 0 && src[b - 1] != '\n' && src[b - 1] != '\r') b--;
+  return (int)(at - b) + 1;
+}
+
 /* See srcpos.h. */
-int dsv4_srcpos_find(const char *src, size_t len, int start_line,
-                     const char *const *path, int npath) {
+int dsv4_srcpos_find_col(const char *src, size_t len, int start_line,
+                         const char *const *path, int npath, int *col) {
   lexer lx;
   token t;
   int best = start_line, d;
+  *col = 0;
   if (src == NULL || start_line < 1 || npath < 0 || (npath > 0 && !path))
     return start_line;
   lx.s = src;
@@ -506,15 +519,26 @@ int dsv4_srcpos_find(const char *src, size_t len, int start_line,
     if (t.kind == T_EOF) return start_line;
     if (t.line >= start_line && is_op(&t, "{")) break;
   }
+  if (t.line == start_line) /* the constructor's `{`, for the table itself */
+    *col = column_of(src, t.start);
   for (d = 0; d < npath; d++) {
     int line = 0;
+    size_t at = 0;
     lexer value;
-    if (path[d] == NULL || !find_field(&lx, path[d], &line, &value))
+    if (path[d] == NULL || !find_field(&lx, path[d], &line, &at, &value))
       return best;
     best = line;
+    *col = column_of(src, at);
     if (d == npath - 1) return best;
     lx = value;
     if (skip_value(&lx, 1) != V_BRACE) return best;
   }
   return best;
+}
+
+/* See srcpos.h. */
+int dsv4_srcpos_find(const char *src, size_t len, int start_line,
+                     const char *const *path, int npath) {
+  int col;
+  return dsv4_srcpos_find_col(src, len, start_line, path, npath, &col);
 }

@@ -25,4 +25,10 @@
 int dsv4_srcpos_find(const char *src, size_t len, int start_line,
                      const char *const *path, int npath);
 
+/* The same, and *col the 1-based column of that key or item (bytes from
+ * its line's start), or of the constructor's `{` for an empty path; 0
+ * where no position was found on the returned line. */
+int dsv4_srcpos_find_col(const char *src, size_t len, int start_line,
+                         const char *const *path, int npath, int *col);
+
 #endif /* DSV4_SRCPOS_H */

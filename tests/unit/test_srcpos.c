@@ -1,8 +1,10 @@
-/* test_srcpos.c -- unit tests for dsv4_srcpos_find (compiler/srcpos.c). */
+/* test_srcpos.c -- unit tests for dsv4_srcpos_find and _find_col
+ * (compiler/srcpos.c), and the caret excerpt of diag.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag.h"
 #include "srcpos.h"
 
 static int passed, failed;
@@ -19,10 +21,37 @@ static void check(const char *name, const char *src, int start,
   }
 }
 
+/* Run one lookup and compare line and column with the expected ones. */
+static void check_col(const char *name, const char *src, int start, const char *const *path, int npath, int want_line,
+                      int want_col) {
+  int col = -1, got = dsv4_srcpos_find_col(src, strlen(src), start, path, npath, &col);
+  if (got == want_line && col == want_col) {
+    passed++;
+  } else {
+    failed++;
+    printf("FAIL %s: got %d:%d, want %d:%d\n", name, got, col, want_line, want_col);
+  }
+}
+
+/* The excerpt of a diagnostic at line:col of src against the expected text. */
+static void check_excerpt(const char *name, const char *src, int line, int col, const char *want) {
+  dsv4_diag g = {.line = line, .col = col};
+  char buf[256];
+  dsv4_diag_excerpt(&g, src, strlen(src), buf, sizeof buf);
+  if (!strcmp(buf, want)) {
+    passed++;
+  } else {
+    failed++;
+    printf("FAIL %s: got '%s', want '%s'\n", name, buf, want);
+  }
+}
+
 #define PATH(...) ((const char *const[]){__VA_ARGS__})
 #define NP(...) ((int)(sizeof(PATH(__VA_ARGS__)) / sizeof(const char *)))
 #define CHECK(name, src, start, want, ...) \
   check(name, src, start, PATH(__VA_ARGS__), NP(__VA_ARGS__), want)
+#define CHECK_COL(name, src, start, want_line, want_col, ...) \
+  check_col(name, src, start, PATH(__VA_ARGS__), NP(__VA_ARGS__), want_line, want_col)
 
 static const char *const SPEC =
     "-- spec file\n"                                        /* 1 */
@@ -153,6 +182,24 @@ int main(void) {
       else { failed++; printf("FAIL prefixes: %d out of range\n", bad); }
     }
   }
+  /* Columns: of the key, the positional item, the bracketed key, the
+   * deepest element found, and the constructor's `{` for the table. */
+  CHECK_COL("col root name", SPEC, 3, 4, 3, "name");
+  CHECK_COL("col nested", SPEC, 9, 19, 5, "tile", "values_per_thread");
+  CHECK_COL("col positional", SPEC, 3, 7, 5, "segments", "#2");
+  CHECK_COL("col in positional", SPEC, 3, 6, 23, "segments", "#1", "type");
+  CHECK_COL("col bracket key", SPEC, 9, 22, 3, "key with space");
+  CHECK_COL("col call argument", SPEC, 9, 24, 23, "targets", "amdgcn", "arch");
+  CHECK_COL("col missing leaf: its parent", SPEC, 9, 18, 3, "tile", "nope");
+  CHECK_COL("col table itself", SPEC, 9, 9, 8);
+  check_col("col no constructor", "x = 1\n", 1, NULL, 0, 1, 0);
+  /* Excerpts: the line and a caret under the column, tabs kept. */
+  check_excerpt("excerpt", "a\n  tile = 1\n", 2, 3, "    tile = 1\n    ^\n");
+  check_excerpt("excerpt tab", "\ttile = x\n", 1, 8, "  \ttile = x\n  \t      ^\n");
+  check_excerpt("excerpt crlf", "a\r\nb = 2\r\n", 2, 1, "  b = 2\n  ^\n");
+  check_excerpt("excerpt no column", "a = 1\n", 1, 0, "");
+  check_excerpt("excerpt past the line", "a = 1\n", 1, 9, "");
+  check_excerpt("excerpt past the file", "a = 1\n", 3, 1, "");
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
