@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Code generation for every target: what dsv4c writes is checked here again,
-# independently of its own validators, and a failing validator must leave
-# nothing behind.
+# independently of its own validators (file formats, ptxas, ELF notes,
+# spirv-val), a failing validator must leave nothing behind, and the
+# programmatic-dependent-launch order holds.  What the emitted text must
+# hold is in expect/*.expect (expect.sh).
 set -u
 dsv4c=$1 specs=$2 out=$3 golden=$4 here=$(cd "$(dirname "$0")" && pwd)
 pass=0 fail=0
@@ -15,10 +17,7 @@ for t in ptx amdgcn spirv; do
   for k in dequant_gather_v4 paged_gather_v4; do
     case $t in
       ptx)
-        f=$d/$k.ptx
-        grep -q "^.target sm_90a" "$f" && grep -q "^.visible .entry $k(" "$f" && ok || bad "$f: no sm_90a target or entry"
-        # 16-byte loads and stores: the memory-bound gather must be vectorized
-        grep -qE "ld.global.nc(.L1::no_allocate)?.v4" "$f" && grep -qE "st.global(.cs)?.v4" "$f" && ok || bad "$f: loads/stores not 16 bytes wide"
+        f=$d/$k.ptx # its text: expect/ptx_$k.expect
         if command -v ptxas >/dev/null || [ -x /usr/local/cuda/bin/ptxas ]; then
           PATH=$PATH:/usr/local/cuda/bin ptxas -arch=sm_90a -o /dev/null "$f" && ok || bad "$f: ptxas rejects it"
         fi ;;
@@ -41,53 +40,16 @@ for t in ptx amdgcn spirv; do
   [ -s "$d/decode.dsv4b" ] && [ "$(head -c 8 "$d/decode.dsv4b")" = DSV4BNDL ] && ok || bad "$t: no bundle"
 done
 
-# dumps: --emit llvm / asm print each kernel, per target
-for t in ptx amdgcn spirv; do
-  "$dsv4c" "$specs/decode.lua" -t $t --emit llvm >"$out/$t.ll" && grep -q "define .*@dequant_gather_v4" "$out/$t.ll" && grep -q "define .*@sparse_decode_v4" "$out/$t.ll" \
-    && ok || bad "--emit llvm -t $t"
-done
-"$dsv4c" "$specs/decode.lua" -t ptx --emit asm | grep -q ".entry paged_gather_v4" && ok || bad "--emit asm -t ptx"
-"$dsv4c" "$specs/decode.lua" -t amdgcn --emit asm | grep -q "global_load_dwordx4" && ok || bad "--emit asm -t amdgcn"
-"$dsv4c" "$specs/decode.lua" -t spirv --emit asm | grep -q "OpEntryPoint Kernel" && ok || bad "--emit asm -t spirv"
-"$dsv4c" "$specs/decode.lua" --emit plan | grep -q "kernel dequant_gather_v4 .*threads 128" && ok || bad "--emit plan"
+# what the emitted text holds (dumps, instructions, counts): expect/*.expect,
+# checked by expect.sh (its own CTest, codegen.expect)
 
 # golden: the checked plan of specs/decode.lua
 (cd "$specs" && "$dsv4c" decode.lua --emit plan) | diff -u "$golden/plan/decode.plan" - && ok || bad "--emit plan differs from golden/plan/decode.plan"
 
-# the decode's warpgroup form on sm_90a: the lead's q K^T over a whole tile,
-# three register allotments; in CTA pairs, the halves copied between the CTAs
-# with bulk copies completing on the other CTA's barrier object (no generic
-# remote stores, no cluster-scope proxy fence)
-"$dsv4c" "$specs/sparse_decode.lua" -t ptx --emit asm -k sparse_decode_v4_mma >"$out/wg.ptx" 2>"$out/wg.log" && ok || bad "wg: $(cat "$out/wg.log")"
-grep -q "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" "$out/wg.ptx" && ok || bad "wg: no m64n64k16 q K^T"
-for r in "inc.sync.aligned.u32 208" "dec.sync.aligned.u32 160" "dec.sync.aligned.u32 136"; do
-  grep -q "setmaxnreg.$r;" "$out/wg.ptx" && ok || bad "wg: no setmaxnreg.$r"
-done
-"$dsv4c" "$specs/sparse_decode.lua" -t ptx --emit asm -k sparse_decode_v4_mma_pair >"$out/pair.ptx" 2>"$out/pair.log" && ok || bad "pair: $(cat "$out/pair.log")"
-n=$(grep -c "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes" "$out/pair.ptx")
-[ "$n" -eq 9 ] && ok || bad "pair: $n bulk copies to the other CTA, want 9 (8 column blocks and the validity words)"
-grep -q "mbarrier.arrive.expect_tx.shared::cta.b64" "$out/pair.ptx" && ok || bad "pair: no arrive.expect_tx"
-! grep -qE "st.shared::cluster|fence.proxy.async.shared::cluster" "$out/pair.ptx" && ok || bad "pair: generic remote stores or a cluster-scope proxy fence are back"
-
-# the logits' warpgroup form on sm_90a: q K^T for both next_n rows in one
-# e4m3 product, relu(S) converted in registers and weighted on the matrix
-# unit (bf16, A from registers), no scalar relu-and-fma head sum
-"$dsv4c" "$specs/indexer.lua" -t ptx --emit asm -k mqa_logits_v4_mma >"$out/lg.ptx" 2>"$out/lg.log" && ok || bad "lg: $(cat "$out/lg.log")"
-grep -q "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" "$out/lg.ptx" && ok || bad "lg: no m64n128k32 e4m3 q K^T"
-grep -qE "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 \{[^}]*\}, \{%r" "$out/lg.ptx" && ok || bad "lg: no register-A m64n8k16 head sum"
-grep -q "cvt.rn.relu.bf16x2.f32" "$out/lg.ptx" && ! grep -qE "max.f32|fma.rn.f32" "$out/lg.ptx" && ok || bad "lg: scalar relu/fma head sum is back"
-# K by TMA (a 3-D box onto a stage's mbarrier, the scales by one bulk copy)
-# beside the cp.async path kept for block sizes TMA cannot take
-grep -q "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" "$out/lg.ptx" &&
-  grep -q "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" "$out/lg.ptx" &&
-  grep -q "mbarrier.try_wait.parity" "$out/lg.ptx" && grep -q "cp.async.cg.shared.global" "$out/lg.ptx" && ok ||
-  bad "lg: no TMA copies, or no cp.async path beside them"
-
 # the other archs: sm_80 (generic conversions, no fp8 cvt instruction) and gfx90a
 d=$out/archs
 if (cd "$here" && "$dsv4c" archs.lua -I "$specs" -o "$d") 2>"$d.log"; then ok; else bad "archs.lua: $(cat "$d.log")"; fi
-grep -q "^.target sm_80" "$d/dequant_gather_sm80.ptx" && ! grep -q "e4m3x2" "$d/dequant_gather_sm80.ptx" && ok \
-  || bad "sm_80 PTX: wrong target or uses sm_89+ conversions"
+[ -s "$d/dequant_gather_sm80.ptx" ] && ok || bad "sm_80 PTX not written" # its text: expect/ptx_sm80.expect
 if command -v llvm-readelf-19 >/dev/null; then
   llvm-readelf-19 --notes "$d/dequant_gather_sm80.hsaco" | grep -q "amdhsa.target:.*gfx90a" && ok || bad "gfx90a note"
 fi
