@@ -12,6 +12,7 @@
 
 #include "dsv4_abi.h"
 #include "dsv4_layout.h"
+#include "kernel_regs.h"
 
 #define DSV4_NAME_MAX 48
 #define DSV4_ARCH_MAX 16

@@ -224,8 +224,8 @@ static inline int dsv4_pow2ceil(int n)
 /* paged_mqa_logits' warp-matrix form: warps a CTA (two 16-position
  * m-tiles each a step: tokens_per_cta a multiple of 128). */
 #define DSV4_LOGITS_WARPS 4
-/* its CTA holds every next_n row of one batch entry (the issue's 1 and 2;
- * 4 rows took 142 registers against 104 and ran 7% slower at next_n 2) */
+/* its CTA holds every next_n row of one batch entry, so next_n is at most
+ * this (DeepSeek-V4 uses 1 and 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
 #define DSV4_LOGITS_STAGES 3 /* m-tiles of K a warp has in its cp.async ring */
 /* The static shared memory of its two forms (the spec checker holds them
@@ -279,7 +279,7 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 /* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,
  * recorded as matrix = DSV4_MATRIX_WARPGROUP): 64 heads a CTA, two consumer
  * warpgroups (the lead: S for a whole tile, the softmax, P V for V's first
- * DSV4_DECODE_WG_LEAD_DIMS dims; the follower: P V for the rest) and a
+ * dims; the follower: P V for the rest) and a
  * producer role (dsv4_decode_wg_producers() warps) that dequantizes the
  * next tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte
  * swizzled atoms), two P buffers (high and low bf16 parts), three slots of
@@ -291,36 +291,15 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
 #define DSV4_MATRIX_WARP 1
 #define DSV4_MATRIX_WARPGROUP 2
 #define DSV4_MATRIX_WARPGROUP_PAIR 3 /* the warpgroup form launched in clusters of two CTAs (tile.pair) */
-/* Producer warps: four alone, eight in CTA pairs (see below). */
+/* Producer warps: four alone, eight in CTA pairs (the compiler's
+ * kernel_regs.h says why). */
 #define DSV4_DECODE_WG_PRODUCERS 4
 #define DSV4_DECODE_WG_PAIR_PRODUCERS 8
-/* Registers a thread of the lead, follower and producer warps
- * (setmaxnreg).  A CTA of 256 + 32 p threads starts at the cap 65536 /
- * threads rounded down to 8 (168 at 384 threads, 128 at 512), each
- * scheduler holding a warp of each consumer warpgroup and p / 4 producer
- * warps: what the others give back must cover what one takes, 4 (L + F) +
- * p P <= cap x threads / 32, or a setmaxnreg.inc waits forever (seen on the
- * H200 with 200 / 200 / 112 at 384 threads).  The lead holds S (32) and its
- * share of O, the follower the rest of O.  Lead dims 256 with 208 / 160
- * measured best (V4-Pro 146.5 us in CTA pairs; 192 dims at 176 / 200:
- * 148.9; 128 dims at 152 / 224: 147.7).  In pairs eight producer warps at
- * 72 against four at 136 (seventeenth session, same runs on the H200):
- * V4-Pro 116.8 -> 115.4 us, T 8 22.7 -> 22.2; alone they were 1.4% slower
- * at V4-Flash (their 64 rows a tile spill at 72), so four stay there. */
-#define DSV4_DECODE_WG_LEAD_DIMS 256
-#define DSV4_DECODE_WG_LEAD_REGS 208
-#define DSV4_DECODE_WG_FOLLOW_REGS 160
-#define DSV4_DECODE_WG_PRODUCER_REGS 136
-#define DSV4_DECODE_WG_PAIR_PRODUCER_REGS 72
 #define DSV4_DECODE_WG_HEADS 64
 #define DSV4_DECODE_WG_VDIM 512
 static inline int dsv4_decode_wg_producers(int matrix)
 {
   return matrix == DSV4_MATRIX_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCERS : DSV4_DECODE_WG_PRODUCERS;
-}
-static inline int dsv4_decode_wg_producer_regs(int matrix)
-{
-  return matrix == DSV4_MATRIX_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCER_REGS : DSV4_DECODE_WG_PRODUCER_REGS;
 }
 static inline int dsv4_decode_wg_threads(int matrix) { return 2 * 128 + 32 * dsv4_decode_wg_producers(matrix); }
 static inline int dsv4_decode_wg_shared_bytes(int dim)
