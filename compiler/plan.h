@@ -89,7 +89,8 @@ const char *dsv4_target_name(dsv4_target_kind t);
 const char *dsv4_target_ext(dsv4_target_kind t);
 const char *dsv4_target_default_arch(dsv4_target_kind t);
 int dsv4_target_from_name(const char *s); /* -1 if unknown */
-/* Compile-time facts about a target (never a device query). */
+/* Compile-time facts about a target (never a device query), answered by
+ * the target's table in targets/caps.c (caps.h gives the rows). */
 int dsv4_target_max_threads(dsv4_target_kind t);
 int dsv4_target_warp(dsv4_target_kind t, const char *arch);
 /* 1 if (t, arch) has bf16 warp matrix instructions a generator can use. */

@@ -1,0 +1,105 @@
+/* caps.c -- one table of archs a target, with what each offers.
+ *
+ * PTX: every arch dsv4c emits (sm_80 on) has bf16 mma.sync; e4m3 mma.sync
+ * comes with sm_89; wgmma only with sm_90a.  Shared memory is CUDA's "max
+ * shared memory per block optin": 163 KiB on sm_80, 99 KiB on sm_86 and
+ * sm_89, 227 KiB on sm_90.  AMDGCN and SPIR-V have no matrix hooks yet,
+ * and their runtimes pass no dynamic shared memory. */
+#include "caps.h"
+
+#include <string.h>
+
+static const dsv4_arch_caps ptx[] = {
+    {"sm_80", 1024, 32, 166912, DSV4_MMA_BF16},
+    {"sm_86", 1024, 32, 101376, DSV4_MMA_BF16},
+    {"sm_89", 1024, 32, 101376, DSV4_MMA_BF16 | DSV4_MMA_E4M3},
+    {"sm_90", 1024, 32, 232448, DSV4_MMA_BF16 | DSV4_MMA_E4M3},
+    {"sm_90a", 1024, 32, 232448, DSV4_MMA_BF16 | DSV4_MMA_E4M3 | DSV4_WGMMA},
+    {NULL, 0, 0, 0, 0},
+};
+static const dsv4_arch_caps amdgcn[] = {
+    {"gfx90a", 1024, 64, 0, 0},
+    {"gfx942", 1024, 64, 0, 0},
+    {NULL, 0, 0, 0, 0},
+};
+static const dsv4_arch_caps spirv[] = {
+    {"opencl1.2", 1024, 1, 0, 0},
+    {NULL, 0, 0, 0, 0},
+};
+
+/* Each target's table, and its archs as one line for messages (the same
+ * names in the same order: test_caps checks it). */
+static const struct {
+  const dsv4_arch_caps *rows;
+  const char *list;
+} tables[DSV4_TARGET_COUNT] = {
+    [DSV4_TARGET_PTX] = {ptx, "sm_80 sm_86 sm_89 sm_90 sm_90a"},
+    [DSV4_TARGET_AMDGCN] = {amdgcn, "gfx90a gfx942"},
+    [DSV4_TARGET_SPIRV] = {spirv, "opencl1.2"},
+};
+
+const dsv4_arch_caps *dsv4_caps(dsv4_target_kind t, const char *arch)
+{
+  if ((unsigned)t >= DSV4_TARGET_COUNT || !arch)
+    return NULL;
+  for (const dsv4_arch_caps *r = tables[t].rows; r->arch; r++)
+    if (!strcmp(r->arch, arch))
+      return r;
+  return NULL;
+}
+
+const char *dsv4_caps_arch_list(dsv4_target_kind t)
+{
+  return (unsigned)t < DSV4_TARGET_COUNT ? tables[t].list : "";
+}
+
+const dsv4_arch_caps *dsv4_caps_row(dsv4_target_kind t, int i)
+{
+  if ((unsigned)t >= DSV4_TARGET_COUNT || i < 0)
+    return NULL;
+  for (const dsv4_arch_caps *r = tables[t].rows; r->arch; r++, i--)
+    if (i == 0)
+      return r;
+  return NULL;
+}
+
+/* ---- the questions plan.h asks, answered from the table ---- */
+
+int dsv4_target_max_threads(dsv4_target_kind t)
+{
+  const dsv4_arch_caps *r = dsv4_caps_row(t, 0);
+  return r ? r->max_threads : 0;
+}
+
+int dsv4_target_warp(dsv4_target_kind t, const char *arch)
+{
+  const dsv4_arch_caps *r = dsv4_caps(t, arch);
+  return r ? r->warp : 1;
+}
+
+int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch)
+{
+  const dsv4_arch_caps *r = dsv4_caps(t, arch);
+  return r && (r->matrix & DSV4_MMA_BF16);
+}
+
+int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch)
+{
+  const dsv4_arch_caps *r = dsv4_caps(t, arch);
+  return r && (r->matrix & DSV4_MMA_E4M3);
+}
+
+int dsv4_target_has_wgmma(dsv4_target_kind t, const char *arch)
+{
+  const dsv4_arch_caps *r = dsv4_caps(t, arch);
+  return r && (r->matrix & DSV4_WGMMA);
+}
+
+int dsv4_target_max_shared(dsv4_target_kind t, const char *arch)
+{
+  const dsv4_arch_caps *r = dsv4_caps(t, arch);
+  return r ? r->max_shared : 0;
+}
+
+int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch) { return dsv4_caps(t, arch) != NULL; }
+const char *dsv4_target_arch_list(dsv4_target_kind t) { return dsv4_caps_arch_list(t); }
