@@ -14,7 +14,7 @@
 /* Bounds on running a spec (0 or NULL: the default).  The defaults are
  * far above what real specs take: specs/ runs in well under a million
  * instructions and a few MB. */
-#define DSV4_SPEC_MAX_INSTRUCTIONS 100000000LL /* VM instructions + library work (spec_lua.h) */
+#define DSV4_SPEC_MAX_INSTRUCTIONS 100000000LL /* VM instructions + library work (spec/sandbox.h) */
 #define DSV4_SPEC_MAX_MEMORY (256LL << 20)     /* bytes the Lua state may hold */
 #define DSV4_SPEC_MAX_INCLUDE_DIRS 16
 typedef struct {

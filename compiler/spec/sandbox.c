@@ -1,4 +1,4 @@
-/* spec_lua.c -- the bounded Lua sandbox specs run in (see spec_lua.h).
+/* sandbox.c -- the bounded Lua sandbox specs run in (see sandbox.h).
  *
  * Why the budget counts more than VM instructions: a spec can make one
  * instruction do unbounded work inside C (a string concatenation, a
@@ -17,7 +17,7 @@
  * cannot catch it and go on.
  */
 #define _DEFAULT_SOURCE /* realpath */
-#include "spec_lua.h"
+#include "sandbox.h"
 
 #include <lauxlib.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* spec_lua.h -- the Lua sandbox a spec runs in (internal to the front end).
+/* sandbox.h -- the Lua sandbox a spec runs in (internal to the front end).
  *
  * One state per spec: the base, string, table and math libraries less
  * everything that reaches outside (files, code loading, printing) or
@@ -12,8 +12,8 @@
  * include() resolves only inside the spec's own folder and the -I
  * folders, once per file, and names the files of a cycle.
  */
-#ifndef DSV4_SPEC_LUA_H
-#define DSV4_SPEC_LUA_H
+#ifndef DSV4_SPEC_SANDBOX_H
+#define DSV4_SPEC_SANDBOX_H
 
 #include <lua.h>
 

@@ -1,0 +1,100 @@
+/* dump.c -- the plan in a stable text form (--emit plan). */
+#include "internal.h"
+
+typedef struct {
+  char *s;
+  size_t n, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) DSV4_PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int m = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+      return;
+    if (b->s && b->n + (size_t)m < b->cap) {
+      b->n += (size_t)m;
+      return;
+    }
+    size_t cap = (b->cap + (size_t)m + 1) * 2;
+    char *s = realloc(b->s, cap);
+    if (!s)
+      return;
+    b->s = s, b->cap = cap;
+  }
+}
+
+static void dump_layout(sbuf *b, const dsv4_layout *l)
+{
+  static const char *place[] = {"none", "block_tail", "inline"};
+  sb_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes, place[l->scale_place]);
+  if (l->scale_place == DSV4_SCALES_BLOCK_TAIL)
+    sb_printf(b, " (row_bytes %d)", l->scale_row_bytes);
+  sb_printf(b, ", align %d", l->align);
+  if (l->block_tokens)
+    sb_printf(b, ", block %d tokens in %d bytes (%lld used)", l->block_tokens, l->block_stride,
+              (long long)dsv4_layout_min_block_bytes(l, l->block_tokens));
+  sb_printf(b, "\n");
+  for (int i = 0; i < l->nseg; i++) {
+    const dsv4_segment *s = &l->seg[i];
+    sb_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type), s->offset);
+    if (s->scale_tensor)
+      sb_printf(b, ", scale %s per tensor (launch argument)", dsv4_dtype_name(s->scale_type));
+    else if (s->scale_type)
+      sb_printf(b, ", scale %s per %d values at byte %d", dsv4_dtype_name(s->scale_type), s->scale_group,
+                s->scale_offset);
+    sb_printf(b, "\n");
+  }
+}
+
+char *dsv4_plan_dump(const dsv4_plan *p)
+{
+  sbuf b = {0};
+  sb_printf(&b, "spec %s: %d layout(s), %d kernel(s)\n", p->file, p->nlayouts, p->nkernels);
+  for (int i = 0; i < p->nlayouts; i++)
+    dump_layout(&b, &p->layouts[i]);
+  for (int i = 0; i < p->nkernels; i++) {
+    const dsv4_kernel *k = &p->kernels[i];
+    sb_printf(&b,
+              "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d tokens_per_thread %d "
+              "interleave %d streaming %d threads %d\n",
+              k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
+              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming, k->tile.threads);
+    if (k->rope_dims)
+      sb_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
+    if (k->q_dim)
+      sb_printf(&b, "  q branch: head size %d\n", k->q_dim);
+    if (k->op == DSV4_OP_KV_INSERT)
+      sb_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
+    if (k->op == DSV4_OP_TOPK)
+      sb_printf(&b, "  k %d\n", k->topk);
+    if (k->op == DSV4_OP_SPARSE_DECODE)
+      sb_printf(&b, "  v_dim %d, %d heads per CTA%s\n", k->v_dim, k->tile.tokens_per_cta,
+                k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? ", warpgroup matrix form in CTA pairs"
+                : k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
+                : k->tile.matrix                        ? ", warp matrix form"
+                                                        : "");
+    if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.prefetch)
+      sb_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
+    if (k->op == DSV4_OP_SPARSE_DECODE &&
+        (k->tile.matrix == DSV4_MATRIX_WARPGROUP || k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR))
+      sb_printf(&b,
+                "  roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
+                "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
+                dsv4_decode_wg_producers(k->tile.matrix), dsv4_decode_wg_producer_regs(k->tile.matrix),
+                DSV4_DECODE_WG_LEAD_REGS,
+                DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS, k->v_dim,
+                k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
+    if (dsv4_kernel_shared_bytes(k))
+      sb_printf(&b, "  dynamic shared memory %d bytes\n", dsv4_kernel_shared_bytes(k));
+    for (int t = 0; t < DSV4_TARGET_COUNT; t++)
+      if (k->target[t].enabled)
+        sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,
+                  k->target[t].subgroups ? " subgroups" : "");
+  }
+  return b.s;
+}

@@ -1,0 +1,549 @@
+/* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile, the
+ * per-op rules, and the walk over every queued kernel. */
+#include "internal.h"
+
+/* The targets table: { ptx = { arch = "sm_90a" }, spirv = { subgroups = false } } */
+static int check_targets(cursor *k, dsv4_kernel *kn)
+{
+  static const char *const known[] = {
+#define X(e, s, x, a) s,
+      DSV4_TARGETS(X)
+#undef X
+          NULL};
+  static const char *const opt_known[] = {"arch", "subgroups", NULL};
+  cursor t;
+  int r = sc_enter(k, "targets", &t, 1);
+  if (r)
+    return 1;
+  int bad = sc_check_known(&t, known), any = 0;
+  for (int i = 0; i < DSV4_TARGET_COUNT; i++) {
+    dsv4_target_opts *o = &kn->target[i];
+    const char *name = dsv4_target_name((dsv4_target_kind)i);
+    int ty = lua_getfield(k->c->L, t.idx, name);
+    lua_pop(k->c->L, 1);
+    if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(k->c->L, -1)))
+      continue;
+    o->enabled = 1;
+    any = 1;
+    snprintf(o->arch, sizeof o->arch, "%s", dsv4_target_default_arch((dsv4_target_kind)i));
+    if (ty == LUA_TBOOLEAN)
+      continue;
+    cursor ot;
+    r = sc_enter(&t, name, &ot, 1);
+    if (r) {
+      bad = 1;
+      continue;
+    }
+    bad |= sc_check_known(&ot, opt_known);
+    char def[DSV4_ARCH_MAX];
+    snprintf(def, sizeof def, "%s", o->arch);
+    bad |= sc_get_str(&ot, "arch", 0, def, o->arch, sizeof o->arch);
+    if (!dsv4_target_arch_ok((dsv4_target_kind)i, o->arch)) {
+      FERR(&ot, "arch", "names '%s', which target '%s' cannot emit (one of: %s)", o->arch, name,
+           dsv4_target_arch_list((dsv4_target_kind)i));
+      bad = 1;
+    }
+    int st = lua_getfield(k->c->L, ot.idx, "subgroups");
+    if (st == LUA_TBOOLEAN)
+      o->subgroups = lua_toboolean(k->c->L, -1);
+    else if (st != LUA_TNIL) {
+      FERR(&ot, "subgroups", "must be a boolean, got a %s", luaL_typename(k->c->L, -1));
+      bad = 1;
+    }
+    lua_pop(k->c->L, 1);
+    if (o->subgroups && i != DSV4_TARGET_SPIRV) {
+      FERR(&ot, "subgroups", "applies to the spirv target only");
+      bad = 1;
+    } else if (o->subgroups) {
+      /* reported as missing rather than silently ignored */
+      FERR(&ot, "subgroups", "= true is not implemented yet: no generator emits subgroup code (the gathers need none)");
+      bad = 1;
+    }
+    sc_leave(&ot);
+  }
+  if (!any && !bad) {
+    FERR(k, "targets", "names no target (one or more of ptx, amdgcn, spirv)");
+    bad = 1;
+  }
+  sc_leave(&t);
+  return bad;
+}
+
+/* The tile must map the layout onto threads and fit every target named. */
+static int check_tile(cursor *k, dsv4_kernel *kn)
+{
+  static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
+  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch",
+                                             NULL};
+  static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
+  static const char *const topk_known[] = {"threads", NULL};
+  int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
+  if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
+    cursor t;
+    if (sc_enter(k, "tile", &t, 1))
+      return 1;
+    int bad = sc_check_known(&t, topk_known);
+    bad |= sc_get_int(&t, "threads", 1, 32, 1024, 0, &kn->tile.tokens_per_cta);
+    kn->tile.values_per_thread = kn->tile.tokens_per_thread = kn->tile.interleave = 1;
+    kn->tile.threads = kn->tile.tokens_per_cta;
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
+      if (kn->target[i].enabled && kn->tile.threads % dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch)) {
+        FERR(&t, "threads", "= %d is not a multiple of target '%s' width %d", kn->tile.threads,
+             dsv4_target_name((dsv4_target_kind)i), dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch));
+        bad = 1;
+      }
+    sc_leave(&t);
+    return bad;
+  }
+  cursor t;
+  if (sc_enter(k, "tile", &t, 1))
+    return 1;
+  int bad = sc_check_known(&t, decode ? decode_known : logits ? logits_known : known);
+  dsv4_tile *tl = &kn->tile;
+  if (decode || logits)
+    bad |= sc_get_bool(&t, "matrix", 0, &tl->matrix);
+  if (decode) {
+    bad |= sc_get_bool(&t, "pair", 0, &tl->pair);
+    bad |= sc_get_bool(&t, "prefetch", 0, &tl->prefetch);
+  }
+  /* logits: a thread sums heads_per_thread heads of one position (the
+   * matrix form has its own mapping and ignores it) */
+  int lm = logits && tl->matrix;
+  bad |= sc_get_int(&t, logits ? "heads_per_thread" : "values_per_thread", !lm, 1, 64, 1, &tl->values_per_thread);
+  /* the decode kernel's CTA holds heads of one token, the others' tokens
+   * (the logits matrix form's CTA walks its positions in steps: more) */
+  bad |= sc_get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, lm ? 65536 : 1024, 0, &tl->tokens_per_cta);
+  bad |= sc_get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
+  bad |= sc_get_bool(&t, "streaming", 1, &tl->streaming);
+  bad |= sc_get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
+  if (!bad && lm) {
+    /* four warps, two 16-position m-tiles each a step; 8-head n-tiles;
+     * a quad's four threads read D/4 bytes each in 16-byte pieces */
+    const dsv4_layout *l = &kn->layout;
+    const char *why = NULL;
+    if (tl->tokens_per_cta % (DSV4_LOGITS_WARPS * 32)) {
+      FERR(&t, "tokens_per_cta", "= %d: tile.matrix walks positions %d at a time: give a multiple", tl->tokens_per_cta,
+           DSV4_LOGITS_WARPS * 32);
+      bad = 1;
+    } else if (kn->heads % 8 || kn->heads > 128)
+      why = "heads must be a multiple of 8, at most 128";
+    else if (l->dim % 64 || l->dim > 256)
+      why = "the layout's dim must be a multiple of 64, at most 256";
+    else if (l->row_bytes % 16 || l->align % 16 || l->seg[0].offset % 16)
+      why = "the layout's rows must start and its values lie on 16-byte boundaries";
+    if (why) {
+      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
+      bad = 1;
+    }
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
+      if (!kn->target[i].enabled)
+        continue;
+      if (!dsv4_target_has_e4m3_mma((dsv4_target_kind)i, kn->target[i].arch)) {
+        FERR(&t, "matrix", "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx sm_89 and later)",
+             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch);
+        bad = 1;
+        continue;
+      }
+      /* the form the arch gets (warpgroup on sm_90a) keeps its q rows and
+       * K ring in static shared memory */
+      int wg = dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) && dsv4_logits_wg_shape_ok(l->dim);
+      int need = wg ? dsv4_logits_wg_shared_bytes(l->dim, kn->heads) : dsv4_logits_warp_shared_bytes(l->dim, kn->heads);
+      if (need > DSV4_LOGITS_STATIC_MAX) {
+        FERR(&t, "matrix", "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a kernel holds statically; take fewer heads or a narrower layout",
+             kn->heads, l->dim, need, wg ? "warpgroup" : "warp", kn->target[i].arch, DSV4_LOGITS_STATIC_MAX);
+        bad = 1;
+      }
+    }
+  }
+  if (!bad && tl->matrix && decode) {
+    /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two
+     * halves of 16-dim n-tile pairs */
+    const char *why = NULL;
+    if (tl->tokens_per_cta % 16 || tl->tokens_per_cta > 64) {
+      FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (%d warps a 16-head row block)",
+           tl->tokens_per_cta, DSV4_DECODE_WARPS);
+      bad = 1;
+    } else if (kn->layout.row_bytes % 16 || kn->layout.align % 16 ||
+               (kn->layout.scale_place == DSV4_SCALES_BLOCK_TAIL && kn->layout.scale_row_bytes % 4))
+      why = "the layout's rows must be copied in 16-byte pieces (row bytes and alignment multiples of 16, "
+            "scale rows of 4)";
+    else if (kn->layout.dim % 16)
+      why = "the layout's dim must be a multiple of 16";
+    else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32)
+      why = "the CTA must dequantize at least 8 K rows at a time (dim / values_per_thread threads a row): "
+            "raise values_per_thread";
+    if (why) {
+      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
+      bad = 1;
+    }
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
+      dsv4_target_kind tk = (dsv4_target_kind)i;
+      if (!kn->target[i].enabled)
+        continue;
+      int need = dsv4_decode_shared_bytes(&kn->layout, tl->tokens_per_cta, DSV4_MATRIX_WARP);
+      if (!dsv4_target_has_bf16_mma(tk, kn->target[i].arch)) {
+        FERR(&t, "matrix", "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
+             dsv4_target_name(tk), kn->target[i].arch);
+        bad = 1;
+      } else if (need > dsv4_target_max_shared(tk, kn->target[i].arch)) {
+        FERR(&t, "heads_per_cta", "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
+             tl->tokens_per_cta, need, dsv4_target_name(tk), kn->target[i].arch,
+             dsv4_target_max_shared(tk, kn->target[i].arch));
+        bad = 1;
+      }
+    }
+  }
+  if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
+    FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
+    bad = 1;
+  }
+  if (!bad && logits && !lm) {
+    int v = tl->values_per_thread, groups = kn->heads / v;
+    if (kn->heads % v || groups & (groups - 1) || groups > 32) {
+      FERR(&t, "heads_per_thread", "= %d must divide the %d heads into a power of two (at most 32) of groups", v,
+           kn->heads);
+      bad = 1;
+    }
+  }
+  if (!bad && !logits) {
+    const dsv4_layout *l = &kn->layout;
+    int v = tl->values_per_thread;
+    if (v & (v - 1)) {
+      FERR(&t, "values_per_thread", "must be a power of two, got %d", v);
+      bad = 1;
+    }
+    int w = v / tl->interleave; /* values in one piece */
+    if (!bad && (v % tl->interleave || (tl->interleave & (tl->interleave - 1)) || l->dim % tl->interleave ||
+                 (l->dim / tl->interleave) % w)) {
+      FERR(&t, "interleave", "= %d does not split %d values a thread and the layout's %d values into equal pieces",
+           tl->interleave, v, l->dim);
+      bad = 1;
+    }
+    for (int i = 0; i < l->nseg && !bad; i++) {
+      const dsv4_segment *s = &l->seg[i];
+      if (s->d0 % w || s->d1 % w) {
+        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' segment [%d, %d)", v, w,
+             l->name, s->d0, s->d1);
+        bad = 1;
+      } else if (s->scale_type != DSV4_DT_NONE && !s->scale_tensor && s->scale_group % w) {
+        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' scale group %d (one scale per piece)", v, w,
+             l->name, s->scale_group);
+        bad = 1;
+      }
+    }
+    if (!bad && l->dim % v) {
+      FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
+      bad = 1;
+    }
+  }
+  if (!bad) {
+    tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
+                                  tl->tokens_per_thread, kn->heads, tl->matrix);
+    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
+      if (!kn->target[i].enabled)
+        continue;
+      int mx = dsv4_target_max_threads((dsv4_target_kind)i);
+      int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
+      if (tl->threads > mx) {
+        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, more than target '%s' allows (%d)",
+             tl->threads, dsv4_target_name((dsv4_target_kind)i), mx);
+        bad = 1;
+      } else if (tl->threads % w) {
+        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
+             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch, w);
+        bad = 1;
+      }
+    }
+  }
+  sc_leave(&t);
+  return bad;
+}
+
+/* A power of two (and not zero). */
+static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
+
+/* A kernel field that only op takes: *present says whether the spec has it.
+ * Returns 1 when kn is another op (an error if the field is there), else 0. */
+static int op_field(cursor *k, const dsv4_kernel *kn, dsv4_op op, const char *field, int *present, int *bad)
+{
+  *present = lua_getfield(k->c->L, k->idx, field) != LUA_TNIL;
+  lua_pop(k->c->L, 1);
+  if (kn->op == op)
+    return 0;
+  if (*present) {
+    FERR(k, field, "applies to op '%s' only", dsv4_op_name(op));
+    *bad = 1;
+  }
+  return 1;
+}
+
+/* The writer's own fields (rope, q) and what its thread mapping needs of
+ * the layout: one scale group size, groups aligned to lanes. */
+static int check_writer(cursor *k, dsv4_kernel *kn)
+{
+  static const char *const rope_known[] = {"first", "dims", NULL};
+  static const char *const q_known[] = {"dim", NULL};
+  const dsv4_layout *l = &kn->layout;
+  int v = kn->tile.values_per_thread, bad = 0, has_rope, has_q, has_quant;
+  int other = op_field(k, kn, DSV4_OP_KV_INSERT, "rope", &has_rope, &bad);
+  op_field(k, kn, DSV4_OP_KV_INSERT, "q", &has_q, &bad);
+  op_field(k, kn, DSV4_OP_KV_INSERT, "quant", &has_quant, &bad);
+  if (other)
+    return bad;
+  static const char *const quant_known[] = {"floor", NULL};
+  cursor qu;
+  if (has_quant && sc_enter(k, "quant", &qu, 1) == 0) {
+    char fl[16];
+    bad |= sc_check_known(&qu, quant_known);
+    bad |= sc_get_str(&qu, "floor", 1, "", fl, sizeof fl);
+    if (!strcmp(fl, "quotient"))
+      kn->quant_floor = DSV4_FLOOR_QUOTIENT;
+    else if (strcmp(fl, "amax") && !bad) {
+      FERR(&qu, "floor", "must be 'amax' (vLLM's writers) or 'quotient' (FlashMLA's test quantizer), got '%s'", fl);
+      bad = 1;
+    }
+    sc_leave(&qu);
+  } else if (has_quant)
+    bad = 1;
+  cursor r;
+  if (has_rope && sc_enter(k, "rope", &r, 1) == 0) {
+    bad |= sc_check_known(&r, rope_known);
+    bad |= sc_get_int(&r, "first", 1, 0, 4096, 0, &kn->rope_first);
+    bad |= sc_get_int(&r, "dims", 1, 2, 4096, 0, &kn->rope_dims);
+    if (!bad && (kn->rope_first + kn->rope_dims > l->dim || kn->rope_dims % 2 || kn->rope_first % v ||
+                 kn->rope_dims % v)) {
+      FERR(&r, "dims", "[%d, %d) must lie in the layout's %d dims, with first and dims multiples of values_per_thread %d",
+           kn->rope_first, kn->rope_first + kn->rope_dims, l->dim, v);
+      bad = 1;
+    }
+    sc_leave(&r);
+  } else if (has_rope)
+    bad = 1;
+  cursor q;
+  if (has_q && sc_enter(k, "q", &q, 1) == 0) {
+    bad |= sc_check_known(&q, q_known);
+    bad |= sc_get_int(&q, "dim", 1, 1, 4096, 0, &kn->q_dim);
+    int lanes = kn->q_dim / v;
+    if (!bad && (kn->q_dim % v || kn->tile.threads % dsv4_pow2ceil(lanes) ||
+                 (kn->rope_dims && kn->rope_first + kn->rope_dims > kn->q_dim))) {
+      FERR(&q, "dim", "= %d must be a multiple of values_per_thread %d, its %d lanes (padded to %d) must divide the CTA's %d "
+           "threads, and it must hold the RoPE dims", kn->q_dim, v, lanes, dsv4_pow2ceil(lanes), kn->tile.threads);
+      bad = 1;
+    }
+    sc_leave(&q);
+  } else if (has_q)
+    bad = 1;
+  if (kn->tile.tokens_per_thread != 1 || kn->tile.interleave != 1) {
+    FERR(k, "tile", "of a kv_insert kernel takes tokens_per_thread = 1 and interleave = 1");
+    bad = 1;
+  }
+  int group = 0;
+  for (int i = 0; i < l->nseg && !bad; i++) {
+    const dsv4_segment *s = &l->seg[i];
+    if (s->scale_tensor) {
+      FERR(k, "layout", "'%s' scales per tensor; OPS.md defines no writer for that", l->name);
+      bad = 1;
+    } else if (s->scale_type != DSV4_DT_NONE) {
+      if (s->type != DSV4_DT_E4M3) {
+        FERR(k, "layout", "'%s' segment %d: the writer quantizes to e4m3 only", l->name, i + 1);
+        bad = 1;
+      } else if ((group && s->scale_group != group) || !pow2(s->scale_group / v) || s->scale_group % v ||
+                 s->d0 % s->scale_group || s->scale_group / v > 32) {
+        FERR(k, "layout", "'%s': the writer needs one scale group size for all segments, a power-of-two multiple (at most 32) "
+             "of values_per_thread %d, with each segment starting on a group", l->name, v);
+        bad = 1;
+      }
+      group = s->scale_group;
+    }
+  }
+  return bad;
+}
+
+/* The logits kernel's heads and what it needs of the layout: every value
+ * e4m3 in one segment with one scale per token (applied after the head
+ * sum, OPS.md section 4). */
+static int check_logits(cursor *k, dsv4_kernel *kn)
+{
+  int has, bad = 0;
+  if (op_field(k, kn, DSV4_OP_PAGED_MQA_LOGITS, "heads", &has, &bad))
+    return bad;
+  const dsv4_layout *l = &kn->layout;
+  bad = sc_get_int(k, "heads", 1, 1, 1024, 0, &kn->heads);
+  const dsv4_segment *s = &l->seg[0];
+  if (!bad && (l->nseg != 1 || s->type != DSV4_DT_E4M3 || s->d0 != 0 || s->d1 != l->dim || s->scale_tensor ||
+               s->scale_type != DSV4_DT_F32 || s->scale_group != l->dim || l->dim % 16)) {
+    FERR(k, "layout", "'%s': the logits kernel reads one e4m3 segment over all dims (a multiple of 16) with one fp32 "
+         "scale per token, like indexer_fp8", l->name);
+    bad = 1;
+  }
+  return bad;
+}
+
+/* The top-k kernel's K. */
+static int check_topk(cursor *k, dsv4_kernel *kn)
+{
+  int has, bad = 0;
+  if (op_field(k, kn, DSV4_OP_TOPK, "k", &has, &bad))
+    return bad;
+  return sc_get_int(k, "k", 1, 1, 65536, 0, &kn->topk);
+}
+
+/* The decode kernel's v_dim: the first v_dim dims of K are V (576 / 512 for
+ * DSv3.2); lanes of V are whole lanes, and a row's lanes one reduction group. */
+static int check_decode(cursor *k, dsv4_kernel *kn)
+{
+  int has, bad = 0;
+  if (op_field(k, kn, DSV4_OP_SPARSE_DECODE, "v_dim", &has, &bad))
+    return bad;
+  const dsv4_layout *l = &kn->layout;
+  int v = kn->tile.values_per_thread;
+  bad = sc_get_int(k, "v_dim", 0, 1, 4096, l->dim, &kn->v_dim);
+  if (!bad && (kn->v_dim > l->dim || kn->v_dim % v)) {
+    FERR(k, "v_dim", "= %d must be at most the layout's %d dims and a multiple of values_per_thread %d", kn->v_dim,
+         l->dim, v);
+    bad = 1;
+  }
+  if (!bad && kn->tile.matrix && kn->v_dim % (16 * DSV4_DECODE_WARPS)) {
+    FERR(k, "v_dim", "= %d: tile.matrix needs a multiple of %d (%d parts of 16-dim n-tile pairs)", kn->v_dim,
+         16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
+    bad = 1;
+  }
+  /* a matrix kernel for a target with the warpgroup units takes the
+   * warpgroup form when its shape maps and fits the arch's shared memory */
+  for (int i = 0; !bad && kn->tile.matrix && i < DSV4_TARGET_COUNT; i++)
+    if (kn->target[i].enabled && dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) &&
+        dsv4_decode_wg_shape_ok(l->dim, kn->v_dim, kn->tile.tokens_per_cta) &&
+        dsv4_decode_wg_shared_bytes(l->dim) <= dsv4_target_max_shared((dsv4_target_kind)i, kn->target[i].arch)) {
+      kn->tile.matrix = kn->tile.pair ? DSV4_MATRIX_WARPGROUP_PAIR : DSV4_MATRIX_WARPGROUP;
+      kn->tile.threads = dsv4_op_threads(kn->op, l->dim, v, kn->tile.tokens_per_cta, kn->tile.tokens_per_thread,
+                                         kn->heads, kn->tile.matrix);
+    }
+  /* options of the warpgroup form only */
+  int wg = kn->tile.matrix == DSV4_MATRIX_WARPGROUP || kn->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR;
+  const char *wg_only = kn->tile.prefetch && !wg                                           ? "prefetch"
+                        : kn->tile.pair && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR ? "pair"
+                                                                                         : NULL;
+  if (!bad && wg_only) {
+    FERR(k, "tile", "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
+         "only targets with wgmma: ptx sm_90a)", wg_only);
+    bad = 1;
+  }
+  if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
+    FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
+         "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
+    bad = 1;
+  }
+  return bad;
+}
+
+/* Identifier rule for kernel names (they become symbol and file names). */
+static int is_ident(const char *s)
+{
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+    return 0;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return 0;
+  return 1;
+}
+
+/* One kernel{} table (on the stack top) into the plan. */
+int sc_check_kernel(checker *c, int idx)
+{
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k", NULL};
+  dsv4_plan *p = c->plan;
+  if (p->nkernels == DSV4_MAX_KERNELS) {
+    dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
+    return 1;
+  }
+  dsv4_kernel *kn = &p->kernels[p->nkernels];
+  memset(kn, 0, sizeof *kn);
+  sc_table_pos(c, idx, kn->file, sizeof kn->file, &kn->line);
+  cursor k = {.c = c, .idx = idx, .file = kn->file, .line = kn->line, .what = "kernel"};
+  char what[96];
+  int bad = sc_get_str(&k, "name", 1, "", kn->name, sizeof kn->name);
+  snprintf(what, sizeof what, "kernel '%s'", kn->name);
+  k.what = what;
+  if (!bad && !is_ident(kn->name)) {
+    FERR(&k, "name", "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got '%s'", kn->name);
+    bad = 1;
+  }
+  for (int i = 0; i < p->nkernels && !bad; i++)
+    if (strcmp(p->kernels[i].name, kn->name) == 0) {
+      FERR(&k, "name", "repeats the name of the kernel declared at %s:%d", p->kernels[i].file, p->kernels[i].line);
+      bad = 1;
+    }
+  bad |= sc_check_known(&k, known);
+  char op[32];
+  if (!sc_get_str(&k, "op", 1, "", op, sizeof op)) {
+    kn->op = dsv4_op_from_name(op);
+    if (kn->op == DSV4_OP_NONE) {
+      char list[256] = "";
+      for (int i = 1; i < DSV4_OP_COUNT; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", i > 1 ? ", " : "",
+                 dsv4_op_name((dsv4_op)i));
+      FERR(&k, "op", "names unknown op '%s' (expected one of %s)", op, list);
+      bad = 1;
+    }
+  } else
+    bad = 1;
+  int lt = lua_getfield(c->L, idx, "layout");
+  int needs = kn->op == DSV4_OP_NONE || dsv4_op_has_layout(kn->op);
+  if (lt != LUA_TNIL && !needs) {
+    FERR(&k, "layout", "is not taken by op '%s', which reads no cache", dsv4_op_name(kn->op));
+    bad = 1;
+  } else if (lt == LUA_TTABLE)
+    bad |= sc_check_layout_table(c, lua_gettop(c->L), what, &kn->layout);
+  else if (lt == LUA_TNIL) {
+    if (needs) {
+      sc_missing(&k, "field", "layout");
+      bad = 1;
+    }
+  } else {
+    FERR(&k, "layout", "must be a table made by layout { ... }, got a %s", luaL_typename(c->L, -1));
+    bad = 1;
+  }
+  lua_pop(c->L, 1);
+  bad |= check_targets(&k, kn);
+  if (!bad)
+    bad |= check_logits(&k, kn);
+  if (!bad)
+    bad |= check_topk(&k, kn);
+  if (!bad)
+    bad |= check_tile(&k, kn);
+  if (!bad)
+    bad |= check_writer(&k, kn);
+  if (!bad)
+    bad |= check_decode(&k, kn);
+  if (!bad) {
+    p->nkernels++;
+    /* remember each distinct layout once, for --emit plan and the bundle */
+    int seen = 0;
+    for (int i = 0; i < p->nlayouts; i++)
+      seen |= strcmp(p->layouts[i].name, kn->layout.name) == 0;
+    if (!seen && p->nlayouts < DSV4_MAX_LAYOUTS && dsv4_op_has_layout(kn->op))
+      p->layouts[p->nlayouts++] = kn->layout;
+  }
+  return bad;
+}
+
+/* Check every queued kernel{} table (called through lua_pcall). */
+int sc_check_all(lua_State *L)
+{
+  checker *c = lua_touserdata(L, 1);
+  int rc = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
+  int list = lua_gettop(L);
+  int n = (int)lua_rawlen(L, list);
+  if (n == 0) {
+    dsv4_error(c->d, c->plan->file, 0, "the spec declares no kernel (call kernel { ... })");
+    rc = 1;
+  }
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    rc |= sc_check_kernel(c, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  lua_pushinteger(L, rc);
+  return 1;
+}
