@@ -51,8 +51,8 @@ kernel {
   targets = all,
 }
 
--- The same on the matrix units where the target has them (PTX: mma.sync
--- bf16, split-KV; see sparse_decode.lua for the tile's measurements).
+-- The same on the matrix units: on sm_90a the warpgroup form (wgmma bf16,
+-- split-KV for small batches); sparse_decode.lua has every form.
 kernel {
   name = "sparse_decode_v4_mma",
   op = "sparse_decode",

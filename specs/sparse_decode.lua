@@ -47,14 +47,14 @@ kernel {
 }
 
 -- The matrix forms.  On sm_90a a 512-dim layout with V = K takes the
--- warpgroup form (wgmma, producer warps dequantizing the next K tile
--- while two consumer warpgroups compute this one); elsewhere (DSv3.2's 576
--- dims do not fit its shared memory twice over) the warp-matrix form
+-- warpgroup form (wgmma; producer warps dequantize the next K tile while
+-- a lead and a follower warpgroup compute this one); elsewhere (DSv3.2's
+-- 576 dims do not fit its shared memory twice over) the warp-matrix form
 -- (PTX mma.sync bf16, sm_80 and later): 64 heads a CTA
 -- (16 warps), K tiles of 64 rows dequantized in shared memory by lanes of
--- 64 values in eight interleaved pieces (a whole tile a pass; on the H200
--- V4-Pro ran at 144 TFLOP/s this way, 134 with 32-value lanes in four
--- pieces, 122 with 16 in two, 107 with 8 in one).
+-- 64 values in eight interleaved pieces, so that one pass covers a whole
+-- tile (narrower lanes take several passes a tile and are slower; see
+-- docs/kernels.md).
 local mma = { ptx = { arch = "sm_90a" } }
 for _, v in ipairs {
   { "sparse_decode_v4_mma", L.fp8_ds_mla_v4, nil },
@@ -65,9 +65,9 @@ for _, v in ipairs {
   -- 64-head CTAs each dequantize half of every K tile for both (FlashMLA's
   -- "crossover"); for 128 heads (an odd head group runs beside a CTA of
   -- padding heads, so 64 heads take the kernel above); its producers
-  -- prefetch the next tile's rows into the L2 (tile.prefetch: 5% faster
-  -- when the cache is in DRAM, as in serving, 2% slower when it sits in
-  -- the L2; alone it measured 10-30% slower, so the kernel above has none)
+  -- prefetch the next tile's rows into the L2 (tile.prefetch), so that its
+  -- time does not depend on whether the cache fits the L2; the kernel
+  -- above has none, as there the prefetch costs more than it hides
   { "sparse_decode_v4_mma_pair", L.fp8_ds_mla_v4, nil, nil, true },
   -- the warp-matrix form of the DSv4 cache on the same GPU (sm_90 has no
   -- wgmma), for the benchmark's side-by-side and the tests
