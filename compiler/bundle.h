@@ -2,7 +2,7 @@
 #ifndef DSV4_BUNDLE_H
 #define DSV4_BUNDLE_H
 
-#include "../targets/target.h"
+#include "artifact.h"
 #include "diag.h"
 #include "plan.h"
 

@@ -37,6 +37,20 @@ void dsv4_error_at(dsv4_diags *d, const char *file, int line, int col, const cha
   va_end(ap);
 }
 
+void dsv4_diag_add(dsv4_diags *d, const dsv4_diag *g)
+{
+  if (g->sev == DSV4_SEV_ERROR)
+    d->errors++;
+  if (d->n >= DSV4_DIAG_MAX)
+    return;
+  dsv4_diag *c = &d->items[d->n++];
+  *c = *g;
+  c->file[sizeof c->file - 1] = 0; /* from a pipe: terminate what is read */
+  c->msg[sizeof c->msg - 1] = 0;
+  if ((unsigned)c->sev > DSV4_SEV_NOTE)
+    c->sev = DSV4_SEV_ERROR;
+}
+
 void dsv4_note(dsv4_diags *d, const char *file, int line, const char *fmt, ...)
 {
   va_list ap;

@@ -38,6 +38,8 @@ typedef struct {
 void dsv4_error(dsv4_diags *d, const char *file, int line, const char *fmt, ...) DSV4_PRINTF(4, 5);
 /* Record an error at file:line:col (col 0 = the line only). */
 void dsv4_error_at(dsv4_diags *d, const char *file, int line, int col, const char *fmt, ...) DSV4_PRINTF(5, 6);
+/* Record a diagnostic made elsewhere (the SPIR-V helper's), as it is. */
+void dsv4_diag_add(dsv4_diags *d, const dsv4_diag *g);
 /* Record a note (extra context printed after the error it follows). */
 void dsv4_note(dsv4_diags *d, const char *file, int line, const char *fmt, ...) DSV4_PRINTF(4, 5);
 /* Format one diagnostic as the CLI prints it (no trailing newline):

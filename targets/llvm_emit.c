@@ -4,11 +4,11 @@
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
-#include <llvm-c/Transforms/PassBuilder.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../compiler/kernels/gen.h"
+#include "../compiler/lower.h"
 
 /* Register the targets LLVM was built with, once. */
 static void init_targets(void)
@@ -72,19 +72,8 @@ int dsv4_llvm_compile(const dsv4_target_ir *ir, const dsv4_kernel *k, const char
   LLVMSetDataLayout(kb.mod, dl);
   LLVMDisposeMessage(dl);
   LLVMDisposeTargetData(td);
-  int rc = dsv4_generate(&kb, k, d);
+  int rc = dsv4_lower(&kb, k, tm, d);
   a->flags = kb.entry_flags;
-  if (!rc) {
-    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(kb.mod, ir->opt_pipeline, tm, po);
-    LLVMDisposePassBuilderOptions(po);
-    if (e) {
-      char *m = LLVMGetErrorMessage(e);
-      dsv4_error(d, k->file, k->line, "kernel '%s': optimizer failed: %s", k->name, m);
-      LLVMDisposeErrorMessage(m);
-      rc = 1;
-    }
-  }
   if (!rc && (want & DSV4_WANT_LLVM)) {
     char *s = LLVMPrintModuleToString(kb.mod);
     a->llvm = strdup(s);

@@ -115,8 +115,9 @@ static int spirv_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned wa
   }
   int rc = 0;
   if (bad || status || st) {
-    if (!bad && msg && mn)
-      dsv4_error(d, k->file, k->line, "kernel '%s': SPIR-V translation failed: %s", k->name, (char *)msg);
+    if (!bad && msg && mn && mn % sizeof(dsv4_diag) == 0)
+      for (size_t i = 0; i < mn / sizeof(dsv4_diag); i++)
+        dsv4_diag_add(d, (const dsv4_diag *)msg + i);
     else
       dsv4_error(d, k->file, k->line, "kernel '%s': the SPIR-V helper %s failed (status %d)%s%s", k->name, argv[0],
                  st, err && *err ? ": " : "", err ? err : "");

@@ -5,8 +5,10 @@
  * translator becomes a diagnostic in the parent.  Both sides are built from
  * this header and plan.h in one build, so the kernel plan travels as bytes.
  *   request:  magic "DSV4SPQ1", u32 sizeof(dsv4_kernel), u32 want, dsv4_kernel
- *   reply:    magic "DSV4SPR1", u32 status, then four (u64 length, bytes)
- *             records: SPIR-V, SPIR 1.2 bitcode, LLVM IR text, error text
+ *   reply:    magic "DSV4SPR2", u32 status, then four (u64 length, bytes)
+ *             records: SPIR-V, SPIR 1.2 bitcode, LLVM IR text, and the
+ *             diagnostics as dsv4_diag records (positions kept, so the
+ *             parent reports them as the helper made them)
  */
 #ifndef DSV4_SPIRV_PROTO_H
 #define DSV4_SPIRV_PROTO_H
@@ -16,7 +18,7 @@
 #include "../compiler/plan.h"
 
 #define DSV4_SPQ_MAGIC "DSV4SPQ1"
-#define DSV4_SPR_MAGIC "DSV4SPR1"
+#define DSV4_SPR_MAGIC "DSV4SPR2"
 
 typedef struct {
   char magic[8];
