@@ -1,0 +1,251 @@
+/* rows.c -- what the forms of the sparse MLA decode share (shape.h):
+ * finishing a row (OPS.md section 3's last step), the softmax scale, folds
+ * across lanes, walking the two index lists tile by tile, row validity,
+ * carving dynamic shared memory, and a matrix form's head output.
+ *
+ * Kept apart from the forms so that none of them includes another; each
+ * piece here is used by at least two of portable.c, warp.c, warpgroup.c
+ * and combine.c.
+ */
+#include <math.h>
+
+#include "shape.h"
+
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+const sd_list sd_main = {SD_cache, SD_indices, SD_lens, SD_topk, SD_num_blocks, SD_block_size, SD_block_stride};
+const sd_list sd_extra = {SD_extra_cache,      SD_extra_indices,    SD_extra_lens,      SD_extra_topk,
+                          SD_extra_num_blocks, SD_extra_block_size, SD_extra_block_stride};
+
+LLVMValueRef sd_fmax2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c)
+{
+  return LLVMBuildSelect(kb->b, LLVMBuildFCmp(kb->b, LLVMRealOGT, c, a, ""), c, a, "");
+}
+
+int sd_tensor_scaled(const dsv4_kernel *k)
+{
+  int fold = 0;
+  for (int i = 0; i < k->layout.nseg; i++)
+    fold |= k->layout.seg[i].scale_tensor;
+  return fold;
+}
+
+LLVMValueRef sd_scale2(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  LLVMValueRef scale = kb_arg(kb, SD_softmax_scale);
+  if (sd_tensor_scaled(k))
+    scale = LLVMBuildFMul(kb->b, scale, kb_arg(kb, SD_tensor_scale), "");
+  return LLVMBuildFMul(kb->b, scale, sd_f32(kb, LOG2E), "scale2");
+}
+
+void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef sink, LLVMValueRef ts,
+                   LLVMValueRef *lse, LLVMValueRef *factor)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef one = LLVMConstReal(kb->f32, 1.0);
+  LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstReal(kb->f32, 0.0), "empty");
+  LLVMValueRef lse2 = LLVMBuildFAdd(b, m2, kb_log2(kb, l), "lse2");
+  *lse = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, INFINITY), LLVMBuildFMul(b, lse2, LLVMConstReal(kb->f32, LN2), ""),
+                         "lse");
+  LLVMValueRef e = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildFMul(b, sink, LLVMConstReal(kb->f32, LOG2E), ""), lse2, ""));
+  LLVMValueRef f = LLVMBuildFMul(b, LLVMBuildFDiv(b, one, l, ""), LLVMBuildFDiv(b, one, LLVMBuildFAdd(b, one, e, ""), ""), "");
+  if (ts)
+    f = LLVMBuildFMul(b, f, ts, "");
+  *factor = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, 0.0), f, "factor");
+}
+
+LLVMValueRef sd_quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
+{
+  for (int m = 1; m <= 2; m *= 2) {
+    LLVMValueRef o = kb->t->shfl_xor(kb, v, m);
+    v = add ? LLVMBuildFAdd(kb->b, v, o, "") : sd_fmax2(kb, v, o);
+  }
+  return v;
+}
+
+/* maxnum passes a NaN over unless both are NaN (a row whose scores are
+ * all NaN gives NaN either way); the tree has depth log2 n where a chain
+ * was n dependent steps on the softmax's critical path. */
+LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add)
+{
+  LLVMValueRef t[64];
+  LLVMTypeRef f2[2] = {kb->f32, kb->f32};
+  for (int i = 0; i < n; i++)
+    t[i] = v[i];
+  for (; n > 1; n = (n + 1) / 2) {
+    for (int i = 0; i < n / 2; i++) {
+      LLVMValueRef ab[2] = {t[2 * i], t[2 * i + 1]};
+      t[i] = add ? LLVMBuildFAdd(kb->b, ab[0], ab[1], "") : kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ab, 2, LLVMCCallConv);
+    }
+    if (n % 2)
+      t[n / 2] = t[n - 1];
+  }
+  return t[0];
+}
+
+/* n = min(lens[t], topk), at least 0 (lens read only when topk > 0). */
+static LLVMValueRef list_len(dsv4_kb *kb, const sd_list *la, LLVMValueRef t)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef topk = kb_arg(kb, la->topk);
+  LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
+                              LLVMBuildMul(b, kb_zext64(kb, t), kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
+  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
+  return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
+}
+
+void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *ntiles, LLVMValueRef *lo,
+                    LLVMValueRef *hi)
+{
+  LLVMBuilderRef b = kb->b;
+  const sd_list *lists[2] = {&sd_main, &sd_extra};
+  for (int li = 0; li < 2; li++) {
+    n[li] = list_len(kb, lists[li], t);
+    ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, n[li], kb_i32(kb, SD_TILE - 1), ""), kb_i32(kb, SD_TILE), "");
+  }
+  LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, ntiles[0], ntiles[1], "nt"));
+  LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SD_splits)), z64 = kb_zext64(kb, kb->t->block_id(kb, 2));
+  *lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
+  *hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
+                       kb->i32, "hi");
+}
+
+sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, const LLVMValueRef *ntiles)
+{
+  LLVMBuilderRef b = kb->b;
+  sd_tile_list r;
+  LLVMValueRef ex = LLVMBuildICmp(b, LLVMIntSGE, i, ntiles[0], "extra");
+#define PICK(m, e) LLVMBuildSelect(b, ex, (e), (m), "")
+  r.lt = PICK(i, LLVMBuildSub(b, i, ntiles[0], ""));
+  r.n = PICK(n[0], n[1]);
+  r.topk = PICK(kb_arg(kb, sd_main.topk), kb_arg(kb, sd_extra.topk));
+  r.bs = kb_sext64(kb, PICK(kb_arg(kb, sd_main.block_size), kb_arg(kb, sd_extra.block_size)));
+  r.nb = kb_sext64(kb, PICK(kb_arg(kb, sd_main.num_blocks), kb_arg(kb, sd_extra.num_blocks)));
+  r.stride = PICK(kb_arg(kb, sd_main.block_stride), kb_arg(kb, sd_extra.block_stride));
+  r.cache = PICK(kb_arg(kb, sd_main.cache), kb_arg(kb, sd_extra.cache));
+  r.ind = PICK(kb_arg(kb, sd_main.indices), kb_arg(kb, sd_extra.indices));
+#undef PICK
+  return r;
+}
+
+LLVMValueRef sd_row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMValueRef bs)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, idx, kb_i64(kb, 0), ""),
+                      LLVMBuildICmp(b, LLVMIntSLT, idx, LLVMBuildMul(b, nb, bs, ""), ""), "valid");
+}
+
+LLVMValueRef sd_tail_scale_offset(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef bs, LLVMValueRef row)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""),
+                      "");
+}
+
+/* One row's end as sd_head_out gets it, and th: the row (t * heads + head)
+ * of out and lse, i64. */
+typedef struct {
+  LLVMValueRef head, m, l, (*acc)[2], dim0, first, stage, sink, th;
+  int nb;
+} head_row;
+
+/* split-KV: this split's (m, l) and unnormalized acc for <name>_combine. */
+static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LLVMValueRef H, LLVMValueRef S,
+                         LLVMValueRef z)
+{
+  LLVMBuilderRef b = kb->b;
+  int DV = k->v_dim;
+  LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
+  LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 4), "");
+  for (int j = 0; j < r->nb; j++) {
+    LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
+    for (int e = 0; e < 2; e++)
+      v = LLVMBuildInsertElement(b, v, r->acc[j][e], kb_i32(kb, e), "");
+    kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_work), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
+  }
+  kb_if_t g = kb_if(kb, r->first, "ml");
+  LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, SD_n_tokens)), kb_sext64(kb, H), ""), kb_sext64(kb, S), "");
+  LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)DV * 4), ""),
+                                 LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "");
+  LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(kb->f32, 2)), r->m, kb_i32(kb, 0), "");
+  v = LLVMBuildInsertElement(b, v, r->l, kb_i32(kb, 1), "");
+  kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_work), mo), 8);
+  kb_endif(kb, &g);
+}
+
+/* One CTA: the finished bf16 output (to r->stage when set) and lse.  has:
+ * i1, the kernel has sinks. */
+static void head_finish(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LLVMValueRef has)
+{
+  LLVMBuilderRef b = kb->b;
+  int DV = k->v_dim;
+  LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, r->head), kb_i64(kb, 4), "");
+  LLVMValueRef sk = r->sink ? r->sink : kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_attn_sink), hoff, 4, sd_f32(kb, -INFINITY));
+  LLVMValueRef lse, factor;
+  sd_finish_row(kb, r->m, r->l, sk, sd_tensor_scaled(k) ? kb_arg(kb, SD_tensor_scale) : NULL, &lse, &factor);
+  LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 2), "");
+  for (int j = 0; j < r->nb; j++) {
+    LLVMValueRef h16[2];
+    kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, r->acc[j][0], factor, ""), LLVMBuildFMul(b, r->acc[j][1], factor, ""), h16);
+    LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
+    LLVMValueRef at = r->stage ? kb_byte_ptr(kb, r->stage, LLVMBuildMul(b, LLVMBuildAdd(b, r->dim0, kb_i64(kb, 8 * j), ""), kb_i64(kb, 2), ""))
+                               : kb_byte_ptr(kb, kb_arg(kb, SD_out), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), ""));
+    kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), at, 4);
+  }
+  kb_if_t g = kb_if(kb, r->first, "lse");
+  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_lse), LLVMBuildMul(b, r->th, kb_i64(kb, 4), "")), 4);
+  kb_endif(kb, &g);
+}
+
+/* The end of a (token, head) row for the thread holding pairs acc[j] of
+ * dims dim0 + 8 j + (0, 1) (j < nb) and the row's base-2 max m and sum l:
+ * with split-KV, this split's unnormalized acc and (m, l) (written by the
+ * `first` thread) into the work space for <name>_combine; otherwise the
+ * finished bf16 output and (first) lse.  Heads past `heads` write nothing.
+ * With stage (a byte pointer to the row in shared memory) the finished
+ * output values go there, at their dim's offset (2 bytes a value), for the
+ * caller to copy out in whole lines; lse and split-KV partials still go
+ * straight out (a partial's 8-byte pairs fill whole 32-byte sectors).
+ * sink: the row's sink (f32), or NULL to read it here. */
+void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m,
+                 LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first,
+                 LLVMValueRef stage, LLVMValueRef sink)
+{
+  LLVMBuilderRef b = kb->b;
+  head_row r = {.head = head, .m = m, .l = l, .acc = acc, .nb = nb, .dim0 = dim0, .first = first, .stage = stage, .sink = sink};
+  LLVMValueRef H = kb_arg(kb, SD_heads);
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_has_sink), kb_i32(kb, 0), "");
+  LLVMValueRef S = kb_arg(kb, SD_splits), z = kb->t->block_id(kb, 2);
+  LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
+  LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
+  r.th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
+  kb_if_t w = kb_if(kb, live, "out");
+  kb_if_t sp = kb_if(kb, split, "partial");
+  head_partial(kb, k, &r, H, S, z);
+  kb_else(kb, &sp);
+  head_finish(kb, k, &r, has);
+  kb_endif(kb, &sp);
+  kb_endif(kb, &w);
+}
+
+/* Both matrix forms carve their regions this way, and sd_shared_agrees()
+ * then holds the total to the checker's rule. */
+LLVMValueRef sd_carve(dsv4_kb *kb, LLVMValueRef sm, long long *o, long long bytes)
+{
+  LLVMValueRef p = kb_byte_ptr(kb, sm, kb_i64(kb, *o));
+  *o += bytes;
+  return p;
+}
+
+/* The generator's own layout of dynamic shared memory (o bytes) against
+ * the dsv4_abi.h rule the checker and the runtime use. */
+int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
+{
+  int want = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
+  if (o == want)
+    return 0;
+  dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name, o,
+             want);
+  return 1;
+}

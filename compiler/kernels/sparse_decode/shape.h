@@ -1,0 +1,127 @@
+/* shape.h -- what the forms of the sparse MLA decode generator share
+ * (OPS.md section 3, FlashMLA's semantics), and nothing form-specific.
+ *
+ * The generator is one entry point (op.c: dsv4_gen_sparse_decode) over four
+ * kernel forms, each in its own file, none including another:
+ *
+ *   portable.c   no matrix units: lanes of a head dequantize K, reduce q.K
+ *                across them, online softmax (every target)
+ *   warp.c       tile.matrix: mma.sync m16n8k16 over 64-row tiles staged
+ *                by cp.async (DSV4_MATRIX_WARP)
+ *   warpgroup.c  tile.matrix on targets with wgmma: producer warps and two
+ *                consumer warpgroups, alone or as CTA pairs
+ *                (DSV4_MATRIX_WARPGROUP, DSV4_MATRIX_WARPGROUP_PAIR)
+ *   combine.c    <name>_combine, the second kernel of the matrix forms:
+ *                merges the split-KV partial states
+ *
+ * What more than one form needs lives in rows.c (finishing a row, a list's
+ * tiles, picking a tile's list, row validity, carving shared memory, a
+ * head's output), declared here with an sd_ prefix.
+ *
+ * Short names the matrix forms use throughout (the PTX ISA's names for an
+ * mma fragment's coordinates, and the online softmax's):
+ *
+ *   tid    thread in the CTA          lane   thread in its warp
+ *   g      lane >> 2: the fragment row (and g + 8) the lane holds
+ *   c      lane & 3: the column pair (2c, 2c + 1) of each 8 the lane holds
+ *   h      0/1: which of the lane's two rows, g or g + 8
+ *   e      element of a fragment      j      8-wide n-tile of a fragment
+ *   t      the CTA's token            h0     its first head
+ *   i      tile index, over the main list's tiles then the extra list's
+ *   lo, hi this CTA's share [lo, hi) of the token's tiles (split-KV)
+ *   m, l   a row's running max (base 2) and sum of exp2(s - m)
+ *   scale2 softmax_scale (x tensor_scale when folded) x log2 e
+ *   D, DV  the layout's dim and v_dim   H  the heads argument
+ */
+#ifndef DSV4_SPARSE_DECODE_SHAPE_H
+#define DSV4_SPARSE_DECODE_SHAPE_H
+
+#include "../gen.h"
+
+/* The kernels' argument indices, in the order dsv4_abi.h's X-macros give:
+ * SD_<name> for sparse_decode, SD_C_<name> for <name>_combine. */
+#define SD_ARG_INDEX(nm, kind) SD_##nm,
+enum { DSV4_ARGS_SPARSE_DECODE(SD_ARG_INDEX) SD_NARGS };
+#undef SD_ARG_INDEX
+#define SD_C_ARG_INDEX(nm, kind) SD_C_##nm,
+enum { DSV4_ARGS_DECODE_COMBINE(SD_C_ARG_INDEX) SD_C_NARGS };
+#undef SD_C_ARG_INDEX
+
+/* K rows a matrix form's tile holds (its lists are walked tile by tile). */
+enum { SD_TILE = DSV4_DECODE_TILE };
+
+/* One index list's arguments: the main list or the extra one. */
+typedef struct {
+  int cache, indices, lens, topk, num_blocks, block_size, block_stride;
+} sd_list;
+extern const sd_list sd_main, sd_extra;
+
+/* f32 constant v. */
+static inline LLVMValueRef sd_f32(dsv4_kb *kb, double v) { return LLVMConstReal(kb->f32, v); }
+
+/* max(a, c) as a compare and select (a kept when c is NaN). */
+LLVMValueRef sd_fmax2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c);
+
+/* Whether kernel k's layout has a per-tensor scaled segment: its
+ * tensor_scale then folds into the softmax scale and the output. */
+int sd_tensor_scaled(const dsv4_kernel *k);
+
+/* scale2: the softmax scale in base 2 (f32), tensor_scale folded in when
+ * sd_tensor_scaled(k). */
+LLVMValueRef sd_scale2(dsv4_kb *kb, const dsv4_kernel *k);
+
+/* The last step of OPS.md section 3 for a row whose base-2 running max is
+ * m2 and whose sum is l: *lse (natural log; +inf when no index was valid)
+ * and *factor, what the accumulator is scaled by: 1/l, the sink only in
+ * the denominator (sink: f32, -inf for none), times ts (the folded tensor
+ * scale, or NULL); 0 when no index was valid. */
+void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef sink, LLVMValueRef ts,
+                   LLVMValueRef *lse, LLVMValueRef *factor);
+
+/* v of the lanes sharing this quad (lane ^ 1, ^ 2) folded with max or add. */
+LLVMValueRef sd_quad_fold(dsv4_kb *kb, LLVMValueRef v, int add);
+
+/* v[0..n) (n <= 64) folded pairwise with max (maxnum) or add. */
+LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add);
+
+/* Token t's two lists: valid-prefix lengths n[], tiles ntiles[] (the main
+ * list's, then the extra list's), and this CTA's share [lo, hi) of them
+ * (split z = ctaid.z of `splits`). */
+void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *ntiles, LLVMValueRef *lo,
+                    LLVMValueRef *hi);
+
+/* Tile i's list (the main one's tiles, then the extra one's): its local
+ * tile index, valid-prefix length and arguments. */
+typedef struct {
+  LLVMValueRef lt, n, topk, bs, nb, stride, cache, ind; /* bs, nb: i64 */
+} sd_tile_list;
+sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, const LLVMValueRef *ntiles);
+
+/* i1: index idx (i64) names a row of a cache of nb blocks of bs rows. */
+LLVMValueRef sd_row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMValueRef bs);
+
+/* i64 offset, in its block, of row `row`'s scale row (block-tail scales). */
+LLVMValueRef sd_tail_scale_offset(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef bs, LLVMValueRef row);
+
+/* The end of a (token t, head) row in a matrix form: the split-KV partial
+ * or the finished output and lse (rows.c says which, and where). */
+void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m,
+                 LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first,
+                 LLVMValueRef stage, LLVMValueRef sink);
+
+/* The next `bytes` of dynamic shared memory sm, from offset *o (advanced). */
+LLVMValueRef sd_carve(dsv4_kb *kb, LLVMValueRef sm, long long *o, long long bytes);
+
+/* 0 if o bytes of shared memory carved for `form` match dsv4_abi.h's rule;
+ * else an internal error in d. */
+int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d);
+
+/* The forms: each builds kernel k's body into kb from its entry block;
+ * 0 on success, else diagnostics in d (a target that cannot build it). */
+int sd_portable(dsv4_kb *kb, const dsv4_kernel *k);
+int sd_warp(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+int sd_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+/* <name>_combine, the module's second kernel (it starts it). */
+void sd_combine(dsv4_kb *kb, const dsv4_kernel *k);
+
+#endif
