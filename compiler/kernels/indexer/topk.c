@@ -20,7 +20,7 @@
  * UNROLL loads in flight.  Barriers separate the phases; the branch on
  * ctx <= K is uniform per CTA.
  */
-#include "gen.h"
+#include "../gen.h"
 
 enum { OUT, LOGITS, CTX, ROWS, ROW_STRIDE, ROW_LEN };
 
