@@ -24,10 +24,8 @@
  */
 #include "gen.h"
 
-enum {
-  CACHE, Q_OUT, KV, Q, SLOTS, POSITIONS, COS_SIN, N_TOKENS, N_INSERT, NUM_BLOCKS, BLOCK_SIZE, BLOCK_STRIDE, MAX_POS,
-  HEADS, PADDED_HEADS, EPS, KV_CTAS
-};
+/* Parameter positions: DSV4_A_KV_INSERT_<name> (dsv4_abi.h). */
+#define ARG(name) DSV4_A_KV_INSERT_##name
 
 #define MAXV 64
 
@@ -73,9 +71,9 @@ static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, int n, LLVM
   int align = dsv4_gcd(16, dsv4_gcd(half * 4, dims * 2)); /* rows of dims floats; half of them apart */
   LLVMValueRef r[MAXV];
   for (int j = 0; j < half; j++) {
-    LLVMValueRef c = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, COS_SIN), LLVMBuildAdd(b, co, kb_i64(kb, 4 * j), "")),
+    LLVMValueRef c = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, ARG(cos_sin)), LLVMBuildAdd(b, co, kb_i64(kb, 4 * j), "")),
                              (unsigned)(j ? 4 : align));
-    LLVMValueRef s = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, COS_SIN), LLVMBuildAdd(b, so, kb_i64(kb, 4 * j), "")),
+    LLVMValueRef s = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, ARG(cos_sin)), LLVMBuildAdd(b, so, kb_i64(kb, 4 * j), "")),
                              (unsigned)(j ? 4 : align));
     LLVMValueRef e = x[2 * j], o = x[2 * j + 1];
     r[2 * j] = LLVMBuildFSub(b, LLVMBuildFMul(b, e, c, ""), LLVMBuildFMul(b, o, s, ""), "");
@@ -157,28 +155,28 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
   LLVMValueRef tok = LLVMBuildAdd(b, LLVMBuildMul(b, cta, kb_i32(kb, k->tile.tokens_per_cta), ""),
                                   LLVMBuildUDiv(b, tid, kb_i32(kb, P), ""), "tok");
-  LLVMValueRef nrows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, kb_arg(kb, N_INSERT), kb_arg(kb, N_TOKENS), ""),
-                                       kb_arg(kb, N_INSERT), kb_arg(kb, N_TOKENS), "");
+  LLVMValueRef nrows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, kb_arg(kb, ARG(n_insert)), kb_arg(kb, ARG(n_tokens)), ""),
+                                       kb_arg(kb, ARG(n_insert)), kb_arg(kb, ARG(n_tokens)), "");
   LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""),
                                  LLVMBuildICmp(b, LLVMIntSLT, tok, nrows, ""), "in");
   LLVMValueRef tok64 = kb_zext64(kb, tok);
-  LLVMValueRef slot = kb_load_if(kb, in, kb->i64, kb_arg(kb, SLOTS), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
-  LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, NUM_BLOCKS)), bs, "");
+  LLVMValueRef slot = kb_load_if(kb, in, kb->i64, kb_arg(kb, ARG(slot_mapping)), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, ARG(block_size)));
+  LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, ARG(num_blocks))), bs, "");
   LLVMValueRef write = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSGE, slot, kb_i64(kb, 0), ""), "");
   write = LLVMBuildAnd(b, write, LLVMBuildICmp(b, LLVMIntSLT, slot, nslots, ""), "write");
   LLVMValueRef pos = NULL;
   if (k->rope_dims) { /* a position outside the cos/sin table skips the row */
-    pos = kb_load_if(kb, write, kb->i64, kb_arg(kb, POSITIONS), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
+    pos = kb_load_if(kb, write, kb->i64, kb_arg(kb, ARG(positions)), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
-                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
+                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ARG(max_pos))), ""), "");
     write = LLVMBuildAnd(b, write, ok, "write");
   }
   /* the row's values: load, RoPE, round to bf16 */
   LLVMValueRef x[MAXV], h[MAXV];
   LLVMValueRef vo = LLVMBuildMul(b, tok64, kb_i64(kb, (long long)l->dim * 2), "");
   vo = LLVMBuildAdd(b, vo, LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
-  load_bf16_row(kb, write, KV, vo, vpt, dsv4_gcd(16, dsv4_gcd(l->dim * 2, vpt * 2)), x);
+  load_bf16_row(kb, write, ARG(kv), vo, vpt, dsv4_gcd(16, dsv4_gcd(l->dim * 2, vpt * 2)), x);
   rope(kb, k, x, vpt, LLVMBuildMul(b, lane, kb_i32(kb, vpt), ""), pos, write);
   to_bf16(kb, x, vpt, h);
   for (int j = 0; j < vpt; j++)
@@ -201,7 +199,7 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   }
 
   LLVMValueRef s0 = LLVMBuildSelect(b, write, slot, kb_i64(kb, 0), "");
-  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, BLOCK_STRIDE), ""));
+  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, ARG(cache)), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, ARG(block_stride)), ""));
   LLVMValueRef row = LLVMBuildURem(b, s0, bs, "row");
   int tail = l->scale_place == DSV4_SCALES_BLOCK_TAIL;
   int sstride = tail ? l->scale_row_bytes : l->row_bytes;
@@ -326,14 +324,14 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
   LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, cta), kb_i64(kb, rows_per_cta), ""),
                                 kb_zext64(kb, LLVMBuildUDiv(b, tid, kb_i32(kb, P), "")), "qrow");
-  LLVMValueRef hp = kb_sext64(kb, kb_arg(kb, PADDED_HEADS));
-  LLVMValueRef nrows = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, N_TOKENS)), hp, "");
+  LLVMValueRef hp = kb_sext64(kb, kb_arg(kb, ARG(padded_heads)));
+  LLVMValueRef nrows = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, ARG(n_tokens))), hp, "");
   LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""),
                                  LLVMBuildICmp(b, LLVMIntSLT, r, nrows, ""), "in");
   LLVMValueRef r0 = LLVMBuildSelect(b, in, r, kb_i64(kb, 0), "");
   LLVMValueRef n = LLVMBuildUDiv(b, r0, hp, "n"), h = LLVMBuildURem(b, r0, hp, "h");
-  LLVMValueRef load = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, kb_sext64(kb, kb_arg(kb, HEADS)), ""), "");
-  LLVMValueRef src = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, HEADS)), ""), h, ""),
+  LLVMValueRef load = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, kb_sext64(kb, kb_arg(kb, ARG(heads))), ""), "");
+  LLVMValueRef src = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, ARG(heads))), ""), h, ""),
                                   kb_i64(kb, (long long)D * 2), "");
   LLVMValueRef x[MAXV], hb[MAXV], v0[2];
   int align = dsv4_gcd(16, dsv4_gcd(D * 2, w * 2));
@@ -341,22 +339,22 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
     align = dsv4_gcd(align, span * 2);
   for (int p = 0; p < parts; p++) {
     v0[p] = LLVMBuildAdd(b, kb_i32(kb, p * span), LLVMBuildMul(b, lane, kb_i32(kb, w), ""), "v0");
-    load_bf16_row(kb, load, Q, LLVMBuildAdd(b, src, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), ""), w,
+    load_bf16_row(kb, load, ARG(q), LLVMBuildAdd(b, src, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), ""), w,
                   align, x + p * w);
   }
   LLVMValueRef ss = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
     ss = LLVMBuildFAdd(b, ss, LLVMBuildFMul(b, x[j], x[j], ""), "");
   ss = kb_lane_reduce(kb, ss, P, KB_REDUCE_ADD, k->tile.threads);
-  LLVMValueRef ms = LLVMBuildFAdd(b, LLVMBuildFDiv(b, ss, LLVMConstReal(kb->f32, D), ""), kb_arg(kb, EPS), "");
+  LLVMValueRef ms = LLVMBuildFAdd(b, LLVMBuildFDiv(b, ss, LLVMConstReal(kb->f32, D), ""), kb_arg(kb, ARG(eps)), "");
   LLVMTypeRef ft = kb->f32;
   LLVMValueRef rs = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0), kb_call(kb, "llvm.sqrt.f32", kb->f32, &ft, &ms, 1, LLVMCCallConv), "");
   for (int j = 0; j < vpt; j++)
     x[j] = LLVMBuildFMul(b, x[j], rs, "");
   if (k->rope_dims) {
-    LLVMValueRef pos = kb_load_if(kb, load, kb->i64, kb_arg(kb, POSITIONS), LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
+    LLVMValueRef pos = kb_load_if(kb, load, kb->i64, kb_arg(kb, ARG(positions)), LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
-                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, MAX_POS)), ""), "");
+                                   LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ARG(max_pos))), ""), "");
     for (int p = 0; p < parts; p++)
       rope(kb, k, x + p * w, w, v0[p], pos, LLVMBuildAnd(b, load, ok, ""));
   }
@@ -365,7 +363,7 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef dst = LLVMBuildMul(b, r0, kb_i64(kb, (long long)D * 2), "");
   for (int p = 0; p < parts; p++)
     store_i16(kb, hb + p * w, w,
-              kb_byte_ptr(kb, kb_arg(kb, Q_OUT), LLVMBuildAdd(b, dst, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), "")),
+              kb_byte_ptr(kb, kb_arg(kb, ARG(q_out)), LLVMBuildAdd(b, dst, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), "")),
               align);
   kb_endif(kb, &f);
 }
@@ -380,10 +378,10 @@ int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     return 0;
   }
   /* the branch is uniform per CTA, so each side may use barriers */
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, cta, kb_arg(kb, KV_CTAS), ""), "kv");
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, cta, kb_arg(kb, ARG(kv_ctas)), ""), "kv");
   kv_rows(kb, k, cta);
   kb_else(kb, &f);
-  q_rows(kb, k, LLVMBuildSub(b, cta, kb_arg(kb, KV_CTAS), ""));
+  q_rows(kb, k, LLVMBuildSub(b, cta, kb_arg(kb, ARG(kv_ctas)), ""));
   kb_endif(kb, &f);
   return 0;
 }

@@ -10,10 +10,8 @@
  */
 #include "gen.h"
 
-enum {
-  OUT, CACHE, SEQ_LENS, GATHER_LENS, BLOCK_TABLE, NUM_REQUESTS, MAX_BLOCKS, NUM_BLOCKS, BLOCK_SIZE,
-  BLOCK_STRIDE, OUT_STRIDE_R, OUT_STRIDE_M, OUT_ROWS, OFFSET, HAS_GATHER_LENS, TENSOR_SCALE
-};
+/* Parameter positions: DSV4_A_PAGED_GATHER_<name> (dsv4_abi.h). */
+#define ARG(name) DSV4_A_PAGED_GATHER_##name
 
 int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
@@ -21,19 +19,19 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMBuilderRef b = kb->b;
   dsv4_token_lane tl = dsv4_emit_token_lane(kb, k);
   LLVMValueRef r = kb->t->block_id(kb, 1);
-  LLVMValueRef room = LLVMBuildSub(b, kb_arg(kb, OUT_ROWS), kb_arg(kb, OFFSET), "room");
+  LLVMValueRef room = LLVMBuildSub(b, kb_arg(kb, ARG(out_rows)), kb_arg(kb, ARG(offset)), "room");
   kb_return_if(kb, LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), room, ""),
-                               LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, NUM_REQUESTS), ""), ""));
+                               LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(num_requests)), ""), ""));
   LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef seq = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, SEQ_LENS), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef seq = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(seq_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
   /* g = has_gather_lens ? gather_lens[r] : seq_lens[r] (no load when absent) */
-  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, HAS_GATHER_LENS), kb_i32(kb, 0), "");
-  LLVMValueRef g = kb_load_if(kb, has, kb->i32, kb_arg(kb, GATHER_LENS), LLVMBuildMul(b, r64, kb_i64(kb, 4), ""), 4, seq);
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, ARG(has_gather_lens)), kb_i32(kb, 0), "");
+  LLVMValueRef g = kb_load_if(kb, has, kb->i32, kb_arg(kb, ARG(gather_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), ""), 4, seq);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), g, ""));
 
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, BLOCK_SIZE));
-  LLVMValueRef maxb = kb_sext64(kb, kb_arg(kb, MAX_BLOCKS));
-  LLVMValueRef nblocks = kb_sext64(kb, kb_arg(kb, NUM_BLOCKS));
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, ARG(block_size)));
+  LLVMValueRef maxb = kb_sext64(kb, kb_arg(kb, ARG(max_blocks)));
+  LLVMValueRef nblocks = kb_sext64(kb, kb_arg(kb, ARG(num_blocks)));
   dsv4_lane_token t[8] = {0};
   int U = k->tile.tokens_per_thread;
   for (int u = 0; u < U; u++) {
@@ -46,17 +44,17 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "write");
     /* the block number, read only for rows that will be written */
     LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, ""), kb_i64(kb, 4), "");
-    LLVMValueRef blkno = kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, BLOCK_TABLE), to, 4, kb_i32(kb, -1)));
+    LLVMValueRef blkno = kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, ARG(block_table)), to, 4, kb_i32(kb, -1)));
     t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blkno, kb_i64(kb, 0), ""),
                               LLVMBuildICmp(b, LLVMIntSLT, blkno, nblocks, ""), "valid");
     blkno = LLVMBuildSelect(b, t[u].valid, blkno, kb_i64(kb, 0), "");
-    t[u].blk = kb_byte_ptr(kb, kb_arg(kb, CACHE), LLVMBuildMul(b, blkno, kb_arg(kb, BLOCK_STRIDE), ""));
+    t[u].blk = kb_byte_ptr(kb, kb_arg(kb, ARG(cache)), LLVMBuildMul(b, blkno, kb_arg(kb, ARG(block_stride)), ""));
     /* out + (r * stride_r + (offset + i) * stride_m) * 2 bytes */
-    LLVMValueRef m = kb_sext64(kb, LLVMBuildAdd(b, kb_arg(kb, OFFSET), i, ""));
-    LLVMValueRef eo = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, OUT_STRIDE_R), ""),
-                                   LLVMBuildMul(b, m, kb_arg(kb, OUT_STRIDE_M), ""), "");
-    t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, eo, kb_i64(kb, 2), ""));
+    LLVMValueRef m = kb_sext64(kb, LLVMBuildAdd(b, kb_arg(kb, ARG(offset)), i, ""));
+    LLVMValueRef eo = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(out_stride_r)), ""),
+                                   LLVMBuildMul(b, m, kb_arg(kb, ARG(out_stride_m)), ""), "");
+    t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, eo, kb_i64(kb, 2), ""));
   }
-  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, kb_arg(kb, TENSOR_SCALE), t, U);
+  dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, kb_arg(kb, ARG(tensor_scale)), t, U);
   return 0;
 }

@@ -179,6 +179,35 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(row_stride, I64)      \
   A(row_len, I32)
 
+/* Argument positions, from the same lists: DSV4_A_<OP>_<name> (and
+ * DSV4_A_<OP>_COUNT).  The generators read their parameters and the
+ * runtime places its arguments by these, so neither writes the order. */
+#define DSV4_A_IDX_DEQUANT_GATHER(nm, kind) DSV4_A_DEQUANT_GATHER_##nm,
+#define DSV4_A_IDX_PAGED_GATHER(nm, kind) DSV4_A_PAGED_GATHER_##nm,
+#define DSV4_A_IDX_KV_INSERT(nm, kind) DSV4_A_KV_INSERT_##nm,
+#define DSV4_A_IDX_SPARSE_DECODE(nm, kind) DSV4_A_SPARSE_DECODE_##nm,
+#define DSV4_A_IDX_DECODE_COMBINE(nm, kind) DSV4_A_DECODE_COMBINE_##nm,
+#define DSV4_A_IDX_PAGED_MQA_LOGITS(nm, kind) DSV4_A_PAGED_MQA_LOGITS_##nm,
+#define DSV4_A_IDX_TOPK(nm, kind) DSV4_A_TOPK_##nm,
+enum { DSV4_ARGS_DEQUANT_GATHER(DSV4_A_IDX_DEQUANT_GATHER) DSV4_A_DEQUANT_GATHER_COUNT };
+enum { DSV4_ARGS_PAGED_GATHER(DSV4_A_IDX_PAGED_GATHER) DSV4_A_PAGED_GATHER_COUNT };
+enum { DSV4_ARGS_KV_INSERT(DSV4_A_IDX_KV_INSERT) DSV4_A_KV_INSERT_COUNT };
+enum { DSV4_ARGS_SPARSE_DECODE(DSV4_A_IDX_SPARSE_DECODE) DSV4_A_SPARSE_DECODE_COUNT };
+enum { DSV4_ARGS_DECODE_COMBINE(DSV4_A_IDX_DECODE_COMBINE) DSV4_A_DECODE_COMBINE_COUNT };
+enum { DSV4_ARGS_PAGED_MQA_LOGITS(DSV4_A_IDX_PAGED_MQA_LOGITS) DSV4_A_PAGED_MQA_LOGITS_COUNT };
+enum { DSV4_ARGS_TOPK(DSV4_A_IDX_TOPK) DSV4_A_TOPK_COUNT };
+
+/* The combine kernel's argument kinds (the second kernel of a matrix
+ * sparse_decode), as dsv4_op_args gives an op's; returns the count. */
+static inline int dsv4_combine_args(unsigned char *kinds)
+{
+  int n = 0;
+#define A(nm, kind) kinds[n++] = DSV4_ARG_##kind;
+  DSV4_ARGS_DECODE_COMBINE(A)
+#undef A
+  return n;
+}
+
 /* The argument list of op: kinds (and names when names is not NULL), from
  * the DSV4_ARGS_<OP> lists above; returns the count, -1 for an unknown op.
  * The one definition both the generators and the runtime use. */

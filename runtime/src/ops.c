@@ -366,15 +366,15 @@ dsv4rt_status dsv4rt_dequant_gather(dsv4rt_bundle *b, const dsv4rt_dequant_gathe
   if ((s = check_bufs(&c, v, COUNT(v))) || (s = check_tensor_scale(&c, a->tensor_scale)) ||
       (checked(opts) && (s = contents_dequant(&c, a))))
     return s;
-  rt_arg args[] = {
-      {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_IN, {.buf = a->cache}},
-      {DSV4_ARG_IN, {.buf = a->indices}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->n}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
-      {DSV4_ARG_I64, {.i64 = a->block_stride}},
-      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+  rt_arg args[DSV4_A_DEQUANT_GATHER_COUNT] = {
+      [DSV4_A_DEQUANT_GATHER_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_DEQUANT_GATHER_cache] = {DSV4_ARG_IN, {.buf = a->cache}},
+      [DSV4_A_DEQUANT_GATHER_indices] = {DSV4_ARG_IN, {.buf = a->indices}},
+      [DSV4_A_DEQUANT_GATHER_n] = {DSV4_ARG_I32, {.i32 = (int32_t)a->n}},
+      [DSV4_A_DEQUANT_GATHER_num_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      [DSV4_A_DEQUANT_GATHER_block_size] = {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      [DSV4_A_DEQUANT_GATHER_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      [DSV4_A_DEQUANT_GATHER_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t grid[3] = {(uint32_t)((a->n + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), 1, 1};
   return rt_launch(b, c.e, grid, args, COUNT(args));
@@ -421,23 +421,23 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
   if ((s = check_bufs(&c, v, COUNT(v))) || (s = check_tensor_scale(&c, a->tensor_scale)) ||
       (checked(opts) && (s = contents_paged(&c, a))))
     return s;
-  rt_arg args[] = {
-      {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_IN, {.buf = a->cache}},
-      {DSV4_ARG_IN, {.buf = a->seq_lens}},
-      {DSV4_ARG_IN, {.buf = a->gather_lens ? a->gather_lens : a->seq_lens}},
-      {DSV4_ARG_IN, {.buf = a->block_table}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)R}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
-      {DSV4_ARG_I64, {.i64 = a->block_stride}},
-      {DSV4_ARG_I64, {.i64 = a->out_stride_r}},
-      {DSV4_ARG_I64, {.i64 = a->out_stride_m}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)M}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->offset}},
-      {DSV4_ARG_I32, {.i32 = a->gather_lens != NULL}},
-      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+  rt_arg args[DSV4_A_PAGED_GATHER_COUNT] = {
+      [DSV4_A_PAGED_GATHER_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_PAGED_GATHER_cache] = {DSV4_ARG_IN, {.buf = a->cache}},
+      [DSV4_A_PAGED_GATHER_seq_lens] = {DSV4_ARG_IN, {.buf = a->seq_lens}},
+      [DSV4_A_PAGED_GATHER_gather_lens] = {DSV4_ARG_IN, {.buf = a->gather_lens ? a->gather_lens : a->seq_lens}},
+      [DSV4_A_PAGED_GATHER_block_table] = {DSV4_ARG_IN, {.buf = a->block_table}},
+      [DSV4_A_PAGED_GATHER_num_requests] = {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      [DSV4_A_PAGED_GATHER_max_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
+      [DSV4_A_PAGED_GATHER_num_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      [DSV4_A_PAGED_GATHER_block_size] = {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      [DSV4_A_PAGED_GATHER_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      [DSV4_A_PAGED_GATHER_out_stride_r] = {DSV4_ARG_I64, {.i64 = a->out_stride_r}},
+      [DSV4_A_PAGED_GATHER_out_stride_m] = {DSV4_ARG_I64, {.i64 = a->out_stride_m}},
+      [DSV4_A_PAGED_GATHER_out_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)M}},
+      [DSV4_A_PAGED_GATHER_offset] = {DSV4_ARG_I32, {.i32 = (int32_t)a->offset}},
+      [DSV4_A_PAGED_GATHER_has_gather_lens] = {DSV4_ARG_I32, {.i32 = a->gather_lens != NULL}},
+      [DSV4_A_PAGED_GATHER_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t grid[3] = {(uint32_t)((M - a->offset + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), (uint32_t)R, 1};
   return rt_launch(b, c.e, grid, args, COUNT(args));
@@ -495,24 +495,24 @@ dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
     return s;
   /* arguments a kernel without rope or a q branch ignores still need a buffer */
   const dsv4rt_buffer *any = a->kv;
-  rt_arg args[] = {
-      {DSV4_ARG_PTR, {.buf = a->cache}},
-      {DSV4_ARG_PTR, {.buf = qd ? a->q_out : any}},
-      {DSV4_ARG_IN, {.buf = a->kv}},
-      {DSV4_ARG_IN, {.buf = qd ? a->q : any}},
-      {DSV4_ARG_IN, {.buf = a->slot_mapping}},
-      {DSV4_ARG_IN, {.buf = rope ? a->positions : any}},
-      {DSV4_ARG_IN, {.buf = rope ? a->cos_sin : any}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)N}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->n_insert}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
-      {DSV4_ARG_I64, {.i64 = a->block_stride}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)(rope ? a->max_pos : 0)}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)(qd ? a->heads : 0)}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)(qd ? a->padded_heads : 0)}},
-      {DSV4_ARG_F32, {.f32 = a->eps}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)kv_ctas}},
+  rt_arg args[DSV4_A_KV_INSERT_COUNT] = {
+      [DSV4_A_KV_INSERT_cache] = {DSV4_ARG_PTR, {.buf = a->cache}},
+      [DSV4_A_KV_INSERT_q_out] = {DSV4_ARG_PTR, {.buf = qd ? a->q_out : any}},
+      [DSV4_A_KV_INSERT_kv] = {DSV4_ARG_IN, {.buf = a->kv}},
+      [DSV4_A_KV_INSERT_q] = {DSV4_ARG_IN, {.buf = qd ? a->q : any}},
+      [DSV4_A_KV_INSERT_slot_mapping] = {DSV4_ARG_IN, {.buf = a->slot_mapping}},
+      [DSV4_A_KV_INSERT_positions] = {DSV4_ARG_IN, {.buf = rope ? a->positions : any}},
+      [DSV4_A_KV_INSERT_cos_sin] = {DSV4_ARG_IN, {.buf = rope ? a->cos_sin : any}},
+      [DSV4_A_KV_INSERT_n_tokens] = {DSV4_ARG_I32, {.i32 = (int32_t)N}},
+      [DSV4_A_KV_INSERT_n_insert] = {DSV4_ARG_I32, {.i32 = (int32_t)a->n_insert}},
+      [DSV4_A_KV_INSERT_num_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      [DSV4_A_KV_INSERT_block_size] = {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      [DSV4_A_KV_INSERT_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      [DSV4_A_KV_INSERT_max_pos] = {DSV4_ARG_I32, {.i32 = (int32_t)(rope ? a->max_pos : 0)}},
+      [DSV4_A_KV_INSERT_heads] = {DSV4_ARG_I32, {.i32 = (int32_t)(qd ? a->heads : 0)}},
+      [DSV4_A_KV_INSERT_padded_heads] = {DSV4_ARG_I32, {.i32 = (int32_t)(qd ? a->padded_heads : 0)}},
+      [DSV4_A_KV_INSERT_eps] = {DSV4_ARG_F32, {.f32 = a->eps}},
+      [DSV4_A_KV_INSERT_kv_ctas] = {DSV4_ARG_I32, {.i32 = (int32_t)kv_ctas}},
   };
   uint32_t grid[3] = {(uint32_t)(kv_ctas + q_ctas), 1, 1};
   return rt_launch(b, c.e, grid, args, COUNT(args));
@@ -587,32 +587,32 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   if (S > 1 && (s = rt_work(b, c.e, (size_t)dsv4_decode_work_floats(T, H, (int)S, (int)vd) * 4, &work)))
     return s;
   const dsv4rt_buffer *dummy = a->lens; /* stands in for absent buffers; never read */
-  rt_arg args[] = {
-      {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_PTR, {.buf = a->lse}},
-      {DSV4_ARG_IN, {.buf = a->q}},
-      {DSV4_ARG_IN, {.buf = a->cache}},
-      {DSV4_ARG_IN, {.buf = a->indices}},
-      {DSV4_ARG_IN, {.buf = a->lens}},
-      {DSV4_ARG_IN, {.buf = extra ? a->extra_cache : a->cache}},
-      {DSV4_ARG_IN, {.buf = extra ? a->extra_indices : dummy}},
-      {DSV4_ARG_IN, {.buf = extra ? a->extra_lens : dummy}},
-      {DSV4_ARG_IN, {.buf = a->attn_sink ? a->attn_sink : dummy}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)T}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)H}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->topk}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
-      {DSV4_ARG_I64, {.i64 = a->block_stride}},
-      {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_topk : 0}},
-      {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_num_blocks : 0}},
-      {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_block_size : 1}},
-      {DSV4_ARG_I64, {.i64 = extra ? a->extra_block_stride : 0}},
-      {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
-      {DSV4_ARG_F32, {.f32 = a->softmax_scale}},
-      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
-      {DSV4_ARG_PTR, {.buf = work}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)S}},
+  rt_arg args[DSV4_A_SPARSE_DECODE_COUNT] = {
+      [DSV4_A_SPARSE_DECODE_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_SPARSE_DECODE_lse] = {DSV4_ARG_PTR, {.buf = a->lse}},
+      [DSV4_A_SPARSE_DECODE_q] = {DSV4_ARG_IN, {.buf = a->q}},
+      [DSV4_A_SPARSE_DECODE_cache] = {DSV4_ARG_IN, {.buf = a->cache}},
+      [DSV4_A_SPARSE_DECODE_indices] = {DSV4_ARG_IN, {.buf = a->indices}},
+      [DSV4_A_SPARSE_DECODE_lens] = {DSV4_ARG_IN, {.buf = a->lens}},
+      [DSV4_A_SPARSE_DECODE_extra_cache] = {DSV4_ARG_IN, {.buf = extra ? a->extra_cache : a->cache}},
+      [DSV4_A_SPARSE_DECODE_extra_indices] = {DSV4_ARG_IN, {.buf = extra ? a->extra_indices : dummy}},
+      [DSV4_A_SPARSE_DECODE_extra_lens] = {DSV4_ARG_IN, {.buf = extra ? a->extra_lens : dummy}},
+      [DSV4_A_SPARSE_DECODE_attn_sink] = {DSV4_ARG_IN, {.buf = a->attn_sink ? a->attn_sink : dummy}},
+      [DSV4_A_SPARSE_DECODE_n_tokens] = {DSV4_ARG_I32, {.i32 = (int32_t)T}},
+      [DSV4_A_SPARSE_DECODE_heads] = {DSV4_ARG_I32, {.i32 = (int32_t)H}},
+      [DSV4_A_SPARSE_DECODE_topk] = {DSV4_ARG_I32, {.i32 = (int32_t)a->topk}},
+      [DSV4_A_SPARSE_DECODE_num_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      [DSV4_A_SPARSE_DECODE_block_size] = {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      [DSV4_A_SPARSE_DECODE_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      [DSV4_A_SPARSE_DECODE_extra_topk] = {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_topk : 0}},
+      [DSV4_A_SPARSE_DECODE_extra_num_blocks] = {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_num_blocks : 0}},
+      [DSV4_A_SPARSE_DECODE_extra_block_size] = {DSV4_ARG_I32, {.i32 = extra ? (int32_t)a->extra_block_size : 1}},
+      [DSV4_A_SPARSE_DECODE_extra_block_stride] = {DSV4_ARG_I64, {.i64 = extra ? a->extra_block_stride : 0}},
+      [DSV4_A_SPARSE_DECODE_has_sink] = {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
+      [DSV4_A_SPARSE_DECODE_softmax_scale] = {DSV4_ARG_F32, {.f32 = a->softmax_scale}},
+      [DSV4_A_SPARSE_DECODE_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+      [DSV4_A_SPARSE_DECODE_work] = {DSV4_ARG_PTR, {.buf = work}},
+      [DSV4_A_SPARSE_DECODE_splits] = {DSV4_ARG_I32, {.i32 = (int32_t)S}},
   };
   uint32_t grid[3] = {(uint32_t)((H + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
   /* CTA pairs (tile.pair): a token's head groups two by two, an odd last
@@ -621,16 +621,16 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   grid[0] = (grid[0] + pair - 1) / pair * pair;
   if ((s = rt_launch_cluster(b, c.e, grid, pair, args, COUNT(args))) || S == 1)
     return s;
-  rt_arg cargs[] = {
-      {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_PTR, {.buf = a->lse}},
-      {DSV4_ARG_IN, {.buf = work}},
-      {DSV4_ARG_IN, {.buf = a->attn_sink ? a->attn_sink : dummy}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)T}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)H}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)S}},
-      {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
-      {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+  rt_arg cargs[DSV4_A_DECODE_COMBINE_COUNT] = {
+      [DSV4_A_DECODE_COMBINE_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_DECODE_COMBINE_lse] = {DSV4_ARG_PTR, {.buf = a->lse}},
+      [DSV4_A_DECODE_COMBINE_work] = {DSV4_ARG_IN, {.buf = work}},
+      [DSV4_A_DECODE_COMBINE_attn_sink] = {DSV4_ARG_IN, {.buf = a->attn_sink ? a->attn_sink : dummy}},
+      [DSV4_A_DECODE_COMBINE_n_tokens] = {DSV4_ARG_I32, {.i32 = (int32_t)T}},
+      [DSV4_A_DECODE_COMBINE_heads] = {DSV4_ARG_I32, {.i32 = (int32_t)H}},
+      [DSV4_A_DECODE_COMBINE_splits] = {DSV4_ARG_I32, {.i32 = (int32_t)S}},
+      [DSV4_A_DECODE_COMBINE_has_sink] = {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
+      [DSV4_A_DECODE_COMBINE_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t cgrid[3] = {(uint32_t)(T * H), 1, 1};
   return rt_launch2(b, c.e, cgrid, (uint32_t)dsv4_decode_combine_threads((int)vd), cargs, COUNT(cargs));
@@ -672,23 +672,23 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
       (s = rt_tensor_map(b, c.e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map, &fresh)))
     return s;
-  rt_arg args[] = {
-      {DSV4_ARG_PTR, {.buf = a->logits}},
-      {DSV4_ARG_IN, {.buf = a->q}},
-      {DSV4_ARG_IN, {.buf = a->cache}},
-      {DSV4_ARG_IN, {.buf = a->weights}},
-      {DSV4_ARG_IN, {.buf = a->context_lens}},
-      {DSV4_ARG_IN, {.buf = a->block_table}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)R}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)nn}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
-      {DSV4_ARG_I64, {.i64 = a->block_stride}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
-      {DSV4_ARG_I64, {.i64 = a->row_stride}},
-      {DSV4_ARG_IN, {.buf = kv_map}},
-      {DSV4_ARG_I32, {.i32 = *fresh}},
+  rt_arg args[DSV4_A_PAGED_MQA_LOGITS_COUNT] = {
+      [DSV4_A_PAGED_MQA_LOGITS_logits] = {DSV4_ARG_PTR, {.buf = a->logits}},
+      [DSV4_A_PAGED_MQA_LOGITS_q] = {DSV4_ARG_IN, {.buf = a->q}},
+      [DSV4_A_PAGED_MQA_LOGITS_cache] = {DSV4_ARG_IN, {.buf = a->cache}},
+      [DSV4_A_PAGED_MQA_LOGITS_weights] = {DSV4_ARG_IN, {.buf = a->weights}},
+      [DSV4_A_PAGED_MQA_LOGITS_context_lens] = {DSV4_ARG_IN, {.buf = a->context_lens}},
+      [DSV4_A_PAGED_MQA_LOGITS_block_table] = {DSV4_ARG_IN, {.buf = a->block_table}},
+      [DSV4_A_PAGED_MQA_LOGITS_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      [DSV4_A_PAGED_MQA_LOGITS_next_n] = {DSV4_ARG_I32, {.i32 = (int32_t)nn}},
+      [DSV4_A_PAGED_MQA_LOGITS_num_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->num_blocks}},
+      [DSV4_A_PAGED_MQA_LOGITS_block_size] = {DSV4_ARG_I32, {.i32 = (int32_t)a->block_size}},
+      [DSV4_A_PAGED_MQA_LOGITS_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
+      [DSV4_A_PAGED_MQA_LOGITS_max_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
+      [DSV4_A_PAGED_MQA_LOGITS_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
+      [DSV4_A_PAGED_MQA_LOGITS_row_stride] = {DSV4_ARG_I64, {.i64 = a->row_stride}},
+      [DSV4_A_PAGED_MQA_LOGITS_kv_map] = {DSV4_ARG_IN, {.buf = kv_map}},
+      [DSV4_A_PAGED_MQA_LOGITS_kv_map_fresh] = {DSV4_ARG_I32, {.i32 = *fresh}},
   };
   /* the warp-matrix form's CTA takes every next_n row of one batch entry */
   uint32_t grid[3] = {(uint32_t)((a->row_len + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta),
@@ -715,13 +715,13 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
   };
   if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, NULL))))
     return s;
-  rt_arg args[] = {
-      {DSV4_ARG_PTR, {.buf = a->out}},
-      {DSV4_ARG_IN, {.buf = a->logits}},
-      {DSV4_ARG_IN, {.buf = a->context_lens}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)R}},
-      {DSV4_ARG_I64, {.i64 = a->row_stride}},
-      {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
+  rt_arg args[DSV4_A_TOPK_COUNT] = {
+      [DSV4_A_TOPK_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_TOPK_logits] = {DSV4_ARG_IN, {.buf = a->logits}},
+      [DSV4_A_TOPK_context_lens] = {DSV4_ARG_IN, {.buf = a->context_lens}},
+      [DSV4_A_TOPK_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      [DSV4_A_TOPK_row_stride] = {DSV4_ARG_I64, {.i64 = a->row_stride}},
+      [DSV4_A_TOPK_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
   };
   uint32_t grid[3] = {(uint32_t)R, 1, 1};
   return rt_launch(b, c.e, grid, args, COUNT(args));

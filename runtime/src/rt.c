@@ -266,13 +266,35 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
   return (dsv4rt_status)rc;
 }
 
+/* The arguments the runtime built against the signature the kernel was
+ * built for: the entry's (checked against dsv4_abi.h when the bundle was
+ * opened) or the combine kernel's.  A mismatch is a runtime bug (ops.c
+ * places arguments by the DSV4_A_* positions, so a slot it missed has kind
+ * 0): refused before any launch. */
+static dsv4rt_status check_signature(const dsv4rt_bundle *b, int i, int second, const rt_arg *args, int nargs)
+{
+  const dsv4_bundle_entry *e = &b->entries[i];
+  unsigned char kinds[DSV4_MAX_ARGS];
+  int n = second ? dsv4_combine_args(kinds) : (int)e->nargs;
+  const unsigned char *want = second ? kinds : e->args;
+  for (int a = 0; a < nargs && a < n; a++)
+    if (args[a].kind != want[a])
+      return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG,
+                     "kernel %s%s: argument %d has kind %d where its signature has %d (a runtime bug)", e->name,
+                     second ? " (combine)" : "", a, args[a].kind, want[a]);
+  if (nargs != n)
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s%s: %d arguments where its signature has %d (a runtime bug)",
+                   e->name, second ? " (combine)" : "", nargs, n);
+  return DSV4RT_OK;
+}
+
 /* Entry i's code loaded, launch its first or second kernel (an empty grid
  * launches nothing). */
 static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t grid[3], uint32_t threads,
                             uint32_t shared, uint32_t cluster, const rt_arg *args, int nargs)
 {
-  dsv4rt_status s = rt_load(b, i);
-  if (s)
+  dsv4rt_status s = check_signature(b, i, second, args, nargs);
+  if (s || (s = rt_load(b, i)))
     return s;
   void *kernel = second ? b->loaded[i].kernel2 : b->loaded[i].kernel;
   if (!kernel)

@@ -22,7 +22,8 @@
  */
 #include "../gen.h"
 
-enum { OUT, LOGITS, CTX, ROWS, ROW_STRIDE, ROW_LEN };
+/* Parameter positions: DSV4_A_TOPK_<name> (dsv4_abi.h). */
+#define ARG(name) DSV4_A_TOPK_##name
 
 /* The order-preserving unsigned key of a float's bits. */
 static LLVMValueRef key_of(dsv4_kb *kb, LLVMValueRef bits)
@@ -154,13 +155,13 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMBuilderRef b = kb->b;
   int T = k->tile.threads, K = k->topk;
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ROWS), "")); /* whole CTAs only */
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(rows)), "")); /* whole CTAs only */
   LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, CTX), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
-  LLVMValueRef n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, ctx, kb_arg(kb, ROW_LEN), ""), ctx, kb_arg(kb, ROW_LEN), "");
+  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(context_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, ctx, kb_arg(kb, ARG(row_len)), ""), ctx, kb_arg(kb, ARG(row_len)), "");
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "n");
-  LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, OUT), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
-  LLVMValueRef lrow = kb_byte_ptr(kb, kb_arg(kb, LOGITS), LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ROW_STRIDE), ""), kb_i64(kb, 4), ""));
+  LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
+  LLVMValueRef lrow = kb_byte_ptr(kb, kb_arg(kb, ARG(logits)), LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), ""));
   LLVMValueRef hist = kb_shared_array(kb, kb->i32, NB_MAX + 4, "dsv4_topk_hist"); /* + bin, above, gt, eq */
   LLVMValueRef psum = kb_shared_array(kb, kb->i32, T, "dsv4_topk_scan");
   LLVMValueRef bin_slot = word(kb, hist, kb_i32(kb, NB_MAX)), above_slot = word(kb, hist, kb_i32(kb, NB_MAX + 1));
