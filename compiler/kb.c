@@ -21,6 +21,7 @@ void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const char *arch, const char 
   kb->b = LLVMCreateBuilderInContext(kb->ctx);
   kb->t = t;
   kb->arch = arch;
+  kb->warp = dsv4_target_warp(t->kind, arch);
   kb->v = LLVMVoidTypeInContext(kb->ctx);
   kb->i1 = LLVMInt1TypeInContext(kb->ctx);
   kb->i8 = LLVMInt8TypeInContext(kb->ctx);

@@ -183,7 +183,6 @@ typedef struct dsv4_target_ir {
   void (*tma_load3)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef map, const LLVMValueRef c[3], LLVMValueRef mbar);
   void (*tma_acquire)(dsv4_kb *kb, LLVMValueRef map); /* before a thread's first tma_load3 of a host-written map */
   void (*bulk_load)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar);
-  int warp; /* threads a warp (fragment layouts assume 32) */
   void (*store_stream16)(dsv4_kb *kb, LLVMValueRef v4i32, LLVMValueRef bptr);
 } dsv4_target_ir;
 
@@ -193,6 +192,7 @@ struct dsv4_kb {
   LLVMBuilderRef b;
   const dsv4_target_ir *t;
   const char *arch;
+  int warp; /* threads a warp on this arch, from the target's table (targets/caps.c) */
   LLVMValueRef fn;
   LLVMTypeRef v, i1, i8, i16, i32, i64, f32;
   LLVMTypeRef gptr; /* i8 pointer in the global address space */

@@ -97,6 +97,8 @@ int dsv4_target_warp(dsv4_target_kind t, const char *arch);
 int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch);
 int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch);
 int dsv4_target_has_wgmma(dsv4_target_kind t, const char *arch);
+/* 1 if a spec may switch t's subgroup code on or off. */
+int dsv4_target_has_subgroup_switch(dsv4_target_kind t);
 /* Dynamic shared memory (bytes) a kernel's launch needs, and the most a
  * CTA of target t may have. */
 int dsv4_kernel_shared_bytes(const dsv4_kernel *k);

@@ -10,21 +10,21 @@
 #include <string.h>
 
 static const dsv4_arch_caps ptx[] = {
-    {"sm_80", 1024, 32, 166912, DSV4_MMA_BF16},
-    {"sm_86", 1024, 32, 101376, DSV4_MMA_BF16},
-    {"sm_89", 1024, 32, 101376, DSV4_MMA_BF16 | DSV4_MMA_E4M3},
-    {"sm_90", 1024, 32, 232448, DSV4_MMA_BF16 | DSV4_MMA_E4M3},
-    {"sm_90a", 1024, 32, 232448, DSV4_MMA_BF16 | DSV4_MMA_E4M3 | DSV4_WGMMA},
-    {NULL, 0, 0, 0, 0},
+    {"sm_80", 1024, 32, 166912, DSV4_MMA_BF16, 0},
+    {"sm_86", 1024, 32, 101376, DSV4_MMA_BF16, 0},
+    {"sm_89", 1024, 32, 101376, DSV4_MMA_BF16 | DSV4_MMA_E4M3, 0},
+    {"sm_90", 1024, 32, 232448, DSV4_MMA_BF16 | DSV4_MMA_E4M3, 0},
+    {"sm_90a", 1024, 32, 232448, DSV4_MMA_BF16 | DSV4_MMA_E4M3 | DSV4_WGMMA, 0},
+    {NULL, 0, 0, 0, 0, 0},
 };
 static const dsv4_arch_caps amdgcn[] = {
-    {"gfx90a", 1024, 64, 0, 0},
-    {"gfx942", 1024, 64, 0, 0},
-    {NULL, 0, 0, 0, 0},
+    {"gfx90a", 1024, 64, 0, 0, 0},
+    {"gfx942", 1024, 64, 0, 0, 0},
+    {NULL, 0, 0, 0, 0, 0},
 };
 static const dsv4_arch_caps spirv[] = {
-    {"opencl1.2", 1024, 1, 0, 0},
-    {NULL, 0, 0, 0, 0},
+    {"opencl1.2", 1024, 1, 0, 0, 1},
+    {NULL, 0, 0, 0, 0, 0},
 };
 
 /* Each target's table, and its archs as one line for messages (the same
@@ -103,3 +103,9 @@ int dsv4_target_max_shared(dsv4_target_kind t, const char *arch)
 
 int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch) { return dsv4_caps(t, arch) != NULL; }
 const char *dsv4_target_arch_list(dsv4_target_kind t) { return dsv4_caps_arch_list(t); }
+
+int dsv4_target_has_subgroup_switch(dsv4_target_kind t)
+{
+  const dsv4_arch_caps *r = dsv4_caps_row(t, 0);
+  return r && r->subgroup_switch;
+}

@@ -20,6 +20,7 @@ typedef struct {
   int warp;        /* threads a warp / wavefront (1: no subgroup assumed) */
   int max_shared;  /* dynamic shared memory a CTA may opt in to (0: none passed) */
   unsigned matrix; /* DSV4_MMA_*, DSV4_WGMMA */
+  int subgroup_switch; /* a spec may turn subgroup code on or off (targets.<t>.subgroups) */
 } dsv4_arch_caps;
 
 /* The row of (t, arch), or NULL when t does not emit arch. */

@@ -642,7 +642,6 @@ static const dsv4_target_ir ptx_ir = {
     .tma_load3 = ptx_tma_load3,
     .tma_acquire = ptx_tma_acquire,
     .bulk_load = ptx_bulk_load,
-    .warp = 32,
     .store_stream16 = ptx_store_stream16,
 };
 

@@ -51,8 +51,13 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
       bad = 1;
     }
     lua_pop(k->c->L, 1);
-    if (o->subgroups && i != DSV4_TARGET_SPIRV) {
-      FERR(&ot, "subgroups", "applies to the spirv target only");
+    if (o->subgroups && !dsv4_target_has_subgroup_switch((dsv4_target_kind)i)) {
+      char with[64] = "";
+      for (int j = 0; j < DSV4_TARGET_COUNT; j++)
+        if (dsv4_target_has_subgroup_switch((dsv4_target_kind)j))
+          snprintf(with + strlen(with), sizeof with - strlen(with), "%s%s", with[0] ? ", " : "",
+                   dsv4_target_name((dsv4_target_kind)j));
+      FERR(&ot, "subgroups", "applies to the %s target only", with);
       bad = 1;
     } else if (o->subgroups) {
       /* reported as missing rather than silently ignored */

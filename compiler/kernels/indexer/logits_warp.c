@@ -19,7 +19,7 @@ int lg_row_mma_fits(dsv4_kb *kb, const dsv4_kernel *k)
 {
   const dsv4_target_ir *t = kb->t;
   int warps = k->tile.threads / 32;
-  return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && t->warp == 32 &&
+  return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && kb->warp == 32 &&
          k->tile.tokens_per_cta / (k->tile.threads / 32) <= 64 && k->heads * (k->layout.dim + 16) <= 40960 && k->layout.dim % 16 == 0 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
          k->heads % 16 == 0 && k->heads <= 128 && k->layout.dim % 32 == 0 && k->layout.dim <= 256 &&
          k->tile.threads % 32 == 0 && warps > 0 && k->tile.tokens_per_cta % (warps * 8) == 0 &&
@@ -176,7 +176,7 @@ int lg_warp_target_ok(dsv4_kb *kb)
 {
   const dsv4_target_ir *t = kb->t;
   return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
-         t->warp_sync && t->warp == 32 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
+         t->warp_sync && kb->warp == 32 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL);
 }
 

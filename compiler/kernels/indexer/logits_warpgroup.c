@@ -53,7 +53,7 @@ int lg_warpgroup_fits(dsv4_kb *kb, const dsv4_kernel *k)
   int D = L->dim, H = k->heads;
   kb_wgmma op = wg_op(D, DSV4_LOGITS_MAX_NEXT_N * H), wop = wsum_op(DSV4_LOGITS_MAX_NEXT_N * H);
   return t->wgmma && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
-         t->shfl_xor && t->cvt_bf16x2_relu && t->warp == 32 && LG_WARPS == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
+         t->shfl_xor && t->cvt_bf16x2_relu && kb->warp == 32 && LG_WARPS == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
          t->wgmma(kb, &op, NULL, NULL, NULL) && t->wgmma(kb, &wop, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
          k->tile.tokens_per_cta % WG_M == 0 && L->align % 16 == 0 && L->row_bytes % 16 == 0 &&

@@ -358,7 +358,7 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, ds
   const dsv4_target_ir *T = kb->t;
   int lanes = x->dim / k->tile.values_per_thread;
   if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || !T->cp_async || !T->cp_async_wait_all ||
-      T->warp != 32 || !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) ||
+      kb->warp != 32 || !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) ||
       !T->cp_async(kb, NULL, NULL, 16, NULL) || x->o_tiles > O_TILES_MAX || lanes > x->threads ||
       (SD_TILE + x->threads / lanes - 1) / (x->threads / lanes) > 8 || x->threads < SD_TILE) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of sparse_decode",

@@ -487,7 +487,7 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, dsv4
   int lanes = x->dim / k->tile.values_per_thread, np = x->producers, preg = x->prod_regs;
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, SD_TILE * 128, 1, 0};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
-      !T->set_max_regs || !T->min_ctas || T->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
+      !T->set_max_regs || !T->min_ctas || kb->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
       (x->pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||
                    !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync ||
                    k->tile.values_per_thread / k->tile.interleave != 8)) ||
