@@ -113,9 +113,11 @@ static int budget_error(lua_State *L, dsv4_sandbox *s)
 static void charge(lua_State *L, long long units)
 {
   dsv4_sandbox *s = sandbox_of(L);
-  s->work += units;
-  if (s->work > s->max_work || s->over_budget)
+  if (units < 0 || units > s->max_work - s->work || s->over_budget) { /* saturating: no overflow */
+    s->work = s->max_work;
     budget_error(L, s);
+  }
+  s->work += units;
 }
 
 /* Count hook: instructions; line hook: where we are (for memory errors,
@@ -136,18 +138,33 @@ static void hook(lua_State *L, lua_Debug *ar)
 
 /* ---- library functions, priced ----------------------------------------------- */
 
+/* The length the table library will take for the table at i: its __len
+ * where it has one (which runs under the hook), else its border; huge or
+ * non-integer lengths saturate. */
+static long long table_len(lua_State *L, int i)
+{
+  lua_len(L, i);
+  int ok;
+  lua_Integer n = lua_tointegerx(L, -1, &ok);
+  lua_pop(L, 1);
+  return !ok || n > LLONG_MAX / 64 ? LLONG_MAX / 64 : n < 0 ? 0 : (long long)n;
+}
+
 /* Units of work a library call may do on its arguments: an element of a
- * table, 16 bytes of a string (table.sort: n log n). */
+ * table (by the length the library will see), 16 bytes of a string
+ * (table.sort: n log n); saturating. */
 static long long price(lua_State *L, int sort)
 {
   long long units = 1;
   for (int i = 1, n = lua_gettop(L); i <= n; i++) {
     long long len = lua_type(L, i) == LUA_TSTRING ? (long long)lua_rawlen(L, i) / 16
-                    : lua_type(L, i) == LUA_TTABLE ? (long long)lua_rawlen(L, i)
+                    : lua_type(L, i) == LUA_TTABLE ? table_len(L, i)
                                                    : 0;
     for (long long m = len; sort && m > 1; m /= 2)
       units += len;
     units += len;
+    if (units > LLONG_MAX / 128)
+      return LLONG_MAX / 128;
   }
   return units;
 }
@@ -237,6 +254,22 @@ static void price_library(lua_State *L, int tbl)
     }
     lua_pop(L, 1);
   }
+}
+
+/* setmetatable without finalizers: Lua runs __gc with hooks off (at
+ * collection and at close), so a finalizer would run outside the budget.
+ * Lua marks an object for finalization only when its metatable has __gc
+ * as it is set, so refusing it here is enough. */
+static int l_setmetatable(lua_State *L)
+{
+  if (lua_type(L, 2) == LUA_TTABLE && (lua_pushliteral(L, "__gc"), lua_rawget(L, 2) != LUA_TNIL))
+    return luaL_error(L, "setmetatable: __gc metamethods are not allowed in a spec (finalizers run outside the "
+                         "instruction budget)");
+  lua_settop(L, 2);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, 2, 1);
+  return 1;
 }
 
 /* pcall that cannot swallow a limit error. */
@@ -430,6 +463,9 @@ static void populate(lua_State *L)
   price_library(L, lua_gettop(L));
   lua_settop(L, 0);
   lua_register(L, "pcall", l_pcall);
+  lua_getglobal(L, "setmetatable");
+  lua_pushcclosure(L, l_setmetatable, 1);
+  lua_setglobal(L, "setmetatable");
   lua_register(L, "layout", l_layout);
   lua_register(L, "kernel", l_kernel);
   lua_register(L, "include", l_include);
@@ -507,8 +543,7 @@ void dsv4_sandbox_close(dsv4_sandbox *s)
   if (!s)
     return;
   if (s->L) {
-    /* finalizers a spec set run at close: still bounded, their errors dropped */
-    lua_close(s->L);
+    lua_close(s->L); /* no spec finalizer can run here: l_setmetatable refuses __gc */
   }
   free(s);
 }

@@ -1,0 +1,4 @@
+-- __gc = false would still mark the object for finalization
+local mt = { __gc = false }
+local o = setmetatable({}, mt)
+mt.__gc = function() while true do end end
