@@ -643,6 +643,8 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, "dsv4rt_paged_mqa_logits");
   if (s || (s = need_range(&c, "batch", a->batch, 0, 65535)) ||
       (s = need_range(&c, "next_n", a->next_n, 1, c.en->matrix ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
+      /* the portable form's grid.y is a row (batch x next_n), the matrix forms' a batch entry: 65535 at most */
+      (s = need_range(&c, "batch * next_n", a->batch * a->next_n, 0, c.en->matrix ? I32_MAX : 65535)) ||
       (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
       (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
       (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
