@@ -79,8 +79,10 @@ static void *bounded_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return NULL;
   }
   s->mem += (long long)nsize - (long long)osize;
-  if (nsize > osize)
-    s->work += (long long)(nsize - osize) / 64;
+  if (nsize > osize) { /* saturating, like charge(): the budget may be near LLONG_MAX */
+    long long add = (long long)(nsize - osize) / 64;
+    s->work = add > LLONG_MAX - s->work ? LLONG_MAX : s->work + add;
+  }
   return p;
 }
 
