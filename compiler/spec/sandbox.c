@@ -188,7 +188,7 @@ static long long span(lua_State *L, int first)
     return 0;
   if (f < 0 && e > LLONG_MAX + f)
     return LLONG_MAX / 2;
-  return (long long)(e - f) + 1 > LLONG_MAX / 2 ? LLONG_MAX / 2 : (long long)(e - f) + 1;
+  return e - f >= LLONG_MAX / 2 ? LLONG_MAX / 2 : (long long)(e - f) + 1; /* e - f + 1 may not fit */
 }
 
 enum { PRICE_PLAIN, PRICE_SORT, PRICE_SPAN2, PRICE_SPAN3 };
