@@ -9,22 +9,12 @@
 
 #include "dsv4_check.h"
 #include "dsv4rt.h"
+#include "../check.h"
 
 extern int passed, failed;
 extern dsv4rt_context *ctx;
 extern dsv4_rng rng;
 
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond)                                     \
-      passed++;                                   \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
 
 /* A device buffer of n bytes (at least 16), filled from host when given;
  * exits the test on failure. */

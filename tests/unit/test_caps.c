@@ -5,19 +5,9 @@
 #include <string.h>
 
 #include "caps.h"
+#include "../check.h"
 
 static int passed, failed;
-
-#define CHECK(cond, ...)          \
-  do {                            \
-    if (cond)                     \
-      passed++;                   \
-    else {                        \
-      failed++;                   \
-      printf("FAIL: " __VA_ARGS__); \
-      printf("\n");               \
-    }                             \
-  } while (0)
 
 int main(void)
 {

@@ -34,6 +34,7 @@
 #include "dsv4_check.h"
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
+#include "../check.h"
 
 /* Where the bundle header keeps its checksum and where the checksummed
  * bytes start (dsv4_abi.h: the header's fields after it, then the rest). */
@@ -44,17 +45,6 @@ static int passed, failed, ran;
 static char skipped[2048];
 static dsv4_rng rng;
 
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond)                                     \
-      passed++;                                   \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
 
 /* Note a row that could not run, and why. */
 static void skip(const char *row, const char *why)

@@ -4,20 +4,10 @@
 #include <string.h>
 
 #include "dsv4rt.h"
+#include "../check.h"
 
 static int passed, failed;
 
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond)                                              \
-      passed++;                                            \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
 
 int main(void)
 {
