@@ -56,21 +56,6 @@ static void usage(FILE *f)
           DSV4_SPEC_MAX_INSTRUCTIONS, DSV4_SPEC_MAX_MEMORY >> 20);
 }
 
-/* The whole text of a file (malloc'd, NUL-terminated), or NULL. */
-static char *read_text(const char *path, size_t *len)
-{
-  FILE *f = fopen(path, "rb");
-  char *s = NULL;
-  long n;
-  if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) && (s = malloc((size_t)n + 1))) {
-    *len = fread(s, 1, (size_t)n, f);
-    s[*len] = 0;
-  }
-  if (f)
-    fclose(f);
-  return s;
-}
-
 /* Each diagnostic, and under it the source line with a caret where its
  * column is known. */
 static void print_diags(const dsv4_diags *d)
@@ -81,9 +66,9 @@ static void print_diags(const dsv4_diags *d)
     dsv4_diag_format(g, line, sizeof line);
     fprintf(stderr, "%s\n", line);
     size_t len = 0;
-    char *src = g->col > 0 ? read_text(g->file, &len) : NULL;
-    if (src) {
-      dsv4_diag_excerpt(g, src, len, excerpt, sizeof excerpt);
+    unsigned char *src = NULL;
+    if (g->col > 0 && !dsv4_read_file(g->file, &src, &len)) {
+      dsv4_diag_excerpt(g, (const char *)src, len, excerpt, sizeof excerpt);
       fputs(excerpt, stderr);
       free(src);
     }
