@@ -554,16 +554,27 @@ lua_State *dsv4_sandbox_state(dsv4_sandbox *s) { return s->L; }
 
 /* ---- errors ----------------------------------------------------------------- */
 
-/* 1 if msg starts with "file:line:" (the position Lua or we put there). */
-static int positioned(const char *msg)
+/* Where msg names a position "file:line:": the colon ending the file,
+ * with *line and *rest (the text after the position) set; else NULL. */
+static const char *find_position(const char *msg, long *line, const char **rest)
 {
   for (const char *colon = strchr(msg, ':'); colon; colon = strchr(colon + 1, ':')) {
     char *end;
-    strtol(colon + 1, &end, 10);
-    if (end != colon + 1 && *end == ':')
-      return 1;
+    *line = strtol(colon + 1, &end, 10);
+    if (end != colon + 1 && *end == ':') {
+      *rest = end + 1;
+      return colon;
+    }
   }
-  return 0;
+  return NULL;
+}
+
+/* 1 if msg starts with "file:line:" (the position Lua or we put there). */
+static int positioned(const char *msg)
+{
+  long line;
+  const char *rest;
+  return find_position(msg, &line, &rest) != NULL;
 }
 
 /* Message handler: any error object becomes "file:line: text" without
@@ -596,18 +607,15 @@ static void report(dsv4_sandbox *s, int status, const char *path, dsv4_diags *d)
   const char *msg = lua_type(s->L, -1) == LUA_TSTRING ? lua_tostring(s->L, -1) : NULL;
   if (!msg)
     msg = status == LUA_ERRERR ? "error while handling an error" : "unknown error";
-  for (const char *colon = strchr(msg, ':'); colon; colon = strchr(colon + 1, ':')) {
-    char *end;
-    long line = strtol(colon + 1, &end, 10);
-    if (end != colon + 1 && *end == ':' && line >= 0 && line <= INT_MAX) {
-      char file[DSV4_PATH_MAX];
-      snprintf(file, sizeof file, "%.*s", (int)(colon - msg), msg);
-      const char *m = end + 1;
-      while (*m == ' ')
-        m++;
-      dsv4_error(d, file, (int)line, "%s", m);
-      return;
-    }
+  long line;
+  const char *m, *colon = find_position(msg, &line, &m);
+  if (colon && line >= 0 && line <= INT_MAX) {
+    char file[DSV4_PATH_MAX];
+    snprintf(file, sizeof file, "%.*s", (int)(colon - msg), msg);
+    while (*m == ' ')
+      m++;
+    dsv4_error(d, file, (int)line, "%s", m);
+    return;
   }
   dsv4_error(d, path, 0, "%s", msg);
 }
