@@ -11,7 +11,7 @@
 
 #include "dsv4_abi.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+_Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 
 static uint64_t align16(uint64_t x) { return (x + DSV4_BUNDLE_ALIGN - 1) & ~(uint64_t)(DSV4_BUNDLE_ALIGN - 1); }
 
@@ -43,7 +43,7 @@ static void fill_entry(const dsv4_bundle_item *it, dsv4_bundle_entry *e)
   e->op = (uint32_t)k->op;
   e->target = (uint32_t)it->target;
   snprintf(e->arch, sizeof e->arch, "%s", k->target[it->target].arch);
-  e->threads = (uint32_t)k->tile.threads;
+  e->launch = k->launch[it->target];
   e->tokens_per_cta = (uint32_t)k->tile.tokens_per_cta;
   e->values_per_thread = (uint32_t)k->tile.values_per_thread;
   e->tokens_per_thread = (uint32_t)k->tile.tokens_per_thread;
@@ -54,8 +54,6 @@ static void fill_entry(const dsv4_bundle_item *it, dsv4_bundle_entry *e)
   e->v_dim = (uint32_t)k->v_dim;
   e->heads = (uint32_t)k->heads;
   e->topk = (uint32_t)k->topk;
-  e->matrix = (uint32_t)k->tile.matrix;
-  e->shared_bytes = (uint32_t)dsv4_kernel_shared_bytes(k);
   e->flags = it->art->flags;
   const char *names[DSV4_MAX_ARGS];
   e->nargs = (uint32_t)dsv4_op_signature(k->op, e->args, names);

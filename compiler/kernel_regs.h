@@ -27,7 +27,7 @@
 /* Registers a producer thread of the form `matrix` takes. */
 static inline int dsv4_decode_wg_producer_regs(int matrix)
 {
-  return matrix == DSV4_MATRIX_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCER_REGS : DSV4_DECODE_WG_PRODUCER_REGS;
+  return matrix == DSV4_FORM_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCER_REGS : DSV4_DECODE_WG_PRODUCER_REGS;
 }
 
 #endif

@@ -47,13 +47,6 @@ int dsv4_target_from_name(const char *s)
   return -1;
 }
 
-int dsv4_kernel_shared_bytes(const dsv4_kernel *k)
-{
-  if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
-    return dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, k->tile.matrix);
-  return 0;
-}
-
 /* The argument list of an op, from the one definition in dsv4_abi.h. */
 int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names)
 {

@@ -12,6 +12,7 @@
 
 #include "dsv4_abi.h"
 #include "dsv4_layout.h"
+#include "form_rules.h"
 #include "kernel_regs.h"
 
 #define DSV4_NAME_MAX 48
@@ -40,12 +41,12 @@ typedef struct {
   int tokens_per_thread; /* tokens each thread handles (loads of all issued first) */
   int interleave;        /* a lane's values come in this many pieces, dim / interleave apart */
   int streaming;         /* 1: cache reads and output writes bypass caches where the target can */
-  int matrix;            /* tile.matrix: DSV4_MATRIX_WARP (mma.sync), or DSV4_MATRIX_WARPGROUP (wgmma) where
-                            the spec checker found the target and shape for it; DSV4_MATRIX_WARPGROUP_PAIR
-                            for that form with tile.pair */
+  int matrix;            /* tile.matrix: 1 asks for a matrix form (which one: the launch record's form) */
   int pair;              /* tile.pair (sparse_decode): a token's two 64-head CTAs share each tile's dequantization */
   int prefetch;          /* tile.prefetch (sparse_decode's warpgroup form): the next K tile's rows into the L2 */
-  int threads;           /* derived: dim / values_per_thread * tokens_per_cta / tokens_per_thread */
+  int p_format;          /* tile.p (sparse_decode's matrix forms): DSV4_P_BF16 or DSV4_P_BF16X2 */
+  int threads;           /* derived: the threads of the tile's portable geometry (the spec checker's bound);
+                            a launch takes its launch record's */
 } dsv4_tile;
 
 typedef struct {
@@ -59,6 +60,13 @@ typedef struct {
  * quantizer floors amax / 448 at 1e-4 (so scales are >= 2^-13). */
 enum { DSV4_FLOOR_AMAX = 0, DSV4_FLOOR_QUOTIENT = 1 };
 
+/* How the decode's matrix forms hold P (the softmax numerators) for the
+ * P V product: DSV4_P_BF16 rounds them once to bf16, as FlashMLA does (the
+ * row sum stays fp32, from the unrounded values); DSV4_P_BF16X2 keeps
+ * them as bf16 hi + lo, 1.5x the P V matrix work, for inputs on which a
+ * single rounding is too coarse (OPS.md 3, the stress fixtures). */
+enum { DSV4_P_BF16 = 0, DSV4_P_BF16X2 = 1 };
+
 typedef struct {
   char name[DSV4_NAME_MAX];
   dsv4_op op;
@@ -71,6 +79,7 @@ typedef struct {
   int v_dim;                 /* sparse_decode: output dims (the first v_dim of K) */
   int heads;                 /* paged_mqa_logits: query heads (64 for DeepSeek-V4) */
   int topk;                  /* topk: K (512 for V4-Flash, 1024 for V4-Pro) */
+  dsv4_launch launch[DSV4_TARGET_COUNT]; /* per enabled target: choose_form's form and launch record */
   char file[DSV4_PATH_MAX]; /* where the kernel was declared */
   int line;
 } dsv4_kernel;
@@ -99,14 +108,22 @@ int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch);
 int dsv4_target_has_wgmma(dsv4_target_kind t, const char *arch);
 /* 1 if a spec may switch t's subgroup code on or off. */
 int dsv4_target_has_subgroup_switch(dsv4_target_kind t);
-/* Dynamic shared memory (bytes) a kernel's launch needs, and the most a
- * CTA of target t may have. */
-int dsv4_kernel_shared_bytes(const dsv4_kernel *k);
+/* The most dynamic shared memory a CTA of (t, arch) may have. */
 int dsv4_target_max_shared(dsv4_target_kind t, const char *arch);
 /* 1 if arch is one this target can emit; list is a space-separated list. */
 int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch);
 const char *dsv4_target_arch_list(dsv4_target_kind t);
 /* The op's kernel arguments (dsv4_abi.h): kinds and names; returns n. */
 int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names);
+
+/* The op's form and launch record for kernel k on target t (forms.c): run
+ * once per (kernel, target) by the spec checker, which stores it in
+ * k->launch[t].  0 on success; else 1 with the spec field to blame
+ * (*field, e.g. "matrix") and the reason in why. */
+int dsv4_choose_form(const dsv4_kernel *k, dsv4_target_kind t, dsv4_launch *out, const char **field, char *why,
+                     int why_len);
+/* Kernel k's launch record on target t (what generators build to). */
+static inline const dsv4_launch *dsv4_kernel_launch(const dsv4_kernel *k, dsv4_target_kind t) { return &k->launch[t]; }
+const char *dsv4_form_name(int form);
 
 #endif

@@ -25,7 +25,7 @@ int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   unsigned char kinds[DSV4_MAX_ARGS];
   const char *names[DSV4_MAX_ARGS];
   int n = dsv4_op_signature(k->op, kinds, names);
-  kb_kernel(kb, k->name, kinds, names, n, k->tile.threads);
+  kb_kernel(kb, k->name, kinds, names, n, (int)dsv4_kernel_launch(k, kb->t->kind)->threads);
   if (generators[k->op](kb, k, d))
     return 1;
   LLVMBuildRetVoid(kb->b);

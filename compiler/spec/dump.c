@@ -51,6 +51,37 @@ static void dump_layout(sbuf *b, const dsv4_layout *l)
   }
 }
 
+/* A target's line: the arch and choose_form's launch record; for the
+ * decode's warpgroup forms, the roles. */
+static void dump_launch(sbuf *b, const dsv4_kernel *k, dsv4_target_kind t)
+{
+  const dsv4_launch *ln = &k->launch[t];
+  static const char *const grids[DSV4_GRID_COUNT] = {
+      [DSV4_GRID_TOKENS] = "ceil(n / tokens_per_cta)",
+      [DSV4_GRID_TOKENS_REQUESTS] = "ceil((M - offset) / tokens_per_cta) x requests",
+      [DSV4_GRID_INSERT] = "kv CTAs + q-branch CTAs",
+      [DSV4_GRID_HEADS_TOKENS] = "ceil(heads / heads_per_cta) x tokens x splits",
+      [DSV4_GRID_POSITIONS_ROWS] = "ceil(row_len / tokens_per_cta) x rows",
+      [DSV4_GRID_POSITIONS_BATCH] = "ceil(row_len / tokens_per_cta) x batch",
+      [DSV4_GRID_ROWS] = "rows",
+  };
+  sb_printf(b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
+            dsv4_target_name(t), k->target[t].arch, k->target[t].subgroups ? " subgroups" : "",
+            dsv4_form_name((int)ln->form), ln->threads, ln->shared_bytes, ln->cluster,
+            ln->grid < DSV4_GRID_COUNT && grids[ln->grid] ? grids[ln->grid] : "?",
+            ln->second == DSV4_SECOND_COMBINE ? "" : "\n");
+  if (ln->second == DSV4_SECOND_COMBINE)
+    sb_printf(b, "; then %s_combine (%u threads) over the splits\n", k->name, ln->second_threads);
+  if (ln->form == DSV4_FORM_WARPGROUP || ln->form == DSV4_FORM_WARPGROUP_PAIR)
+    sb_printf(b,
+              "    roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
+              "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
+              dsv4_decode_wg_producers((int)ln->form), dsv4_decode_wg_producer_regs((int)ln->form),
+              DSV4_DECODE_WG_LEAD_REGS, DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS,
+              k->v_dim,
+              ln->form == DSV4_FORM_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
+}
+
 char *dsv4_plan_dump(const dsv4_plan *p)
 {
   sbuf b = {0};
@@ -61,9 +92,9 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     const dsv4_kernel *k = &p->kernels[i];
     sb_printf(&b,
               "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d tokens_per_thread %d "
-              "interleave %d streaming %d threads %d\n",
+              "interleave %d streaming %d\n",
               k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
-              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming, k->tile.threads);
+              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming);
     if (k->rope_dims)
       sb_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
     if (k->q_dim)
@@ -73,28 +104,15 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     if (k->op == DSV4_OP_TOPK)
       sb_printf(&b, "  k %d\n", k->topk);
     if (k->op == DSV4_OP_SPARSE_DECODE)
-      sb_printf(&b, "  v_dim %d, %d heads per CTA%s\n", k->v_dim, k->tile.tokens_per_cta,
-                k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? ", warpgroup matrix form in CTA pairs"
-                : k->tile.matrix == DSV4_MATRIX_WARPGROUP ? ", warpgroup matrix form"
-                : k->tile.matrix                        ? ", warp matrix form"
-                                                        : "");
+      sb_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
+    if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
+      sb_printf(&b, "  P for the P V product: %s\n",
+                k->tile.p_format == DSV4_P_BF16 ? "bf16 (rounded once; row sums in fp32)" : "bf16x2 (bf16 hi + lo)");
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.prefetch)
       sb_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
-    if (k->op == DSV4_OP_SPARSE_DECODE &&
-        (k->tile.matrix == DSV4_MATRIX_WARPGROUP || k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR))
-      sb_printf(&b,
-                "  roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
-                "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
-                dsv4_decode_wg_producers(k->tile.matrix), dsv4_decode_wg_producer_regs(k->tile.matrix),
-                DSV4_DECODE_WG_LEAD_REGS,
-                DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS, k->v_dim,
-                k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
-    if (dsv4_kernel_shared_bytes(k))
-      sb_printf(&b, "  dynamic shared memory %d bytes\n", dsv4_kernel_shared_bytes(k));
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
-        sb_printf(&b, "  target %s arch %s%s\n", dsv4_target_name((dsv4_target_kind)t), k->target[t].arch,
-                  k->target[t].subgroups ? " subgroups" : "");
+        dump_launch(&b, k, (dsv4_target_kind)t);
   }
   return b.s;
 }

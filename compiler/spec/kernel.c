@@ -75,10 +75,34 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 }
 
 /* The tile must map the layout onto threads and fit every target named. */
+/* tile.p: how the decode's matrix forms hold P for the P V product
+ * (plan.h); the portable form computes in fp32 and takes no choice. */
+static int check_p_format(cursor *t, dsv4_tile *tl)
+{
+  char pf[16];
+  int has = sc_push_field(t, "p") != LUA_TNIL;
+  lua_pop(t->c->L, 1);
+  if (sc_get_str(t, "p", 0, "bf16x2", pf, sizeof pf))
+    return 1;
+  if (!strcmp(pf, "bf16"))
+    tl->p_format = DSV4_P_BF16;
+  else if (!strcmp(pf, "bf16x2"))
+    tl->p_format = DSV4_P_BF16X2;
+  else {
+    FERR(t, "p", "must be 'bf16' (P rounded once, as FlashMLA) or 'bf16x2' (P as bf16 hi + lo), got '%s'", pf);
+    return 1;
+  }
+  if (has && !tl->matrix) {
+    FERR(t, "p", "= '%s' applies to the matrix forms only (tile.matrix = true); the portable form keeps P in fp32", pf);
+    return 1;
+  }
+  return 0;
+}
+
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
-  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch",
+  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch", "p",
                                              NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
@@ -110,6 +134,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   if (decode) {
     bad |= sc_get_bool(&t, "pair", 0, &tl->pair);
     bad |= sc_get_bool(&t, "prefetch", 0, &tl->prefetch);
+    bad |= check_p_format(&t, tl);
   }
   /* logits: a thread sums heads_per_thread heads of one position (the
    * matrix form has its own mapping and ignores it) */
@@ -140,25 +165,8 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
       bad = 1;
     }
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
-      if (!kn->target[i].enabled)
-        continue;
-      if (!dsv4_target_has_e4m3_mma((dsv4_target_kind)i, kn->target[i].arch)) {
-        FERR(&t, "matrix", "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx sm_89 and later)",
-             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch);
-        bad = 1;
-        continue;
-      }
-      /* the form the arch gets (warpgroup on sm_90a) keeps its q rows and
-       * K ring in static shared memory */
-      int wg = dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) && dsv4_logits_wg_shape_ok(l->dim);
-      int need = wg ? dsv4_logits_wg_shared_bytes(l->dim, kn->heads) : dsv4_logits_warp_shared_bytes(l->dim, kn->heads);
-      if (need > DSV4_LOGITS_STATIC_MAX) {
-        FERR(&t, "matrix", "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a kernel holds statically; take fewer heads or a narrower layout",
-             kn->heads, l->dim, need, wg ? "warpgroup" : "warp", kn->target[i].arch, DSV4_LOGITS_STATIC_MAX);
-        bad = 1;
-      }
-    }
+    /* the target's matrix units and the form's static shared memory:
+     * choose_form (forms.c) */
   }
   if (!bad && tl->matrix && decode) {
     /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two
@@ -181,22 +189,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
       FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
       bad = 1;
     }
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
-      dsv4_target_kind tk = (dsv4_target_kind)i;
-      if (!kn->target[i].enabled)
-        continue;
-      int need = dsv4_decode_shared_bytes(&kn->layout, tl->tokens_per_cta, DSV4_MATRIX_WARP);
-      if (!dsv4_target_has_bf16_mma(tk, kn->target[i].arch)) {
-        FERR(&t, "matrix", "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
-             dsv4_target_name(tk), kn->target[i].arch);
-        bad = 1;
-      } else if (need > dsv4_target_max_shared(tk, kn->target[i].arch)) {
-        FERR(&t, "heads_per_cta", "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
-             tl->tokens_per_cta, need, dsv4_target_name(tk), kn->target[i].arch,
-             dsv4_target_max_shared(tk, kn->target[i].arch));
-        bad = 1;
-      }
-    }
+    /* the target's matrix units and shared memory: choose_form (forms.c) */
   }
   if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
     FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
@@ -413,26 +406,8 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
          16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
     bad = 1;
   }
-  /* a matrix kernel for a target with the warpgroup units takes the
-   * warpgroup form when its shape maps and fits the arch's shared memory */
-  for (int i = 0; !bad && kn->tile.matrix && i < DSV4_TARGET_COUNT; i++)
-    if (kn->target[i].enabled && dsv4_target_has_wgmma((dsv4_target_kind)i, kn->target[i].arch) &&
-        dsv4_decode_wg_shape_ok(l->dim, kn->v_dim, kn->tile.tokens_per_cta) &&
-        dsv4_decode_wg_shared_bytes(l->dim) <= dsv4_target_max_shared((dsv4_target_kind)i, kn->target[i].arch)) {
-      kn->tile.matrix = kn->tile.pair ? DSV4_MATRIX_WARPGROUP_PAIR : DSV4_MATRIX_WARPGROUP;
-      kn->tile.threads = dsv4_op_threads(kn->op, l->dim, v, kn->tile.tokens_per_cta, kn->tile.tokens_per_thread,
-                                         kn->heads, kn->tile.matrix);
-    }
-  /* options of the warpgroup form only */
-  int wg = kn->tile.matrix == DSV4_MATRIX_WARPGROUP || kn->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR;
-  const char *wg_only = kn->tile.prefetch && !wg                                           ? "prefetch"
-                        : kn->tile.pair && kn->tile.matrix != DSV4_MATRIX_WARPGROUP_PAIR ? "pair"
-                                                                                         : NULL;
-  if (!bad && wg_only) {
-    FERR(k, "tile", "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
-         "only targets with wgmma: ptx sm_90a)", wg_only);
-    bad = 1;
-  }
+  /* which matrix form (and whether tile.pair and tile.prefetch have
+   * one to apply to) is choose_form's, per target (forms.c) */
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
     FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
          "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
@@ -450,6 +425,30 @@ static int is_ident(const char *s)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
       return 0;
   return 1;
+}
+
+/* The form and launch record of each target (forms.c), decided here once;
+ * a refusal is reported at the spec field it names. */
+static int choose_forms(cursor *k, dsv4_kernel *kn)
+{
+  for (int i = 0; i < DSV4_TARGET_COUNT; i++) {
+    if (!kn->target[i].enabled)
+      continue;
+    const char *field = NULL;
+    char why[512];
+    if (!dsv4_choose_form(kn, (dsv4_target_kind)i, &kn->launch[i], &field, why, (int)sizeof why))
+      continue;
+    if (!strncmp(field, "tile.", 5)) {
+      cursor t;
+      if (!sc_enter(k, "tile", &t, 1)) {
+        FERR(&t, field + 5, "%s", why);
+        sc_leave(&t);
+      }
+    } else
+      FERR(k, field, "%s", why);
+    return 1;
+  }
+  return 0;
 }
 
 /* One kernel{} table (on the stack top) into the plan. */
@@ -520,6 +519,8 @@ int sc_check_kernel(checker *c, int idx)
     bad |= check_writer(&k, kn);
   if (!bad)
     bad |= check_decode(&k, kn);
+  if (!bad)
+    bad |= choose_forms(&k, kn);
   if (!bad) {
     p->nkernels++;
     /* remember each distinct layout once, for --emit plan and the bundle */

@@ -246,28 +246,13 @@ static inline int dsv4_pow2ceil(int n)
   return p;
 }
 
-/* sparse_decode's warp-matrix form: K rows a tile, warps a 16-head row
- * block (each takes a quarter of a tile's rows and of V). */
+/* sparse_decode's matrix forms walk K in tiles of this many rows: the
+ * split-KV granularity the runtime sizes splits by. */
 #define DSV4_DECODE_TILE 64
-#define DSV4_DECODE_WARPS 4
-/* paged_mqa_logits' warp-matrix form: warps a CTA (two 16-position
- * m-tiles each a step: tokens_per_cta a multiple of 128). */
-#define DSV4_LOGITS_WARPS 4
-/* its CTA holds every next_n row of one batch entry, so next_n is at most
- * this (DeepSeek-V4 uses 1 and 2) */
+/* paged_mqa_logits' matrix forms (grid rule POSITIONS_BATCH): a CTA holds
+ * every next_n row of one batch entry, so next_n is at most this
+ * (DeepSeek-V4 uses 1 and 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
-#define DSV4_LOGITS_STAGES 3 /* m-tiles of K a warp has in its cp.async ring */
-/* The static shared memory of its two forms (the spec checker holds them
- * to a kernel's 48 KB; the generators build exactly these): the warp form
- * (mma.sync: q rows padded by 16 bytes, weights, a ring of 16-row steps a
- * warp) and the warpgroup form (wgmma: q rows, a ring of 64-row steps,
- * 8 bytes of scale and validity a row, weights). */
-#define DSV4_LOGITS_STATIC_MAX 49152
-static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
-{
-  return DSV4_LOGITS_MAX_NEXT_N * heads * (dim + 16) + DSV4_LOGITS_MAX_NEXT_N * heads * 4 +
-         DSV4_LOGITS_WARPS * DSV4_LOGITS_STAGES * (16 * (dim + 16) + 128);
-}
 /* The warpgroup form takes dims of one 64-byte swizzle atom or whole
  * 128-byte ones (up to 256); other widths get the warp form. */
 static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
@@ -297,50 +282,6 @@ static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size,
   return 1;
 }
 
-static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
-{
-  /* q, the ring (K, scale + validity), the head sum's bf16 weights (8 rows
-   * of 128-byte K-blocks), a TMA barrier object a stage */
-  return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) +
-         8 * ((2 * DSV4_LOGITS_MAX_NEXT_N * heads + 127) / 128 * 128) + 8 * DSV4_LOGITS_STAGES;
-}
-
-/* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,
- * recorded as matrix = DSV4_MATRIX_WARPGROUP): 64 heads a CTA, two consumer
- * warpgroups (the lead: S for a whole tile, the softmax, P V for V's first
- * dims; the follower: P V for the rest) and a
- * producer role (dsv4_decode_wg_producers() warps) that dequantizes the
- * next tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte
- * swizzled atoms), two P buffers (high and low bf16 parts), three slots of
- * 2 x 64 floats (the rows' rescale factors of the two P buffers; the rows'
- * final m and l; the rows' sinks), two validity words a K row; in CTA pairs
- * (DSV4_MATRIX_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
- * a token, each dequantizing half of every tile for both) also four
- * barrier objects of 8 bytes. */
-#define DSV4_MATRIX_WARP 1
-#define DSV4_MATRIX_WARPGROUP 2
-#define DSV4_MATRIX_WARPGROUP_PAIR 3 /* the warpgroup form launched in clusters of two CTAs (tile.pair) */
-/* Producer warps: four alone, eight in CTA pairs (the compiler's
- * kernel_regs.h says why). */
-#define DSV4_DECODE_WG_PRODUCERS 4
-#define DSV4_DECODE_WG_PAIR_PRODUCERS 8
-#define DSV4_DECODE_WG_HEADS 64
-#define DSV4_DECODE_WG_VDIM 512
-static inline int dsv4_decode_wg_producers(int matrix)
-{
-  return matrix == DSV4_MATRIX_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCERS : DSV4_DECODE_WG_PRODUCERS;
-}
-static inline int dsv4_decode_wg_threads(int matrix) { return 2 * 128 + 32 * dsv4_decode_wg_producers(matrix); }
-static inline int dsv4_decode_wg_shared_bytes(int dim)
-{
-  return (DSV4_DECODE_WG_HEADS + 2 * DSV4_DECODE_TILE) * dim * 2 + 2 * 2 * DSV4_DECODE_WG_HEADS * DSV4_DECODE_TILE * 2 +
-         3 * 2 * DSV4_DECODE_WG_HEADS * 4 + 2 * DSV4_DECODE_TILE * 4;
-}
-/* The shapes it maps (smem: the caller checks the arch's limit). */
-static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
-{
-  return heads_per_cta == DSV4_DECODE_WG_HEADS && v_dim == DSV4_DECODE_WG_VDIM && dim % 64 == 0 && dim >= v_dim;
-}
 /* Split-KV: at most this many splits a row. */
 #define DSV4_DECODE_MAX_SPLITS 64
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
@@ -349,57 +290,8 @@ static inline long long dsv4_decode_work_floats(long long tokens, long long head
 {
   return tokens * heads * splits * (long long)(v_dim + 2);
 }
-static inline int dsv4_decode_combine_threads(int v_dim) { return (v_dim / 4 + 31) / 32 * 32; }
 
-/* Threads per CTA of an op's kernel: one rule, for the compiler and the
- * runtime's bundle check.  The gathers give each token dim/vpt lanes; the
- * writer pads a token's lanes to a power of two so that scale groups are
- * aligned thread groups. */
-static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,
-                                  int matrix)
-{
-  if (vpt <= 0 || tokens_per_thread <= 0)
-    return 0;
-  if (op == DSV4_OP_SPARSE_DECODE && (matrix == DSV4_MATRIX_WARPGROUP || matrix == DSV4_MATRIX_WARPGROUP_PAIR))
-    return dsv4_decode_wg_threads(matrix);
-  if (op == DSV4_OP_SPARSE_DECODE && matrix) /* DSV4_DECODE_WARPS warps per 16 heads */
-    return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS && matrix)
-    return DSV4_LOGITS_WARPS * 32;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
-    return tokens_per_cta * (heads / vpt);
-  if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */
-    return tokens_per_cta;
-  if (op == DSV4_OP_KV_INSERT || op == DSV4_OP_SPARSE_DECODE) /* decode: tokens_per_cta = heads per CTA */
-    return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
-  return dim / vpt * (tokens_per_cta / tokens_per_thread);
-}
-
-/* The warp-matrix form of sparse_decode (tile.matrix) stages, in dynamic
- * shared memory: q (heads_per_cta rows) and one tile of DSV4_DECODE_TILE
- * dequantized K rows (bf16, rows padded by 16 bytes so that the 8 rows one
- * ldmatrix reads fall in distinct banks), P as two bf16 parts (high and
- * low, heads x tile each, padded the same way), a row maximum and a row
- * sum a head and warp of its row block, two validity words a K row (double-buffered), the next
- * tile's cache bytes as one block of DSV4_DECODE_TILE rows in the layout
- * (copied asynchronously while the current tile computes), and that
- * tile's row and scale-row addresses.  One rule, for the generator and the
- * bundle check. */
-static inline int dsv4_decode_row_bytes(int dim) { return dim * 2 + 16; }
-static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
-{
-  return (int)((dsv4_layout_min_block_bytes(l, DSV4_DECODE_TILE) + 15) / 16 * 16);
-}
-static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta, int matrix)
-{
-  if (matrix == DSV4_MATRIX_WARPGROUP || matrix == DSV4_MATRIX_WARPGROUP_PAIR)
-    return dsv4_decode_wg_shared_bytes(l->dim) + (matrix == DSV4_MATRIX_WARPGROUP_PAIR ? 4 * 8 : 0);
-  return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
-         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS + DSV4_DECODE_TILE * 8 +
-         dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
-}
-
-/* ---- bundle file format (version 5), all integers little-endian ----------
+/* ---- bundle file format (version 6), all integers little-endian ----------
  *
  *   header   (32 bytes)
  *            @0   magic "DSV4BNDL"                  (every version)
@@ -423,8 +315,9 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
 #define DSV4_BUNDLE_MAGIC "DSV4BNDL"
 /* 3: the entries' flags; 4: the pair form's 512 threads (dsv4_op_threads);
  * 5: the checksum covers the header's fields (count, size) too, every
- * field is range-checked and every byte accounted for */
-#define DSV4_BUNDLE_VERSION 5u
+ * field is range-checked and every byte accounted for; 6: each entry holds
+ * its launch record (dsv4_launch) */
+#define DSV4_BUNDLE_VERSION 6u
 #define DSV4_BUNDLE_HEADER_BYTES 32
 #define DSV4_BUNDLE_AT_VERSION 8
 #define DSV4_BUNDLE_AT_CRC 12
@@ -448,13 +341,59 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
 #define DSV4_ENTRY_MAX_TOPK 65536
 #define DSV4_ENTRY_MAX_SHARED (1 << 20)
 
+/* The launch record: how to launch an entry's kernel, decided once by the
+ * compiler (its choose_form, per kernel and target) and stored with it.
+ * The runtime checks it against the device's limits and sizes grids by
+ * its rule; it never re-derives it. */
+enum {
+  DSV4_FORM_PORTABLE = 0,       /* scalar code: every target */
+  DSV4_FORM_WARP = 1,           /* warp matrix units (mma.sync) */
+  DSV4_FORM_WARPGROUP = 2,      /* warpgroup matrix units (wgmma), one CTA */
+  DSV4_FORM_WARPGROUP_PAIR = 3, /* the same in clusters of two CTAs (sparse_decode's tile.pair) */
+  DSV4_FORM_ROW_WARP = 4,       /* paged_mqa_logits: the portable geometry, rows on mma.sync */
+  DSV4_FORM_COUNT
+};
+/* Grid rules (each op's call in ops.c implements its own):
+ *   TOKENS            (ceil(n / tokens_per_cta))                     dequant_gather
+ *   TOKENS_REQUESTS   (ceil((M - offset) / tokens_per_cta), R)       paged_gather
+ *   INSERT            (kv CTAs + q-branch CTAs)                      kv_insert
+ *   HEADS_TOKENS      (ceil(H / tokens_per_cta) * cluster, T, splits) sparse_decode
+ *   POSITIONS_ROWS    (ceil(row_len / tokens_per_cta), B * next_n)   paged_mqa_logits
+ *   POSITIONS_BATCH   (ceil(row_len / tokens_per_cta), B): a CTA every
+ *                     next_n row (<= DSV4_LOGITS_MAX_NEXT_N) of one entry
+ *   ROWS              (rows): a CTA a row                             topk */
+enum {
+  DSV4_GRID_TOKENS = 1,
+  DSV4_GRID_TOKENS_REQUESTS = 2,
+  DSV4_GRID_INSERT = 3,
+  DSV4_GRID_HEADS_TOKENS = 4,
+  DSV4_GRID_POSITIONS_ROWS = 5,
+  DSV4_GRID_POSITIONS_BATCH = 6,
+  DSV4_GRID_ROWS = 7,
+  DSV4_GRID_COUNT
+};
+/* The companion kernel (the module's second): the split-KV combine of
+ * sparse_decode's matrix forms, named <name>_combine. */
+enum { DSV4_SECOND_NONE = 0, DSV4_SECOND_COMBINE = 1 };
+
+typedef struct {
+  uint32_t form;           /* DSV4_FORM_* */
+  uint32_t threads;        /* block.x of the first kernel */
+  uint32_t shared_bytes;   /* its dynamic shared memory (0: none) */
+  uint32_t cluster;        /* CTAs a cluster along grid.x: 1, or 2 (CTA pairs) */
+  uint32_t grid;           /* DSV4_GRID_* */
+  uint32_t second;         /* DSV4_SECOND_* */
+  uint32_t second_threads; /* the second kernel's block.x (0 without one) */
+  uint32_t reserved;       /* 0 */
+} dsv4_launch;
+
 typedef struct {
   char name[48];        /* kernel (and symbol) name, NUL-terminated */
   uint32_t op;          /* dsv4_op, numbered as in compiler/plan.h */
   uint32_t target;      /* 0 ptx, 1 amdgcn, 2 spirv (DSV4_BUNDLE_TARGETS) */
   char arch[16];        /* sm_90a, gfx942, opencl1.2 */
-  uint32_t threads;     /* block.x */
-  uint32_t tokens_per_cta;
+  dsv4_launch launch;   /* how to launch it (version 6) */
+  uint32_t tokens_per_cta; /* what a CTA covers along grid.x: tokens, heads (sparse_decode), positions (logits), threads (topk) */
   uint32_t values_per_thread;
   uint32_t tokens_per_thread;
   uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */
@@ -463,9 +402,6 @@ typedef struct {
   uint32_t v_dim;                 /* sparse_decode: output (V) dims, the first v_dim of K */
   uint32_t heads;                 /* paged_mqa_logits: query heads */
   uint32_t topk;                  /* topk: K */
-  uint32_t matrix;               /* the matrix form: 0 none, 1 warp (mma.sync), 2 warpgroup (wgmma, sparse_decode),
-                                    3 warpgroup in CTA pairs (launched in clusters of two) */
-  uint32_t shared_bytes;         /* dynamic shared memory a launch needs (0: none) */
   uint32_t flags;                /* DSV4_ENTRY_* */
   uint32_t nargs;
   uint8_t args[DSV4_MAX_ARGS]; /* dsv4_arg_kind per argument */

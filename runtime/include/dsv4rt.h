@@ -78,6 +78,19 @@ DSV4RT_API dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx);
 DSV4RT_API const char *dsv4rt_device_name(const dsv4rt_context *ctx);
 /* Wait until all work queued on ctx has finished. */
 DSV4RT_API dsv4rt_status dsv4rt_synchronize(dsv4rt_context *ctx);
+/* The stream this context's work goes on (CUDA: a CUstream, e.g. a
+ * framework's current stream, of the context's device and the primary
+ * context; 0, the default, is the legacy default stream).  Every later
+ * launch, dsv4rt_buffer_copy_async and timer event is queued on it, and
+ * the blocking calls (dsv4rt_buffer_write / _read / _copy, and so the
+ * check_contents reads) first wait for the work queued on it, so they
+ * still come after the launches before them.  dsv4rt_synchronize waits
+ * for the whole device.  Setting a stream queues nothing and does not wait.
+ * OpenCL contexts have one in-order queue: only 0 is accepted there
+ * (DSV4RT_ERR_INVALID_ARG otherwise). */
+DSV4RT_API dsv4rt_status dsv4rt_set_stream(dsv4rt_context *ctx, uint64_t stream);
+/* The stream set on ctx (0 when none or ctx is NULL). */
+DSV4RT_API uint64_t dsv4rt_get_stream(const dsv4rt_context *ctx);
 /* A short name for a status code; static storage. */
 DSV4RT_API const char *dsv4rt_status_name(dsv4rt_status s);
 
@@ -144,7 +157,10 @@ typedef struct dsv4rt_kernel_info {
   int v_dim;                 /* sparse_decode: output dims */
   int heads;                 /* paged_mqa_logits: query heads */
   int topk;                  /* topk: K */
-  int matrix;                /* sparse_decode: the warp-matrix form (split-KV capable) */
+  int matrix;                /* 1 for the forms tile.matrix asks for (sparse_decode: split-KV capable;
+                                paged_mqa_logits: a CTA every next_n row of a batch entry) */
+  int form;                  /* the launch record's DSV4_FORM_* (dsv4_abi.h) */
+  int cluster;               /* CTAs a cluster (2: CTA pairs) */
   int shared_bytes;          /* dynamic shared memory a launch takes */
 } dsv4rt_kernel_info;
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);

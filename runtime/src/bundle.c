@@ -8,12 +8,15 @@
 #include "layout_check.h"
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 576, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout differs from the writer's");
 
 /* A bundle's checks hold every field to the format (dsv4_abi.h) before
  * anything computes with it: strings terminated, enumerations known,
- * integers inside the ranges the compiler can emit, launch geometry equal
- * to the one rule, the layout addressable (layout_check.c), code inside the
+ * integers inside the ranges the compiler can emit, a launch record whose
+ * form, grid rule, cluster and companion kernel go together (its threads
+ * and shared memory are checked against the device when a kernel is
+ * chosen, cuda.c / opencl.c: the compiler decided them, the reader does
+ * not re-derive them), the layout addressable (layout_check.c), code inside the
  * file past the entry table, and every byte of the file accounted for.  A
  * refused bundle gets DSV4RT_ERR_BUNDLE_FORMAT and a message naming the
  * entry and the field. */
@@ -65,7 +68,59 @@ static int bad(char *why, const char *fmt, ...)
   return 1;
 }
 
-/* The arch string, op, target, argument signature and matrix form. */
+/* The forms an op has and the grid rule each launches by (dsv4_abi.h). */
+static uint32_t op_grid(uint32_t op, uint32_t form)
+{
+  switch (op) {
+  case DSV4_OP_DEQUANT_GATHER:
+    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_TOKENS : 0;
+  case DSV4_OP_PAGED_GATHER:
+    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_TOKENS_REQUESTS : 0;
+  case DSV4_OP_KV_INSERT:
+    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_INSERT : 0;
+  case DSV4_OP_TOPK:
+    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_ROWS : 0;
+  case DSV4_OP_SPARSE_DECODE:
+    return form <= DSV4_FORM_WARPGROUP_PAIR ? DSV4_GRID_HEADS_TOKENS : 0;
+  case DSV4_OP_PAGED_MQA_LOGITS:
+    return form == DSV4_FORM_PORTABLE || form == DSV4_FORM_ROW_WARP                   ? DSV4_GRID_POSITIONS_ROWS
+           : form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP ? DSV4_GRID_POSITIONS_BATCH
+                                                                   : 0;
+  }
+  return 0;
+}
+
+/* The launch record: a form of the op with its grid rule, a cluster only
+ * for CTA pairs, the combine only with sparse_decode's matrix forms, and
+ * threads and shared memory inside what any device could take. */
+static int check_launch(const dsv4_bundle_entry *e, char *why)
+{
+  const dsv4_launch *ln = &e->launch;
+  uint32_t grid = ln->form < DSV4_FORM_COUNT ? op_grid(e->op, ln->form) : 0;
+  if (!grid)
+    return bad(why, "launch form %u is not a form of op %s", ln->form, rt_op_name(e->op));
+  if (ln->grid != grid)
+    return bad(why, "launch grid rule %u is not the one of op %s's form %u (%u)", ln->grid, rt_op_name(e->op), ln->form,
+               grid);
+  if (ln->threads < 1 || ln->threads > DSV4_ENTRY_MAX_THREADS)
+    return bad(why, "launch threads %u is outside [1, %d]", ln->threads, DSV4_ENTRY_MAX_THREADS);
+  if (ln->shared_bytes > DSV4_ENTRY_MAX_SHARED)
+    return bad(why, "launch shared_bytes %u is outside [0, %d]", ln->shared_bytes, DSV4_ENTRY_MAX_SHARED);
+  if (ln->cluster != (ln->form == DSV4_FORM_WARPGROUP_PAIR ? 2u : 1u))
+    return bad(why, "launch cluster %u does not go with form %u (2 for CTA pairs, else 1)", ln->cluster, ln->form);
+  int combine = e->op == DSV4_OP_SPARSE_DECODE && ln->form != DSV4_FORM_PORTABLE;
+  if (ln->second != (combine ? DSV4_SECOND_COMBINE : DSV4_SECOND_NONE))
+    return bad(why, "launch second kernel %u does not go with op %s's form %u", ln->second, rt_op_name(e->op), ln->form);
+  if (combine ? ln->second_threads < 32 || ln->second_threads > DSV4_ENTRY_MAX_THREADS || ln->second_threads % 32
+              : ln->second_threads != 0)
+    return bad(why, "launch second_threads %u is not %s", ln->second_threads,
+               combine ? "a multiple of 32 in [32, 1024]" : "0 without a second kernel");
+  if (ln->reserved)
+    return bad(why, "launch reserved word is %u, not 0", ln->reserved);
+  return 0;
+}
+
+/* The arch string, op, target and argument signature. */
 static int check_kind(const dsv4_bundle_entry *e, char *why)
 {
   if (!memchr(e->arch, 0, sizeof e->arch))
@@ -80,12 +135,7 @@ static int check_kind(const dsv4_bundle_entry *e, char *why)
     return bad(why, "unknown target %u", e->target);
   if (e->nargs != (uint32_t)n || memcmp(e->args, kinds, (size_t)n) || !zeros(e->args + n, sizeof e->args - (size_t)n))
     return bad(why, "argument signature differs from the one this runtime passes");
-  if (e->matrix > DSV4_MATRIX_WARPGROUP_PAIR)
-    return bad(why, "matrix form %u is unknown", e->matrix);
-  if ((e->matrix && e->op != DSV4_OP_SPARSE_DECODE && e->op != DSV4_OP_PAGED_MQA_LOGITS) ||
-      (e->matrix >= DSV4_MATRIX_WARPGROUP && e->op != DSV4_OP_SPARSE_DECODE))
-    return bad(why, "matrix form %u does not apply to op %s", e->matrix, rt_op_name(e->op));
-  return 0;
+  return check_launch(e, why);
 }
 
 /* Entry flags: known bits, only on PTX sm_90 on matrix sparse_decode
@@ -94,7 +144,7 @@ static int check_flags(const dsv4_bundle_entry *e, char *why)
 {
   int sm = 0;
   if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
-      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || !e->matrix || e->target != 0 ||
+      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || e->launch.form == DSV4_FORM_PORTABLE || e->target != 0 ||
                     sscanf(e->arch, "sm_%d", &sm) != 1 || sm < 90)))
     return bad(why, "flags 0x%x do not apply to this entry", e->flags);
   return 0;
@@ -103,10 +153,8 @@ static int check_flags(const dsv4_bundle_entry *e, char *why)
 /* The tile's integers, inside what the compiler emits (before any arithmetic). */
 static int check_tile(const dsv4_bundle_entry *e, char *why)
 {
-  uint32_t tpc_max = e->op == DSV4_OP_PAGED_MQA_LOGITS && e->matrix ? DSV4_ENTRY_MAX_LOGITS_STEP
-                                                                      : DSV4_ENTRY_MAX_TOKENS_PER_CTA;
-  if (e->threads < 1 || e->threads > DSV4_ENTRY_MAX_THREADS)
-    return bad(why, "threads %u is outside [1, %d]", e->threads, DSV4_ENTRY_MAX_THREADS);
+  uint32_t tpc_max = e->launch.grid == DSV4_GRID_POSITIONS_BATCH ? DSV4_ENTRY_MAX_LOGITS_STEP
+                                                                  : DSV4_ENTRY_MAX_TOKENS_PER_CTA;
   if (e->tokens_per_cta < 1 || e->tokens_per_cta > tpc_max)
     return bad(why, "tokens_per_cta %u is outside [1, %u]", e->tokens_per_cta, tpc_max);
   if (e->values_per_thread < 1 || e->values_per_thread > DSV4_ENTRY_MAX_VALUES_PER_THREAD)
@@ -115,8 +163,6 @@ static int check_tile(const dsv4_bundle_entry *e, char *why)
     return bad(why, "tokens_per_thread %u is outside [1, %d]", e->tokens_per_thread, DSV4_ENTRY_MAX_TOKENS_PER_THREAD);
   if (e->tokens_per_cta % e->tokens_per_thread)
     return bad(why, "tokens_per_thread %u does not divide tokens_per_cta %u", e->tokens_per_thread, e->tokens_per_cta);
-  if (e->shared_bytes > DSV4_ENTRY_MAX_SHARED)
-    return bad(why, "shared_bytes %u is outside [0, %d]", e->shared_bytes, DSV4_ENTRY_MAX_SHARED);
   return 0;
 }
 
@@ -167,20 +213,12 @@ static int check_entry_layout(const dsv4_bundle_entry *e, char *why)
   return 0;
 }
 
-/* The launch geometry against the one rule (dsv4_abi.h) and the op's
- * fields against the layout, on values the checks above bounded. */
+/* The op's fields against the layout and the launch, on values the
+ * checks above bounded. */
 static int check_geometry(const dsv4_bundle_entry *e, char *why)
 {
   const dsv4_layout *l = &e->layout;
-  int vpt = (int)e->values_per_thread, dim = dsv4_op_has_layout((int)e->op) ? l->dim : 0;
-  int threads = dsv4_op_threads((int)e->op, dim, vpt, (int)e->tokens_per_cta, (int)e->tokens_per_thread,
-                                (int)e->heads, (int)e->matrix);
-  if (e->threads != (uint32_t)threads)
-    return bad(why, "threads %u differ from the op's launch rule (%d)", e->threads, threads);
-  int shared = e->matrix && e->op == DSV4_OP_SPARSE_DECODE
-                   ? dsv4_decode_shared_bytes(l, (int)e->tokens_per_cta, (int)e->matrix) : 0;
-  if (e->shared_bytes != (uint32_t)shared)
-    return bad(why, "shared_bytes %u differ from the op's launch rule (%d)", e->shared_bytes, shared);
+  int dim = dsv4_op_has_layout((int)e->op) ? l->dim : 0;
   if (e->op == DSV4_OP_SPARSE_DECODE && (e->v_dim > (uint32_t)dim || e->v_dim % e->values_per_thread))
     return bad(why, "v_dim %u is not a multiple of values_per_thread %u inside the layout's %d dims", e->v_dim,
                e->values_per_thread, dim);
@@ -189,9 +227,9 @@ static int check_geometry(const dsv4_bundle_entry *e, char *why)
     return bad(why, "rope dims [%u, %u) are not an even range inside the layout's %d dims (and q_dim %u)",
                e->rope_first, e->rope_first + e->rope_dims, dim, e->q_dim);
   if (e->q_dim && (e->q_dim % e->values_per_thread ||
-                   e->threads % (uint32_t)dsv4_pow2ceil((int)(e->q_dim / e->values_per_thread))))
+                   e->launch.threads % (uint32_t)dsv4_pow2ceil((int)(e->q_dim / e->values_per_thread))))
     return bad(why, "q_dim %u: its lanes (values_per_thread %u each, padded to a power of two) do not divide the "
-               "%u threads", e->q_dim, e->values_per_thread, e->threads);
+               "%u threads", e->q_dim, e->values_per_thread, e->launch.threads);
   return 0;
 }
 
@@ -297,8 +335,10 @@ static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t 
                    DSV4_BUNDLE_HEADER_BYTES);
   uint32_t version = rd32(p + DSV4_BUNDLE_AT_VERSION);
   if (version != DSV4_BUNDLE_VERSION)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_VERSION, "bundle version %u; this runtime reads version %u", version,
-                   DSV4_BUNDLE_VERSION);
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_VERSION, "bundle version %u; this runtime reads version %u: %s", version,
+                   DSV4_BUNDLE_VERSION,
+                   version < DSV4_BUNDLE_VERSION ? "compile the spec again with a dsv4c of this release"
+                                                 : "it was written by a newer dsv4c; use that release's runtime");
   uint64_t fsize = rd64(p + DSV4_BUNDLE_AT_SIZE);
   if (fsize != size)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %zu bytes but its header says %llu (truncated?)", size,
@@ -466,7 +506,7 @@ dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_ker
   if (!b || !out || i < 0 || i >= b->n)
     return DSV4RT_ERR_INVALID_ARG;
   const dsv4_bundle_entry *e = &b->entries[i];
-  out->threads = (int)e->threads;
+  out->threads = (int)e->launch.threads;
   out->tokens_per_cta = (int)e->tokens_per_cta;
   out->values_per_thread = (int)e->values_per_thread;
   out->tokens_per_thread = (int)e->tokens_per_thread;
@@ -477,7 +517,10 @@ dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_ker
   out->v_dim = (int)e->v_dim;
   out->heads = (int)e->heads;
   out->topk = (int)e->topk;
-  out->matrix = (int)e->matrix;
-  out->shared_bytes = (int)e->shared_bytes;
+  out->matrix = e->launch.form == DSV4_FORM_WARP || e->launch.form == DSV4_FORM_WARPGROUP ||
+                e->launch.form == DSV4_FORM_WARPGROUP_PAIR;
+  out->form = (int)e->launch.form;
+  out->cluster = (int)e->launch.cluster;
+  out->shared_bytes = (int)e->launch.shared_bytes;
   return DSV4RT_OK;
 }

@@ -27,6 +27,7 @@ enum {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
   CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
@@ -107,6 +108,7 @@ typedef struct {
   void *lib;
   cu_launch_ex_fn cuLaunchKernelEx; /* optional (CUDA 12 drivers on): clusters, early launches */
   cu_tmap_fn cuTensorMapEncodeTiled; /* optional (CUDA 12 drivers on): tensor maps */
+  CUresult (*cuStreamSynchronize)(CUstream); /* optional: without it a blocking copy waits for the device */
 #define F(name, ret, args) ret(*name) args;
   CU_FUNCS(F)
 #undef F
@@ -114,11 +116,14 @@ typedef struct {
   CUcontext cu;
   int cc;         /* compute capability, e.g. 90 */
   int max_shared; /* opt-in shared memory per CTA */
+  int max_threads; /* threads per CTA */
   int version;    /* cuDriverGetVersion: 1000 * major + 10 * minor */
   CUevent ev[2];
 } cuda_state;
 
 #define S(ctx) ((cuda_state *)(ctx)->state)
+/* The stream dsv4rt_set_stream chose (NULL: the legacy default stream). */
+#define STREAM(ctx) ((CUstream)(uintptr_t)(ctx)->stream)
 
 /* Record a driver error as the context's message. */
 static int cu_fail(dsv4rt_context *ctx, CUresult r, dsv4rt_status s, const char *what)
@@ -178,6 +183,7 @@ static int cu_open(dsv4rt_context *ctx)
 #undef F
   st->cuLaunchKernelEx = (cu_launch_ex_fn)rt_dlsym(st->lib, "cuLaunchKernelEx");
   st->cuTensorMapEncodeTiled = (cu_tmap_fn)rt_dlsym(st->lib, "cuTensorMapEncodeTiled");
+  st->cuStreamSynchronize = (CUresult(*)(CUstream))rt_dlsym(st->lib, "cuStreamSynchronize");
   int ver = 0;
   CUresult r = st->cuDriverGetVersion(&ver); /* (needs no cuInit) */
   if (r)
@@ -216,6 +222,7 @@ static int cu_init(dsv4rt_context *ctx, int device)
       (r = st->cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&st->max_shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, st->dev)) ||
+      (r = st->cuDeviceGetAttribute(&st->max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, st->dev)) ||
       (r = st->cuDeviceGetAttribute(&ctx->units, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev)) ||
       (r = st->cuDevicePrimaryCtxRetain(&st->cu, st->dev)) || (r = st->cuCtxSetCurrent(st->cu)) ||
       (r = st->cuEventCreate(&st->ev[0], 0)) || (r = st->cuEventCreate(&st->ev[1], 0))) {
@@ -244,37 +251,56 @@ static int cu_alloc(dsv4rt_context *ctx, size_t n, uint64_t *native)
 
 static void cu_release(dsv4rt_context *ctx, uint64_t native) { S(ctx)->cuMemFree_v2((CUdeviceptr)native); }
 
+/* A blocking copy runs on the legacy default stream, which does not wait
+ * for a non-blocking stream's work: with a stream set, wait for it first
+ * (dsv4rt_set_stream). */
+static CUresult cu_wait_stream(dsv4rt_context *ctx)
+{
+  if (!ctx->stream)
+    return 0;
+  return S(ctx)->cuStreamSynchronize ? S(ctx)->cuStreamSynchronize(STREAM(ctx)) : S(ctx)->cuCtxSynchronize();
+}
+
 static int cu_write(dsv4rt_context *ctx, uint64_t native, size_t off, const void *src, size_t n)
 {
-  CUresult r = S(ctx)->cuMemcpyHtoD_v2((CUdeviceptr)native + off, src, n);
+  CUresult r = cu_wait_stream(ctx);
+  if (r)
+    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuStreamSynchronize (before a copy)");
+  r = S(ctx)->cuMemcpyHtoD_v2((CUdeviceptr)native + off, src, n);
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyHtoD") : 0;
 }
 
 static int cu_read(dsv4rt_context *ctx, uint64_t native, size_t off, void *dst, size_t n)
 {
-  CUresult r = S(ctx)->cuMemcpyDtoH_v2(dst, (CUdeviceptr)native + off, n);
+  CUresult r = cu_wait_stream(ctx);
+  if (r)
+    return cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuStreamSynchronize (before a copy)");
+  r = S(ctx)->cuMemcpyDtoH_v2(dst, (CUdeviceptr)native + off, n);
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyDtoH") : 0;
 }
 
 static int cu_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, int wait)
 {
-  CUresult r = S(ctx)->cuMemcpyDtoDAsync_v2((CUdeviceptr)dst, (CUdeviceptr)src, n, NULL);
+  CUresult r = S(ctx)->cuMemcpyDtoDAsync_v2((CUdeviceptr)dst, (CUdeviceptr)src, n, STREAM(ctx));
   if (!r && wait)
     r = S(ctx)->cuCtxSynchronize();
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuMemcpyDtoD") : 0;
 }
 
 /* PTX for sm_XY runs on capability >= XY; sm_XYa only on exactly XY; and
- * only where the CTA's shared memory fits. */
+ * only where the launch record fits the device: its threads and shared
+ * memory, and clusters (CTA pairs) only through cuLaunchKernelEx on
+ * capability 9.0 and later. */
 static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
 {
   int v = 0;
   char suffix = 0;
   if (e->target != 0 || sscanf(e->arch, "sm_%d%c", &v, &suffix) < 1)
     return 0;
-  if (e->shared_bytes > (uint32_t)S(ctx)->max_shared)
+  if (e->launch.shared_bytes > (uint32_t)S(ctx)->max_shared || e->launch.threads > (uint32_t)S(ctx)->max_threads ||
+      e->launch.second_threads > (uint32_t)S(ctx)->max_threads)
     return 0;
-  if (e->matrix == DSV4_MATRIX_WARPGROUP_PAIR && !S(ctx)->cuLaunchKernelEx) /* CTA pairs: clusters */
+  if (e->launch.cluster > 1 && (!S(ctx)->cuLaunchKernelEx || S(ctx)->cc < 90))
     return 0;
   return suffix == 'a' ? S(ctx)->cc == v : S(ctx)->cc >= v;
 }
@@ -336,8 +362,8 @@ static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_
     return cu_kernel_fail(ctx, r, e, "cuModuleGetFunction");
   }
   /* beyond 48 KiB of dynamic shared memory a kernel must opt in */
-  if (e->shared_bytes > 49152 &&
-      (r = st->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->shared_bytes))) {
+  if (e->launch.shared_bytes > 49152 &&
+      (r = st->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->launch.shared_bytes))) {
     st->cuModuleUnload(m);
     return cu_kernel_fail(ctx, r, e, "cuFuncSetAttribute (dynamic shared memory)");
   }
@@ -396,12 +422,12 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
       at[n++] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .value.cluster = {cluster, 1, 1}};
     if (flags & RT_LAUNCH_EARLY)
       at[n++] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.programmatic = 1};
-    CUlaunchConfig c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared, NULL, at, n};
+    CUlaunchConfig c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared, STREAM(ctx), at, n};
     CUresult r = S(ctx)->cuLaunchKernelEx(&c, (CUfunction)kernel, params, NULL);
     return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernelEx") : 0;
   }
   CUresult r = S(ctx)->cuLaunchKernel((CUfunction)kernel, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                      shared, NULL, params, NULL);
+                                      shared, STREAM(ctx), params, NULL);
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernel") : 0;
 }
 
@@ -413,7 +439,7 @@ static int cu_sync(dsv4rt_context *ctx)
 
 static int cu_timer_start(dsv4rt_context *ctx)
 {
-  CUresult r = S(ctx)->cuEventRecord(S(ctx)->ev[0], NULL);
+  CUresult r = S(ctx)->cuEventRecord(S(ctx)->ev[0], STREAM(ctx));
   return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuEventRecord") : 0;
 }
 
@@ -421,7 +447,7 @@ static int cu_timer_stop(dsv4rt_context *ctx, double *ms)
 {
   cuda_state *st = S(ctx);
   float f = 0;
-  CUresult r = st->cuEventRecord(st->ev[1], NULL);
+  CUresult r = st->cuEventRecord(st->ev[1], STREAM(ctx));
   if (!r)
     r = st->cuEventSynchronize(st->ev[1]);
   if (!r)

@@ -30,6 +30,7 @@ enum {
   CL_DEVICE_NAME = 0x102B,
   CL_DEVICE_VERSION = 0x102F,
   CL_DEVICE_MAX_COMPUTE_UNITS = 0x1002,
+  CL_DEVICE_MAX_WORK_GROUP_SIZE = 0x1004,
   CL_DEVICE_EXTENSIONS = 0x1030,
   CL_DEVICE_IL_VERSION = 0x105B,
   CL_PLATFORM_NAME = 0x0902,
@@ -85,6 +86,7 @@ typedef struct {
   cl_context cx;
   cl_command_queue q;
   int takes_il, takes_spir;
+  size_t max_group; /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   cl_event t0;
 } cl_state;
 
@@ -243,6 +245,8 @@ static int ocl_init(dsv4rt_context *ctx, int device)
   cl_uint units = 1;
   st->clGetDeviceInfo(st->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
   ctx->units = (int)units;
+  st->max_group = 0;
+  st->clGetDeviceInfo(st->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof st->max_group, &st->max_group, NULL);
   st->clGetDeviceInfo(st->dev, CL_DEVICE_EXTENSIONS, 16384 - 1, ext, NULL);
   st->clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
   if (st->clGetDeviceInfo(st->dev, CL_DEVICE_IL_VERSION, sizeof il, il, NULL))
@@ -298,10 +302,14 @@ static int ocl_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, i
   return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueCopyBuffer") : 0;
 }
 
+/* A SPIR-V entry whose launch record fits the device: work-group size,
+ * no dynamic local memory (it would be an extra kernel argument: none
+ * asked yet) and no clusters. */
 static int ocl_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
 {
-  /* dynamic local memory would be an extra kernel argument: none asked yet */
-  return e->target == 2 && e->shared_bytes == 0 && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
+  size_t mg = S(ctx)->max_group ? S(ctx)->max_group : 1024;
+  return e->target == 2 && e->launch.shared_bytes == 0 && e->launch.cluster == 1 && e->launch.threads <= mg &&
+         e->launch.second_threads <= mg && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
 }
 
 /* Keep the first n lines of a build log, joined by spaces, trailing blanks dropped. */

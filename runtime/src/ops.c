@@ -476,7 +476,7 @@ dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
     return s;
   int64_t kv_ctas = (a->n_insert + en->tokens_per_cta - 1) / en->tokens_per_cta, q_ctas = 0;
   if (qd) {
-    int64_t rows_per_cta = en->threads / dsv4_pow2ceil(qd / (int)en->values_per_thread);
+    int64_t rows_per_cta = en->launch.threads / dsv4_pow2ceil(qd / (int)en->values_per_thread);
     q_ctas = (N * a->padded_heads + rows_per_cta - 1) / rows_per_cta;
   }
   if (kv_ctas + q_ctas > I32_MAX)
@@ -546,7 +546,7 @@ static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, 
   int64_t groups = (a->heads + c->en->tokens_per_cta - 1) / c->en->tokens_per_cta * a->n_tokens;
   int64_t tiles = (a->topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE +
                   (a->extra_cache ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
-  if (!c->en->matrix)
+  if (c->en->launch.second != DSV4_SECOND_COMBINE)
     return 1;
   int units = c->ctx->units;
   int64_t S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= units ? units / groups : 1;
@@ -617,9 +617,9 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   uint32_t grid[3] = {(uint32_t)((H + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
   /* CTA pairs (tile.pair): a token's head groups two by two, an odd last
    * one beside a CTA of padding heads that only helps dequantize */
-  uint32_t pair = c.en->matrix == DSV4_MATRIX_WARPGROUP_PAIR ? 2 : 1;
+  uint32_t pair = c.en->launch.cluster;
   grid[0] = (grid[0] + pair - 1) / pair * pair;
-  if ((s = rt_launch_cluster(b, c.e, grid, pair, args, COUNT(args))) || S == 1)
+  if ((s = rt_launch(b, c.e, grid, args, COUNT(args))) || S == 1)
     return s;
   rt_arg cargs[DSV4_A_DECODE_COMBINE_COUNT] = {
       [DSV4_A_DECODE_COMBINE_out] = {DSV4_ARG_PTR, {.buf = a->out}},
@@ -633,7 +633,7 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       [DSV4_A_DECODE_COMBINE_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
   };
   uint32_t cgrid[3] = {(uint32_t)(T * H), 1, 1};
-  return rt_launch2(b, c.e, cgrid, (uint32_t)dsv4_decode_combine_threads((int)vd), cargs, COUNT(cargs));
+  return rt_launch2(b, c.e, cgrid, cargs, COUNT(cargs));
 }
 
 dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,
@@ -641,10 +641,11 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
 {
   call c;
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, "dsv4rt_paged_mqa_logits");
+  /* grid.y: a row (batch x next_n), or by POSITIONS_BATCH a batch entry, 65535 at most */
+  int per_batch = !s && c.en->launch.grid == DSV4_GRID_POSITIONS_BATCH;
   if (s || (s = need_range(&c, "batch", a->batch, 0, 65535)) ||
-      (s = need_range(&c, "next_n", a->next_n, 1, c.en->matrix ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
-      /* the portable form's grid.y is a row (batch x next_n), the matrix forms' a batch entry: 65535 at most */
-      (s = need_range(&c, "batch * next_n", a->batch * a->next_n, 0, c.en->matrix ? I32_MAX : 65535)) ||
+      (s = need_range(&c, "next_n", a->next_n, 1, per_batch ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
+      (s = need_range(&c, "batch * next_n", a->batch * a->next_n, 0, per_batch ? I32_MAX : 65535)) ||
       (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
       (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
       (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
@@ -669,7 +670,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   uint64_t dims[3], strides[2];
   uint32_t box[3];
   int sw;
-  if (c.en->matrix && c.ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
+  if (per_batch && c.ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
       dsv4_logits_kv_map(l, a->block_size, a->block_stride, a->num_blocks, dims, strides, box, &sw) &&
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
       (s = rt_tensor_map(b, c.e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map, &fresh)))
@@ -692,9 +693,8 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       [DSV4_A_PAGED_MQA_LOGITS_kv_map] = {DSV4_ARG_IN, {.buf = kv_map}},
       [DSV4_A_PAGED_MQA_LOGITS_kv_map_fresh] = {DSV4_ARG_I32, {.i32 = *fresh}},
   };
-  /* the warp-matrix form's CTA takes every next_n row of one batch entry */
   uint32_t grid[3] = {(uint32_t)((a->row_len + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta),
-                      (uint32_t)(c.en->matrix ? B : R), 1};
+                      (uint32_t)(per_batch ? B : R), 1};
   if ((s = rt_launch(b, c.e, grid, args, COUNT(args))))
     return s;
   *fresh = 0; /* the map acquired by this launch's CTAs */

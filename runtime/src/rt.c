@@ -98,6 +98,19 @@ dsv4rt_status dsv4rt_synchronize(dsv4rt_context *ctx)
   return (dsv4rt_status)ctx->be->sync(ctx);
 }
 
+dsv4rt_status dsv4rt_set_stream(dsv4rt_context *ctx, uint64_t stream)
+{
+  if (!ctx)
+    return rt_fail(NULL, DSV4RT_ERR_INVALID_ARG, "dsv4rt_set_stream: ctx is NULL");
+  if (stream && ctx->be->kind != DSV4RT_BACKEND_CUDA)
+    return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_set_stream: %s has one queue; the stream must be 0",
+                   ctx->be->name);
+  ctx->stream = stream;
+  return DSV4RT_OK;
+}
+
+uint64_t dsv4rt_get_stream(const dsv4rt_context *ctx) { return ctx ? ctx->stream : 0; }
+
 dsv4rt_status dsv4rt_timer_start(dsv4rt_context *ctx)
 {
   if (!ctx)
@@ -223,10 +236,10 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry
     named = 1;
     if (e->op == (uint32_t)op && b->ctx->be->accepts(b->ctx, e)) {
       *entry = i;
-      /* unnamed: the warp-matrix form of the same layout, where the device runs one */
-      for (int j = 0; !name && !e->matrix && j < b->n; j++) {
+      /* unnamed: a tile.matrix form of the same layout, where the device runs one */
+      for (int j = 0; !name && !rt_matrix_form(e) && j < b->n; j++) {
         const dsv4_bundle_entry *m = &b->entries[j];
-        if (m->matrix && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
+        if (rt_matrix_form(m) && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
             !strcmp(m->layout.name, e->layout.name) && b->ctx->be->accepts(b->ctx, m)) {
           *entry = j;
           break;
@@ -252,7 +265,7 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
     return DSV4RT_OK;
   int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
                          &ld->kernel);
-  if (!rc && e->matrix && e->op == DSV4_OP_SPARSE_DECODE) { /* the combine kernel of the split-KV form */
+  if (!rc && e->launch.second == DSV4_SECOND_COMBINE) { /* the combine kernel of the split-KV form */
     char name[sizeof e->name + 16];
     snprintf(name, sizeof name, "%s_combine", e->name);
     rc = ctx->be->symbol ? ctx->be->symbol(ctx, ld->module, name, &ld->kernel2)
@@ -309,22 +322,18 @@ static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t 
   return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, cluster, early, args, nargs);
 }
 
+/* Entry i's first kernel by its launch record (threads, shared memory,
+ * cluster); grid.x must be a multiple of the cluster. */
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
 {
-  return rt_launch_cluster(b, i, grid, 1, args, nargs);
+  const dsv4_launch *ln = &b->entries[i].launch;
+  return launch(b, i, 0, grid, ln->threads, ln->shared_bytes, ln->cluster, args, nargs);
 }
 
-dsv4rt_status rt_launch_cluster(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t cluster,
-                                const rt_arg *args, int nargs)
+/* Its second kernel (the record's second_threads a CTA). */
+dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
 {
-  const dsv4_bundle_entry *e = &b->entries[i];
-  return launch(b, i, 0, grid, e->threads, e->shared_bytes, cluster, args, nargs);
-}
-
-dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
-                         int nargs)
-{
-  return launch(b, i, 1, grid, threads, 0, 1, args, nargs);
+  return launch(b, i, 1, grid, b->entries[i].launch.second_threads, 0, 1, args, nargs);
 }
 
 dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int i, uint64_t base, const uint64_t dims[3], const uint64_t strides[2],

@@ -66,6 +66,8 @@ struct dsv4rt_context {
   void *state; /* the backend's */
   int units; /* compute units (SMs): how many CTAs fill the device */
   int tensor_maps; /* 1: the backend's tensor_map() works on this device (CUDA 12 driver, sm_90 on) */
+  uint64_t stream; /* dsv4rt_set_stream: the CUstream launches, copies and timers go on (0: the legacy default
+                      stream); always 0 on OpenCL */
   char device[256];
   char err[1024];
 };
@@ -108,17 +110,21 @@ struct dsv4rt_bundle {
 /* Record an error message on ctx and return status s. */
 dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Launch entry e of bundle b (loading it first if needed). */
+/* Launch entry e of bundle b (loading it first if needed) by its launch
+ * record: threads, dynamic shared memory, clusters of `cluster` CTAs
+ * along x (grid[0] a multiple). */
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int entry, const uint32_t grid[3], const rt_arg *args, int nargs);
-/* rt_launch in clusters of `cluster` CTAs along x (grid[0] a multiple). */
-dsv4rt_status rt_launch_cluster(dsv4rt_bundle *b, int entry, const uint32_t grid[3], uint32_t cluster,
-                                const rt_arg *args, int nargs);
 /* Load entry's code if not yet (0 or a status). */
 dsv4rt_status rt_load(dsv4rt_bundle *b, int entry);
-/* Launch entry's second kernel (kernel2) with block.x threads and no
- * dynamic shared memory. */
-dsv4rt_status rt_launch2(dsv4rt_bundle *b, int entry, const uint32_t grid[3], uint32_t threads, const rt_arg *args,
-                         int nargs);
+/* Launch entry's second kernel (kernel2) with the record's second_threads
+ * and no dynamic shared memory. */
+dsv4rt_status rt_launch2(dsv4rt_bundle *b, int entry, const uint32_t grid[3], const rt_arg *args, int nargs);
+/* 1 if entry e is in a form tile.matrix asks for (warp, warpgroup, pair). */
+static inline int rt_matrix_form(const dsv4_bundle_entry *e)
+{
+  return e->launch.form == DSV4_FORM_WARP || e->launch.form == DSV4_FORM_WARPGROUP ||
+         e->launch.form == DSV4_FORM_WARPGROUP_PAIR;
+}
 /* A device copy of the tensor map the backend's tensor_map() encodes from
  * these arguments, for entry's launches: one of the entry's slots, encoded
  * and written (synchronously, after the launches that read the slot) only

@@ -6,7 +6,8 @@
  * test holds the generator side to the list: each kernel of the shipped
  * specs, built by its generator for PTX and AMDGCN, must have exactly the
  * list's parameters, by position, name and LLVM type, and a matrix
- * decode's combine kernel the combine list's. */
+ * decode's combine kernel the combine list's; a module has that second
+ * kernel exactly where the kernel's launch record names one. */
 #include <llvm-c/Core.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,11 +91,16 @@ static void check_spec(const char *path, const char *specs)
         const char *names[DSV4_MAX_ARGS];
         int n = dsv4_op_args(k->op, kinds, names);
         check_fn(kb.mod, k->name, what, kinds, names, n);
-        if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix) {
-          char cname[96];
-          snprintf(cname, sizeof cname, "%s_combine", k->name);
+        /* the module's second kernel exists exactly where the launch
+         * record (choose_form) names one */
+        char cname[96];
+        snprintf(cname, sizeof cname, "%s_combine", k->name);
+        if (k->launch[t].second == DSV4_SECOND_COMBINE) {
           n = dsv4_combine_args(kinds);
           check_fn(kb.mod, cname, what, kinds, NULL, n);
+        } else if (LLVMGetNamedFunction(kb.mod, cname)) {
+          failed++;
+          printf("FAIL %s: has %s, but its launch record names no second kernel\n", what, cname);
         }
       }
       kb_dispose(&kb);

@@ -1,45 +1,52 @@
 /* logits.c -- the indexer's paged MQA logits (OPS.md section 4): the entry
- * point the generator table calls (gen.c), and the choice of form.
+ * point the generator table calls (gen.c).
  *
- * tile.matrix asks for a matrix form: the warpgroup one where the target
- * and shape fit it, else the warp one (an error where the target cannot
- * build it).  Without tile.matrix the portable form's launch geometry is
- * kept, on warp matrix units where they fit (lg_row_mma), else portable.
- * The spec checker guesses the matrix form too, on looser conditions, to
- * bound shared memory; each matrix form checks its arrays against
- * dsv4_abi.h's byte counts, and a mismatch is an internal error here.
+ * It builds the form the spec checker chose for this target (choose_form
+ * in forms.c, the kernel's launch record): portable, row warp-matrix (the
+ * portable geometry on mma.sync rows), warp-matrix or warpgroup.  Each
+ * form's own test of the target hooks (lg_*_fits / _ok) must agree with
+ * that choice: a disagreement between the capability table and the hooks
+ * is an internal error, never a silent change of form.  Each matrix form
+ * checks its arrays against form_rules.h's byte counts.
  */
 #include "shape.h"
 
-/* The tile.matrix forms: warpgroup where it fits, else warp. */
-static int matrix_form(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+static int disagree(const dsv4_kernel *k, dsv4_kb *kb, const char *form, dsv4_diags *d)
 {
-  if (lg_warpgroup_fits(kb, k)) {
+  dsv4_error(d, k->file, k->line,
+             "kernel '%s': internal error: the %s form was chosen for %s, whose hooks cannot build it", k->name, form,
+             kb->arch);
+  return 1;
+}
+
+int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  switch ((int)dsv4_kernel_launch(k, kb->t->kind)->form) {
+  case DSV4_FORM_WARPGROUP:
+    if (!lg_warpgroup_fits(kb, k))
+      return disagree(k, kb, "warpgroup", d);
     if (lg_warpgroup(kb, k)) {
       dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warpgroup form's shared memory is not dsv4_logits_wg_shared_bytes()", k->name);
       return 1;
     }
     return 0;
-  }
-  if (!lg_warp_target_ok(kb)) {
-    dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of paged_mqa_logits",
-               k->name, kb->arch);
-    return 1;
-  }
-  if (lg_warp(kb, k)) {
-    dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warp form's shared memory is not dsv4_logits_warp_shared_bytes()", k->name);
-    return 1;
-  }
-  return 0;
-}
-
-int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
-{
-  if (k->tile.matrix)
-    return matrix_form(kb, k, d);
-  if (lg_row_mma_fits(kb, k))
+  case DSV4_FORM_WARP:
+    if (!lg_warp_target_ok(kb) || lg_warpgroup_fits(kb, k))
+      return disagree(k, kb, "warp-matrix", d);
+    if (lg_warp(kb, k)) {
+      dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warp form's shared memory is not dsv4_logits_warp_shared_bytes()", k->name);
+      return 1;
+    }
+    return 0;
+  case DSV4_FORM_ROW_WARP:
+    if (!lg_row_mma_fits(kb, k))
+      return disagree(k, kb, "row warp-matrix", d);
     lg_row_mma(kb, k);
-  else
+    return 0;
+  default:
+    if (lg_row_mma_fits(kb, k))
+      return disagree(k, kb, "portable", d);
     lg_portable(kb, k);
-  return 0;
+    return 0;
+  }
 }

@@ -1,6 +1,6 @@
 /* op.c -- the sparse MLA decode's generator (OPS.md section 3), the entry
- * gen.c's table calls: it picks the kernel's form, which the checker fixed
- * in tile.matrix, and builds it (shape.h lists the forms and their files).
+ * gen.c's table calls: it builds the form the checker chose
+ * (choose_form, forms.c; the kernel's launch record for this target) (shape.h lists the forms and their files).
  * The matrix forms' module also holds <name>_combine, their split-KV
  * second kernel.
  */
@@ -18,7 +18,7 @@ static int matrix_forms(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
    * combine, or this kernel, of the decode before). */
   if (kb->t->grid_dep && kb->t->grid_dep(kb, 0) && kb->t->grid_dep(kb, 1))
     kb->entry_flags |= DSV4_ENTRY_FIRST_WAITS;
-  if (k->tile.matrix >= DSV4_MATRIX_WARPGROUP ? sd_warpgroup(kb, k, d) : sd_warp(kb, k, d))
+  if (dsv4_kernel_launch(k, kb->t->kind)->form == DSV4_FORM_WARP ? sd_warp(kb, k, d) : sd_warpgroup(kb, k, d))
     return 1;
   LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
   sd_combine(kb, k);
@@ -27,7 +27,7 @@ static int matrix_forms(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
-  if (k->tile.matrix)
+  if (dsv4_kernel_launch(k, kb->t->kind)->form != DSV4_FORM_PORTABLE)
     return matrix_forms(kb, k, d);
   return sd_portable(kb, k);
 }

@@ -7,10 +7,10 @@
  *   portable.c   no matrix units: lanes of a head dequantize K, reduce q.K
  *                across them, online softmax (every target)
  *   warp.c       tile.matrix: mma.sync m16n8k16 over 64-row tiles staged
- *                by cp.async (DSV4_MATRIX_WARP)
+ *                by cp.async (DSV4_FORM_WARP)
  *   warpgroup.c  tile.matrix on targets with wgmma: producer warps and two
  *                consumer warpgroups, alone or as CTA pairs
- *                (DSV4_MATRIX_WARPGROUP, DSV4_MATRIX_WARPGROUP_PAIR)
+ *                (DSV4_FORM_WARPGROUP, DSV4_FORM_WARPGROUP_PAIR)
  *   combine.c    <name>_combine, the second kernel of the matrix forms:
  *                merges the split-KV partial states
  *

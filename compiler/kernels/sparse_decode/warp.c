@@ -1,5 +1,5 @@
 /* warp.c -- the warp-matrix form of the sparse MLA decode (tile.matrix,
- * DSV4_MATRIX_WARP): mma.sync m16n8k16 with ldmatrix operands, cp.async
+ * DSV4_FORM_WARP): mma.sync m16n8k16 with ldmatrix operands, cp.async
  * staging.
  *
  * One CTA per (token, heads_per_cta heads): heads = 16 row_blocks heads,
@@ -381,7 +381,7 @@ static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, warp_ctx *x, dsv4_dia
   x->row_addr = sd_carve(kb, sm, &o, SD_TILE * 16);
   x->red = sd_carve(kb, sm, &o, (long long)x->heads * 8 * x->parts);
   x->valid = sd_carve(kb, sm, &o, SD_TILE * 8);
-  return sd_shared_agrees(k, o, DSV4_MATRIX_WARP, d);
+  return sd_shared_agrees(k, o, DSV4_FORM_WARP, d);
 }
 
 /* The thread's warp, lane and fragment coordinates. */

@@ -468,13 +468,15 @@ static void consumers(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, LLVMVa
   T->bar_arrive(kb, WG_BAR_OUT, x->threads); /* staged: the producers copy it out */
 }
 
-/* The form's shape from kernel k (no IR). */
-static void set_shape(const dsv4_kernel *k, wg_ctx *x)
+/* The form's shape from kernel k and its launch record here (no IR). */
+static void set_shape(const dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x)
 {
-  x->k = k, x->pair = k->tile.matrix == DSV4_MATRIX_WARPGROUP_PAIR, x->dim = k->layout.dim;
-  x->heads = k->tile.tokens_per_cta, x->threads = k->tile.threads;
-  x->producers = 32 * dsv4_decode_wg_producers(k->tile.matrix);
-  x->prod_regs = dsv4_decode_wg_producer_regs(k->tile.matrix);
+  const dsv4_launch *ln = dsv4_kernel_launch(k, kb->t->kind);
+  int form = (int)ln->form;
+  x->k = k, x->pair = form == DSV4_FORM_WARPGROUP_PAIR, x->dim = k->layout.dim;
+  x->heads = k->tile.tokens_per_cta, x->threads = (int)ln->threads;
+  x->producers = 32 * dsv4_decode_wg_producers(form);
+  x->prod_regs = dsv4_decode_wg_producer_regs(form);
   x->reg_cap = 65536 / x->threads / 8 * 8;
 }
 
@@ -492,7 +494,7 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, dsv4
                    !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync ||
                    k->tile.values_per_thread / k->tile.interleave != 8)) ||
       !T->set_max_regs(kb, 0, 0) ||
-      !dsv4_decode_wg_shape_ok(x->dim, k->v_dim, x->heads) || x->threads != dsv4_decode_wg_threads(k->tile.matrix) ||
+      !dsv4_decode_wg_shape_ok(x->dim, k->v_dim, x->heads) || x->threads != dsv4_decode_wg_threads(x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP) ||
       np % lanes || SD_TILE / (x->pair ? 2 : 1) % (np / lanes) || x->dim / 16 > 32 ||
       4 * (DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS) + np / 32 * preg > x->reg_cap * (x->threads / 32)) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
@@ -516,7 +518,7 @@ static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x, dsv4_diags
   x->valid = sd_carve(kb, sm, &o, 2 * SD_TILE * 4);
   if (x->pair)
     x->mbars = sd_carve(kb, sm, &o, WG_MBARS * 8);
-  if (sd_shared_agrees(k, o, k->tile.matrix, d))
+  if (sd_shared_agrees(k, o, x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP, d))
     return 1;
   if ((long long)x->heads * wg_stage_row(x) > (long long)x->heads * x->dim * 2 + 2 * wg_kbytes(x) || k->v_dim % 8 ||
       x->heads * (k->v_dim / 8) % x->producers) { /* wg_out's staging (the q and K regions) and its copy */
@@ -545,7 +547,7 @@ int sd_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
   wg_ctx x = {0};
-  set_shape(k, &x);
+  set_shape(kb, k, &x);
   if (check_target(kb, k, &x, d) || carve_shared(kb, k, &x, d))
     return 1;
   x.tid = T->thread_id(kb);

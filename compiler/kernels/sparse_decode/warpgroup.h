@@ -1,6 +1,6 @@
 /* warpgroup.h -- the warpgroup form of the sparse MLA decode (tile.matrix
- * where the target has wgmma: DSV4_MATRIX_WARPGROUP, and
- * DSV4_MATRIX_WARPGROUP_PAIR for CTA pairs), shared by its two files:
+ * where the target has wgmma: DSV4_FORM_WARPGROUP, and
+ * DSV4_FORM_WARPGROUP_PAIR for CTA pairs), shared by its two files:
  * warpgroup.c (the entry, the consumer warpgroups) and
  * warpgroup_producers.c (the producer warps).  No other file includes it.
  *

@@ -1,0 +1,125 @@
+/* form_rules.h -- the geometry of each kernel form: threads, shared
+ * memory, warps and producer counts.  Compiler-side only: choose_form
+ * (forms.c) applies these rules once per (kernel, target) and records the
+ * result in the launch record the bundle carries (dsv4_abi.h); the
+ * generators build exactly what they say; the runtime only reads the
+ * record.  Until bundle version 6 they sat in the installed dsv4_abi.h
+ * because the runtime re-derived the launch from them. */
+#ifndef DSV4_FORM_RULES_H
+#define DSV4_FORM_RULES_H
+
+#include "dsv4_abi.h"
+#include "dsv4_layout.h"
+
+/* sparse_decode's warp-matrix form: K rows a tile, warps a 16-head row
+ * block (each takes a quarter of a tile's rows and of V). */
+#define DSV4_DECODE_WARPS 4
+/* paged_mqa_logits' warp-matrix form: warps a CTA (two 16-position
+ * m-tiles each a step: tokens_per_cta a multiple of 128). */
+#define DSV4_LOGITS_WARPS 4
+#define DSV4_LOGITS_STAGES 3 /* m-tiles of K a warp has in its cp.async ring */
+/* The static shared memory of its two forms (the spec checker holds them
+ * to a kernel's 48 KB; the generators build exactly these): the warp form
+ * (mma.sync: q rows padded by 16 bytes, weights, a ring of 16-row steps a
+ * warp) and the warpgroup form (wgmma: q rows, a ring of 64-row steps,
+ * 8 bytes of scale and validity a row, weights). */
+#define DSV4_LOGITS_STATIC_MAX 49152
+static inline int dsv4_logits_warp_shared_bytes(int dim, int heads)
+{
+  return DSV4_LOGITS_MAX_NEXT_N * heads * (dim + 16) + DSV4_LOGITS_MAX_NEXT_N * heads * 4 +
+         DSV4_LOGITS_WARPS * DSV4_LOGITS_STAGES * (16 * (dim + 16) + 128);
+}
+
+static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
+{
+  /* q, the ring (K, scale + validity), the head sum's bf16 weights (8 rows
+   * of 128-byte K-blocks), a TMA barrier object a stage */
+  return DSV4_LOGITS_MAX_NEXT_N * heads * dim + DSV4_LOGITS_STAGES * 64 * (dim + 8) +
+         8 * ((2 * DSV4_LOGITS_MAX_NEXT_N * heads + 127) / 128 * 128) + 8 * DSV4_LOGITS_STAGES;
+}
+
+/* sparse_decode's warpgroup form (tile.matrix where the target has wgmma,
+ * form DSV4_FORM_WARPGROUP): 64 heads a CTA, two consumer
+ * warpgroups (the lead: S for a whole tile, the softmax, P V for V's first
+ * dims; the follower: P V for the rest) and a
+ * producer role (dsv4_decode_wg_producers() warps) that dequantizes the
+ * next tile.  Dynamic shared memory: q, two K tiles (bf16, 128-byte
+ * swizzled atoms), two P buffers (high and low bf16 parts), three slots of
+ * 2 x 64 floats (the rows' rescale factors of the two P buffers; the rows'
+ * final m and l; the rows' sinks), two validity words a K row; in CTA pairs
+ * (DSV4_FORM_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
+ * a token, each dequantizing half of every tile for both) also four
+ * barrier objects of 8 bytes. */
+/* Producer warps: four alone, eight in CTA pairs (the compiler's
+ * kernel_regs.h says why). */
+#define DSV4_DECODE_WG_PRODUCERS 4
+#define DSV4_DECODE_WG_PAIR_PRODUCERS 8
+#define DSV4_DECODE_WG_HEADS 64
+#define DSV4_DECODE_WG_VDIM 512
+static inline int dsv4_decode_wg_producers(int form)
+{
+  return form == DSV4_FORM_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCERS : DSV4_DECODE_WG_PRODUCERS;
+}
+static inline int dsv4_decode_wg_threads(int form) { return 2 * 128 + 32 * dsv4_decode_wg_producers(form); }
+static inline int dsv4_decode_wg_shared_bytes(int dim)
+{
+  return (DSV4_DECODE_WG_HEADS + 2 * DSV4_DECODE_TILE) * dim * 2 + 2 * 2 * DSV4_DECODE_WG_HEADS * DSV4_DECODE_TILE * 2 +
+         3 * 2 * DSV4_DECODE_WG_HEADS * 4 + 2 * DSV4_DECODE_TILE * 4;
+}
+/* The shapes it maps (smem: the caller checks the arch's limit). */
+static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
+{
+  return heads_per_cta == DSV4_DECODE_WG_HEADS && v_dim == DSV4_DECODE_WG_VDIM && dim % 64 == 0 && dim >= v_dim;
+}
+static inline int dsv4_decode_combine_threads(int v_dim) { return (v_dim / 4 + 31) / 32 * 32; }
+
+/* Threads per CTA of an op's kernel in a form: the rule choose_form
+ * (forms.c) records in the launch record.  The gathers give each token dim/vpt lanes; the
+ * writer pads a token's lanes to a power of two so that scale groups are
+ * aligned thread groups. */
+static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,
+                                  int form)
+{
+  if (vpt <= 0 || tokens_per_thread <= 0)
+    return 0;
+  if (op == DSV4_OP_SPARSE_DECODE && (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR))
+    return dsv4_decode_wg_threads(form);
+  if (op == DSV4_OP_SPARSE_DECODE && form == DSV4_FORM_WARP) /* DSV4_DECODE_WARPS warps per 16 heads */
+    return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
+  if (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP))
+    return DSV4_LOGITS_WARPS * 32; /* (the row warp-matrix form keeps the portable geometry) */
+  if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
+    return tokens_per_cta * (heads / vpt);
+  if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */
+    return tokens_per_cta;
+  if (op == DSV4_OP_KV_INSERT || op == DSV4_OP_SPARSE_DECODE) /* decode: tokens_per_cta = heads per CTA */
+    return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
+  return dim / vpt * (tokens_per_cta / tokens_per_thread);
+}
+
+/* The warp-matrix form of sparse_decode (tile.matrix) stages, in dynamic
+ * shared memory: q (heads_per_cta rows) and one tile of DSV4_DECODE_TILE
+ * dequantized K rows (bf16, rows padded by 16 bytes so that the 8 rows one
+ * ldmatrix reads fall in distinct banks), P as two bf16 parts (high and
+ * low, heads x tile each, padded the same way), a row maximum and a row
+ * sum a head and warp of its row block, two validity words a K row (double-buffered), the next
+ * tile's cache bytes as one block of DSV4_DECODE_TILE rows in the layout
+ * (copied asynchronously while the current tile computes), and that
+ * tile's row and scale-row addresses.  One rule, for choose_form's launch
+ * record and the generator (which checks its arrays against it). */
+static inline int dsv4_decode_row_bytes(int dim) { return dim * 2 + 16; }
+static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
+{
+  return (int)((dsv4_layout_min_block_bytes(l, DSV4_DECODE_TILE) + 15) / 16 * 16);
+}
+static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta, int form)
+{
+  if (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR)
+    return dsv4_decode_wg_shared_bytes(l->dim) + (form == DSV4_FORM_WARPGROUP_PAIR ? 4 * 8 : 0);
+  return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
+         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS + DSV4_DECODE_TILE * 8 +
+         dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
+}
+
+
+#endif
