@@ -14,13 +14,14 @@
 
 #include "../targets/target.h"
 #include "bundle.h"
+#include "embed.h"
 #include "spec.h"
 
 #ifndef DSV4C_VERSION
 #define DSV4C_VERSION "0.1.0"
 #endif
 
-enum { EMIT_NONE, EMIT_PLAN, EMIT_LLVM, EMIT_ASM };
+enum { EMIT_NONE, EMIT_PLAN, EMIT_LLVM, EMIT_ASM, EMIT_C };
 
 typedef struct {
   const char *spec;
@@ -36,7 +37,7 @@ typedef struct {
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm] [-k KERNEL] [-I DIR] [-v]\n"
+          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm|c] [-k KERNEL] [-I DIR] [-v]\n"
           "       dsv4c --help | --version\n"
           "\n"
           "Compile the kernels a Lua spec declares for the targets it names.\n"
@@ -44,7 +45,10 @@ static void usage(FILE *f)
           "  -o, --output DIR    write <kernel>.ptx/.hsaco/.spv (+ <kernel>.spir12.bc) and\n"
           "                      <spec>.dsv4b, the bundle holding all of them with a manifest\n"
           "  --emit STAGE        print a stage to stdout: plan (checked spec), llvm\n"
-          "                      (optimized IR), asm (PTX, AMDGCN assembly, SPIR-V disassembly)\n"
+          "                      (optimized IR), asm (PTX, AMDGCN assembly, SPIR-V disassembly);\n"
+          "                      c: what -o writes plus <stem>_kernels.c (the bundle's bytes as a\n"
+          "                      C array) and <stem>_kernels.h (opener, kernel names, typed\n"
+          "                      launchers), <stem> made a C identifier, into DIR (default: .)\n"
           "  -k, --kernel NAME   only this kernel\n"
           "  -I DIR              a folder include() searches after the including file's own\n"
           "                      (includes never resolve outside these folders)\n"
@@ -155,8 +159,10 @@ static int parse_args(int argc, char **argv, options *o)
         o->emit = EMIT_LLVM;
       else if (!strcmp(optarg, "asm"))
         o->emit = EMIT_ASM;
+      else if (!strcmp(optarg, "c"))
+        o->emit = EMIT_C;
       else {
-        fprintf(stderr, "dsv4c: --emit takes plan, llvm or asm, not '%s'\n", optarg);
+        fprintf(stderr, "dsv4c: --emit takes plan, llvm, asm or c, not '%s'\n", optarg);
         return 2;
       }
       break;
@@ -180,6 +186,8 @@ static int parse_args(int argc, char **argv, options *o)
     return 2;
   }
   o->spec = argv[optind];
+  if (o->emit == EMIT_C && !o->outdir)
+    o->outdir = ".";
   return 0;
 }
 
@@ -276,6 +284,21 @@ int main(int argc, char **argv)
   if (!failed && n == 0) {
     fprintf(stderr, "dsv4c: %s: no kernel is declared for the selected target(s)\n", o.spec);
     failed = 1;
+  }
+  /* --emit c: the bundle as C source and its header, made (every generated
+   * name checked) before anything is written, written before the rest */
+  if (!failed && o.emit == EMIT_C) {
+    dsv4_diags ed = {0};
+    dsv4_embed e;
+    if (dsv4_embed_build(o.spec, items, n, &e, &ed)) {
+      print_diags(&ed);
+      failed = 1;
+    } else {
+      failed |= write_out(o.outdir, e.h_name, e.h_text, e.h_len) || write_out(o.outdir, e.c_name, e.c_text, e.c_len);
+      if (o.verbose && !failed)
+        fprintf(stderr, "dsv4c: wrote %s/%s and %s/%s\n", o.outdir, e.c_name, o.outdir, e.h_name);
+    }
+    dsv4_embed_free(&e);
   }
   /* write only when every artifact compiled and validated */
   if (!failed && o.outdir) {
