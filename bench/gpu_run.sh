@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
@@ -8,6 +8,30 @@ set -u
 what=${1:-all}
 cd .gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+mm_rate() { # a bf16 8192^3 matrix product's TFLOP/s, this run, this card
+  python3 -c "
+import torch
+a=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16);b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16)
+for _ in range(3): a@b
+torch.cuda.synchronize();e0=torch.cuda.Event(enable_timing=True);e1=torch.cuda.Event(enable_timing=True)
+e0.record()
+for _ in range(20): a@b
+e1.record();torch.cuda.synchronize();print('%.0f'%(2*8192**3*20/(e0.elapsed_time(e1)*1e-3)/1e12))
+" 2>/dev/null | tail -1
+}
+if [ "$what" = decode ]; then
+  # issue 26: FlashMLA (built here, under /tmp) and our decode at the same shapes, same card, same command
+  bash peers/flashmla/build.sh "$PWD/peers/flashmla" || exit 1
+  mm=$(mm_rate)
+  echo "== bf16 matrix product 8192^3: $mm TFLOP/s"
+  echo "== FlashMLA 9241ae3 (its own inputs, timing and check)"
+  python3 peer_flashmla.py /tmp/FlashMLA "${3:-}" 2>&1 | grep -v Warning
+  echo "== bench_decode"
+  DSV4_BENCH_SHAPE=${3:-} DSV4_BENCH_MM_TFLOPS=$mm ./bench_decode sparse_decode.dsv4b cuda ${2:-}
+  rc=$?
+  echo "== bf16 matrix product again, after: $(mm_rate) TFLOP/s"
+  exit $rc
+fi
 if [ "$what" = sanitize ]; then
   progs=("test_gather decode.dsv4b golden cuda" "test_gather gather_layouts.dsv4b golden cuda"
          "test_insert insert.dsv4b gather_layouts.dsv4b golden cuda" "test_decode sparse_decode.dsv4b golden cuda"

@@ -187,8 +187,10 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i,
 
 /* Launch-time options shared by the ops. */
 typedef struct dsv4rt_launch_opts {
-  const char *kernel;     /* a kernel name in the bundle; NULL = the first for this op and device, or the
-                             warp-matrix kernel of the same layout where the device runs one */
+  const char *kernel;     /* a kernel name in the bundle; NULL = the default rule (rt.c rt_default_rank): of
+                             the kernels for this op with the layout of the first that runs on this device, a
+                             matrix form over the portable one; for sparse_decode CTA pairs at 128 heads or
+                             more, else the warpgroup form alone, then the warp form; ties in bundle order */
   int check_contents;     /* 1: also read every device-resident length and index a kernel uses back to the
                              host (a blocking read, after the work queued before) and refuse the first value
                              outside its contract with DSV4RT_ERR_BAD_CONTENTS, naming array and position:

@@ -40,7 +40,11 @@ static dsv4rt_status begin(call *c, dsv4rt_bundle *b, const void *args, dsv4_op 
     return rt_fail(NULL, DSV4RT_ERR_NULL_ARG, "%s: bundle is NULL", fn);
   if (!args)
     return rt_fail(b->ctx, DSV4RT_ERR_NULL_ARG, "%s: args is NULL", fn);
-  dsv4rt_status s = rt_find(b, op, opts ? opts->kernel : NULL, &c->e);
+  rt_shape shape = {0, 0};
+  if (op == DSV4_OP_SPARSE_DECODE)
+    shape.heads = ((const dsv4rt_sparse_decode_args *)args)->heads,
+    shape.tokens = ((const dsv4rt_sparse_decode_args *)args)->n_tokens;
+  dsv4rt_status s = rt_find(b, op, opts ? opts->kernel : NULL, &shape, &c->e);
   if (s) {
     char m[sizeof b->ctx->err];
     memcpy(m, b->ctx->err, sizeof m);

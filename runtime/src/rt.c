@@ -226,7 +226,32 @@ dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *
   return copy(dst, src, n, 0);
 }
 
-dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry)
+/* The default rule: how well entry e suits a call of this shape when the
+ * caller names no kernel (higher is better; ties go to the bundle's order,
+ * the spec's).  The one place this is decided: a form a matrix unit runs
+ * beats the portable one; for sparse_decode, CTA pairs where a token has
+ * at least two 64-head groups (V4-Pro's 128 heads: the pair shares each
+ * tile's dequantization), else the warpgroup form alone (V4-Flash's 64
+ * heads: a pair would dequantize for a CTA of padding), then the warp
+ * form.  The split count is decode_splits' (ops.c).  Measured choices
+ * from a tuning lockfile replace it where the bundle has them. */
+int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s)
+{
+  if (e->op != DSV4_OP_SPARSE_DECODE)
+    return rt_matrix_form(e) ? 1 : 0;
+  switch (e->launch.form) {
+  case DSV4_FORM_WARPGROUP_PAIR:
+    return s && s->heads >= 2 * 64 ? 4 : 1;
+  case DSV4_FORM_WARPGROUP:
+    return 3;
+  case DSV4_FORM_WARP:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const rt_shape *shape, int *entry)
 {
   int named = 0;
   for (int i = 0; i < b->n; i++) {
@@ -236,14 +261,16 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry
     named = 1;
     if (e->op == (uint32_t)op && b->ctx->be->accepts(b->ctx, e)) {
       *entry = i;
-      /* unnamed: a tile.matrix form of the same layout, where the device runs one */
-      for (int j = 0; !name && !rt_matrix_form(e) && j < b->n; j++) {
+      /* unnamed: the best-ranked entry of the same op, layout and op
+       * fields (the first one found fixes them: the caller's buffers are
+       * laid out for it) that runs here */
+      int best = rt_default_rank(e, shape);
+      for (int j = i + 1; !name && j < b->n; j++) {
         const dsv4_bundle_entry *m = &b->entries[j];
-        if (rt_matrix_form(m) && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
-            !strcmp(m->layout.name, e->layout.name) && b->ctx->be->accepts(b->ctx, m)) {
-          *entry = j;
-          break;
-        }
+        int r = rt_default_rank(m, shape);
+        if (r > best && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
+            !strcmp(m->layout.name, e->layout.name) && b->ctx->be->accepts(b->ctx, m))
+          *entry = j, best = r;
       }
       return DSV4RT_OK;
     }

@@ -139,7 +139,13 @@ dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out
 /* The spec name of an op number ("?" when unknown; bundle.c). */
 const char *rt_op_name(uint32_t op);
 /* Find the entry for op (and name, if given) that runs on b's device. */
-dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, int *entry);
+/* What the default rule knows of a call (0 where an op has no such field). */
+typedef struct {
+  int64_t heads, tokens;
+} rt_shape;
+/* The default rule's rank of entry e for a call of shape s (rt.c). */
+int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s);
+dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const rt_shape *shape, int *entry);
 
 /* dlopen-style loading behind three functions (dl.c). */
 void *rt_dlopen(const char *const *names);

@@ -503,6 +503,50 @@ static void check_file(const char *path)
   dsv4rt_bundle_destroy(x);
 }
 
+/* The runtime's default rule (rt_find without a kernel name, rt.c) on the
+ * base bundle's real launch records, on a stand-in backend that runs every
+ * PTX sm_90a entry: a 128-head decode gets the CTA-pair form, a 64-head one
+ * the warpgroup form alone, and a named kernel is always that kernel. */
+static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+{
+  (void)ctx;
+  return e->target == DSV4_TARGET_PTX && !strcmp(e->arch, "sm_90a");
+}
+
+static void check_default_rule(const unsigned char *base, size_t size)
+{
+  static rt_backend fake;
+  fake.name = "stand-in", fake.accepts = runs_sm90a;
+  dsv4rt_bundle *x = NULL;
+  if (dsv4rt_bundle_open_memory(&stub, base, size, &x)) {
+    check(0, "the base bundle opens for the default rule", dsv4rt_last_error(&stub));
+    return;
+  }
+  const rt_backend *keep = stub.be;
+  stub.be = &fake;
+  static const struct {
+    long long heads, tokens;
+    unsigned form;
+  } want[] = {{128, 128, DSV4_FORM_WARPGROUP_PAIR}, {128, 8, DSV4_FORM_WARPGROUP_PAIR}, {64, 128, DSV4_FORM_WARPGROUP},
+              {64, 8, DSV4_FORM_WARPGROUP}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    rt_shape sh = {want[i].heads, want[i].tokens};
+    int e = -1;
+    char what[128];
+    snprintf(what, sizeof what, "default rule: H %lld, T %lld runs the form %u", want[i].heads, want[i].tokens,
+             want[i].form);
+    dsv4rt_status s = rt_find(x, DSV4_OP_SPARSE_DECODE, NULL, &sh, &e);
+    check(s == DSV4RT_OK && e >= 0 && x->entries[e].launch.form == want[i].form, what,
+          s == DSV4RT_OK && e >= 0 ? x->entries[e].name : dsv4rt_last_error(&stub));
+  }
+  rt_shape sh = {128, 128};
+  int e = -1;
+  check(rt_find(x, DSV4_OP_SPARSE_DECODE, D, &sh, &e) == DSV4RT_OK && e >= 0 && !strcmp(x->entries[e].name, D),
+        "default rule: a named kernel is that kernel", "");
+  stub.be = keep;
+  dsv4rt_bundle_destroy(x);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -521,6 +565,7 @@ int main(int argc, char **argv)
   }
   check_base(base, size);
   check_writer();
+  check_default_rule(base, size);
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
     run_case(&cases[c], base, size);
   for (int i = 2; i < argc; i++)
