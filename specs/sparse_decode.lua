@@ -55,6 +55,12 @@ kernel {
 -- 64 values in eight interleaved pieces, so that one pass covers a whole
 -- tile (narrower lanes take several passes a tile and are slower; see
 -- docs/kernels.md).
+--
+-- P, the softmax numerators the P V product takes (tile.p): "bf16" rounds
+-- them once to bf16, FlashMLA's arithmetic (its rule holds on its own
+-- input distribution, OPS.md section 3); each kernel has a "_bf16x2" twin
+-- that keeps P as bf16 hi + lo parts (twice the P V matrix work) for
+-- ill-conditioned inputs (the v4_sparse_decode_* stress fixtures).
 local mma = { ptx = { arch = "sm_90a" } }
 for _, v in ipairs {
   { "sparse_decode_v4_mma", L.fp8_ds_mla_v4, nil },
@@ -73,12 +79,15 @@ for _, v in ipairs {
   -- wgmma), for the benchmark's side-by-side and the tests
   { "sparse_decode_v4_mma_sm90", L.fp8_ds_mla_v4, nil, { ptx = { arch = "sm_90" } } },
 } do
-  kernel {
-    name = v[1],
-    op = "sparse_decode",
-    layout = v[2],
-    tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5], prefetch = v[5] },
-    v_dim = v[3],
-    targets = v[4] or mma,
-  }
+  for _, p in ipairs { "bf16", "bf16x2" } do
+    kernel {
+      name = p == "bf16" and v[1] or v[1] .. "_bf16x2",
+      op = "sparse_decode",
+      layout = v[2],
+      tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5], prefetch = v[5],
+               p = p },
+      v_dim = v[3],
+      targets = v[4] or mma,
+    }
+  end
 end

@@ -119,3 +119,9 @@ int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_t
 {
   return err < abs_tol || err / (fabs(want) + 1e-6) < rel_tol;
 }
+
+int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs)
+{
+  double base = fmax(abs_tol, rel_tol * (fabs(want) + 1e-6));
+  return err < base + (u_p + (double)n * 0x1p-24) * pv_abs;
+}

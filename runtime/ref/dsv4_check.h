@@ -48,6 +48,14 @@ size_t dsv4_check_bf16(const uint16_t *got, const uint16_t *want, size_t n, size
  * rel_tol * (|want| + 1e-6). */
 int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_tol);
 
+/* OPS.md section 3's condition-aware bound, for inputs (the v4_sparse_decode_* stress fixtures) on which
+ * no fixed element tolerance is meaningful: a finite value with error err against want passes while err
+ * stays below FlashMLA's max(abs_tol, rel_tol * (|want| + 1e-6)) plus (u_p + n 2^-24) pv_abs, the forward-
+ * error bound of the P V dot product: u_p the unit roundoff of the kernel's P format (2^-8 bf16, 2^-16
+ * bf16 hi + lo), n the row's participating entries and pv_abs = sum_j p_j |V_j| from
+ * dsv4_ref_sparse_decode_cond. */
+int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs);
+
 /* Fill n bf16 values with the pattern v. */
 void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v);
 

@@ -654,18 +654,19 @@ static void load_k(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64
   }
 }
 
-/* OPS.md 3 + 8's fold: validate all, then per token dequantize its slots once and softmax each head in double. */
-int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
-                           const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
-                           const int32_t *indices, const int32_t *lens, int64_t topk,
-                           const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs, int64_t extra_stride,
-                           const int32_t *extra_indices, const int32_t *extra_lens, int64_t extra_topk,
-                           const float *attn_sink, float softmax_scale, float tensor_scale,
-                           uint16_t *out, float *lse)
+/* OPS.md 3 + 8's fold: validate all, then per token dequantize its slots once and softmax each head in double;
+ * pv_abs and n_valid (either may be NULL) as dsv4_ref_sparse_decode_cond says. */
+static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
+                         const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
+                         const int32_t *indices, const int32_t *lens, int64_t topk,
+                         const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs, int64_t extra_stride,
+                         const int32_t *extra_indices, const int32_t *extra_lens, int64_t extra_topk,
+                         const float *attn_sink, float softmax_scale, float tensor_scale,
+                         uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid)
 {
   int use_extra = extra != NULL && extra_topk != 0;
   int64_t D, nmax = 0, *cnt = NULL;
-  double *kbuf = NULL, *sbuf = NULL, *acc = NULL;
+  double *kbuf = NULL, *sbuf = NULL, *acc = NULL, *aacc = NULL;
   uint16_t *tmp = NULL;
   unsigned char *raw = NULL;
   int has_raw = 0, rc = 1;
@@ -697,9 +698,10 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
   kbuf = malloc((size_t)(nmax > 0 ? nmax : 1) * (size_t)D * sizeof(double));
   sbuf = malloc((size_t)(nmax > 0 ? nmax : 1) * sizeof(double));
   acc = malloc((size_t)D * sizeof(double));
+  aacc = malloc((size_t)D * sizeof(double));
   tmp = malloc((size_t)D * sizeof(uint16_t));
   raw = calloc((size_t)D, 1);
-  if (!kbuf || !sbuf || !acc || !tmp || !raw)
+  if (!kbuf || !sbuf || !acc || !aacc || !tmp || !raw)
     goto done;
   for (int32_t s = 0; s < l->nseg; s++)
     if (l->seg[s].scale_type != DSV4_DT_NONE && l->seg[s].scale_tensor)
@@ -725,10 +727,16 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
         n++;
       }
     }
+    if (n_valid)
+      n_valid[t] = n;
     for (int64_t h = 0; h < H; h++) {
       const uint16_t *qr = q + (t * H + h) * D;
       uint16_t *o = out + (t * H + h) * (int64_t)v_dim;
+      float *pa = pv_abs ? pv_abs + (t * H + h) * (int64_t)v_dim : NULL;
       double m = -INFINITY, sum = 0.0, ls, den;
+      if (pa)
+        for (int64_t d = 0; d < v_dim; d++)
+          pa[d] = 0.0f;
       if (n == 0) { /* no participating index: out 0, lse +inf, whatever the sink */
         for (int64_t d = 0; d < v_dim; d++)
           o[d] = 0;
@@ -759,16 +767,22 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
         sum += exp(sbuf[j] - m);
       ls = m + log(sum);
       for (int64_t d = 0; d < v_dim; d++)
-        acc[d] = 0.0;
+        acc[d] = 0.0, aacc[d] = 0.0;
       for (int64_t j = 0; j < n; j++) {
         const double *kj = kbuf + j * D;
         double w = exp(sbuf[j] - ls);
         for (int64_t d = 0; d < v_dim; d++)
           acc[d] += w * kj[d];
+        if (pa)
+          for (int64_t d = 0; d < v_dim; d++)
+            aacc[d] += w * fabs(kj[d]);
       }
       den = 1.0 + (attn_sink ? exp((double)attn_sink[h] - ls) : 0.0);
       for (int64_t d = 0; d < v_dim; d++)
         o[d] = bf16_from_double((raw[d] ? (double)tensor_scale * acc[d] : acc[d]) / den);
+      if (pa)
+        for (int64_t d = 0; d < v_dim; d++)
+          pa[d] = f32_from_double((raw[d] ? fabs((double)tensor_scale) * aacc[d] : aacc[d]) / den);
       lse[t * H + h] = f32_from_double(ls);
     }
   }
@@ -778,9 +792,38 @@ done:
   free(kbuf);
   free(sbuf);
   free(acc);
+  free(aacc);
   free(tmp);
   free(raw);
   return rc;
+}
+
+int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
+                           const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
+                           const int32_t *indices, const int32_t *lens, int64_t topk,
+                           const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs, int64_t extra_stride,
+                           const int32_t *extra_indices, const int32_t *extra_lens, int64_t extra_topk,
+                           const float *attn_sink, float softmax_scale, float tensor_scale,
+                           uint16_t *out, float *lse)
+{
+  return sparse_decode(l, v_dim, q, T, H, cache, num_blocks, bs, block_stride, indices, lens, topk, extra,
+                       extra_num_blocks, extra_bs, extra_stride, extra_indices, extra_lens, extra_topk, attn_sink,
+                       softmax_scale, tensor_scale, out, lse, NULL, NULL);
+}
+
+int dsv4_ref_sparse_decode_cond(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
+                                const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
+                                const int32_t *indices, const int32_t *lens, int64_t topk,
+                                const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs,
+                                int64_t extra_stride, const int32_t *extra_indices, const int32_t *extra_lens,
+                                int64_t extra_topk, const float *attn_sink, float softmax_scale,
+                                float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid)
+{
+  if (!pv_abs || !n_valid)
+    return 1;
+  return sparse_decode(l, v_dim, q, T, H, cache, num_blocks, bs, block_stride, indices, lens, topk, extra,
+                       extra_num_blocks, extra_bs, extra_stride, extra_indices, extra_lens, extra_topk, attn_sink,
+                       softmax_scale, tensor_scale, out, lse, pv_abs, n_valid);
 }
 
 /* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */

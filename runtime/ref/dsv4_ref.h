@@ -148,6 +148,22 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
                            const float *attn_sink, float softmax_scale, float tensor_scale,
                            uint16_t *out, float *lse);
 
+/* dsv4_ref_sparse_decode (the same arguments, checks and out / lse, bit for bit), also writing what OPS.md
+ * section 3's condition-aware bound needs: pv_abs [T, H, v_dim] fp32, sum_j p_j |V_j[d]| with p_j =
+ * exp(s_j - lse) / (1 + exp(sink_h - lse)) the final weights (the sink in the denominator; |tensor_scale|
+ * folded in on per-tensor dims, as out has it), 0 for rows with no participating entry or every score -inf;
+ * n_valid [T], the participating entries of each token (both lists).  The bound on an output is then
+ * max(abs, rel |ref|) + (u_P + n_valid 2^-24) pv_abs, u_P the unit roundoff of the kernel's P format
+ * (dsv4_check_cond_ok).  Returns nonzero, with nothing written, where dsv4_ref_sparse_decode would, or
+ * when pv_abs or n_valid is NULL. */
+int dsv4_ref_sparse_decode_cond(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
+                                const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
+                                const int32_t *indices, const int32_t *lens, int64_t topk,
+                                const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs,
+                                int64_t extra_stride, const int32_t *extra_indices, const int32_t *extra_lens,
+                                int64_t extra_topk, const float *attn_sink, float softmax_scale,
+                                float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid);
+
 /* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */
 
 /* OPS.md section 4 fp8_paged_mqa_logits.  l is the indexer layout: exactly one e4m3 segment over dims

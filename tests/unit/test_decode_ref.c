@@ -1,4 +1,5 @@
 /* test_decode_ref.c -- unit test of the host sparse MLA decode reference (dsv4_ref_sparse_decode,
+ * and dsv4_ref_sparse_decode_cond's sums for OPS.md section 3's condition-aware bound,
  * OPS.md sections 3 and 8): the four golden v4_sparse_decode_* fixtures (FlashMLA's tests/ref.py) within
  * their own tolerances, and hand-made checks of the edge cases (empty rows, -1 indices, sinks of +-inf,
  * one index, the joint softmax of main + extra, v_dim, argument validation) and of the per-tensor FP8
@@ -592,6 +593,80 @@ static void test_per_tensor(void)
   }
 }
 
+/* dsv4_ref_sparse_decode_cond: out and lse bit-identical to dsv4_ref_sparse_decode, n_valid the rows'
+ * participating entries, pv_abs = sum_j p_j |V_j| (the sink in the denominator) against a direct sum;
+ * 0 for an empty row; NULL sums refused. */
+static void test_cond(void)
+{
+  static uint16_t q[T0 * H0 * DIM], out[T0 * H0 * DIM], out2[T0 * H0 * DIM];
+  static float pv[T0 * H0 * DIM];
+  static int32_t idx[T0 * K0], eidx[T0 * E0];
+  int32_t lens[T0] = {K0, 9, 0}, elens[T0] = {E0, 3, 0};
+  float sink[H0], lse[T0 * H0], lse2[T0 * H0];
+  int64_t nv[T0];
+  char msg[200] = "";
+  int bad = 0;
+  rand_bf16(q, T0 * H0 * DIM, 4.0, 2);
+  for (int h = 0; h < H0; h++)
+    sink[h] = h == 0 ? INFINITY : h == 1 ? -INFINITY : (float)(urand() * 3.0);
+  for (int t = 0; t < T0; t++) {
+    for (int j = 0; j < K0; j++)
+      idx[t * K0 + j] = (int32_t)dsv4_rng_range(&rng, -1, NS - 1);
+    for (int j = 0; j < E0; j++)
+      eidx[t * E0 + j] = (int32_t)dsv4_rng_range(&rng, -1, NS - 1);
+  }
+  int rc = run(DIM, q, T0, H0, idx, lens, K0, eidx, elens, E0, sink, 1.0f, out, lse);
+  int rc2 = dsv4_ref_sparse_decode_cond(&L, DIM, q, T0, H0, cache_a, A_NB, A_BS, A_ST, idx, lens, K0, cache_b, B_NB,
+                                        B_BS, B_ST, eidx, elens, E0, sink, 0.044194173824159216f, 1.0f, out2, lse2, pv,
+                                        nv);
+  check(rc == 0 && rc2 == 0 && !memcmp(out, out2, sizeof out) && !memcmp(lse, lse2, sizeof lse),
+        "cond: out and lse bit-identical to dsv4_ref_sparse_decode", "");
+  for (int t = 0; t < T0 && rc2 == 0; t++) {
+    int32_t sl[K0 + E0];
+    int n = 0;
+    for (int j = 0; j < lens[t]; j++)
+      if (idx[t * K0 + j] != -1)
+        sl[n++] = idx[t * K0 + j];
+    for (int j = 0; j < elens[t]; j++)
+      if (eidx[t * E0 + j] != -1)
+        sl[n++] = eidx[t * E0 + j];
+    if (nv[t] != n && !bad++)
+      snprintf(msg, sizeof msg, "t %d: n_valid %lld, want %d", t, (long long)nv[t], n);
+    for (int h = 0; h < H0; h++) {
+      const uint16_t *qh = q + (t * H0 + h) * DIM;
+      double s[K0 + E0], mx = -INFINITY, se = 0, a[DIM] = {0};
+      for (int j = 0; j < n; j++) {
+        double dot = 0;
+        for (int d = 0; d < DIM; d++)
+          dot += (double)dsv4_ref_bf16_to_f32(qh[d]) * dsv4_ref_bf16_to_f32(kdq[(int64_t)sl[j] * DIM + d]);
+        s[j] = 0.044194173824159216f * dot;
+        mx = s[j] > mx ? s[j] : mx;
+      }
+      for (int j = 0; j < n; j++)
+        se += exp(s[j] - mx);
+      double den = se + (n ? exp((double)sink[h] - mx) : 0.0);
+      for (int j = 0; j < n; j++)
+        for (int d = 0; d < DIM; d++)
+          a[d] += exp(s[j] - mx) / den * fabs(dsv4_ref_bf16_to_f32(kdq[(int64_t)sl[j] * DIM + d]));
+      for (int d = 0; d < DIM; d++) {
+        double got = pv[(t * H0 + h) * DIM + d];
+        if (!(fabs(got - a[d]) <= 1e-6 * a[d] + 1e-30) && !bad++)
+          snprintf(msg, sizeof msg, "t %d h %d d %d: pv_abs %.9g, want %.9g", t, h, d, got, a[d]);
+      }
+    }
+  }
+  check(rc2 == 0 && !bad, "cond: n_valid counts both lists; pv_abs = sum_j p_j |V_j| with the sink in p_j "
+        "(0 for a sink of +inf and for the empty row)", msg);
+  check(dsv4_ref_sparse_decode_cond(&L, DIM, q, T0, H0, cache_a, A_NB, A_BS, A_ST, idx, lens, K0, NULL, 0, 0, 0, NULL,
+                                    NULL, 0, sink, 0.04f, 1.0f, out2, lse2, NULL, nv) != 0,
+        "cond: pv_abs NULL refused", "");
+  /* the bound itself: FlashMLA's element rule plus (u_P + n 2^-24) pv_abs */
+  check(dsv4_check_cond_ok(1e-3 + 0.9 * (0x1p-8 + 10 * 0x1p-24) * 0.5, 0.01, 1e-3, 2.01 / 128, 0x1p-8, 10, 0.5) &&
+            !dsv4_check_cond_ok(1e-3 + 1.1 * (0x1p-8 + 10 * 0x1p-24) * 0.5, 0.01, 1e-3, 2.01 / 128, 0x1p-8, 10, 0.5) &&
+            dsv4_check_cond_ok(0.9 * 2.01 / 128 * 3.0, 3.0, 1e-3, 2.01 / 128, 0x1p-16, 1, 0.0),
+        "dsv4_check_cond_ok: max(abs, rel |want|) + (u_P + n 2^-24) sum p |V|", "");
+}
+
 int main(int argc, char **argv)
 {
   static const char *cases[] = {"v4_sparse_decode_c128_h64", "v4_sparse_decode_c4_h128", "v4_sparse_decode_c4_h64",
@@ -615,6 +690,7 @@ int main(int argc, char **argv)
     test_joint();
     test_validation();
     test_per_tensor();
+    test_cond();
   }
   free(cache_a);
   free(cache_b);

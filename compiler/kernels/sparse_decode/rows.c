@@ -55,6 +55,23 @@ void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef si
   *factor = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, 0.0), f, "factor");
 }
 
+void sd_p_words(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef a, LLVMValueRef c, LLVMValueRef *hi, LLVMValueRef *lo)
+{
+  if (sd_p_parts(k) == 2) {
+    kb_f32x2_to_bf16_split(kb, a, c, hi, lo);
+    return;
+  }
+  *lo = NULL;
+  *hi = kb->t->cvt_bf16x2 ? kb->t->cvt_bf16x2(kb, a, c) : NULL;
+  if (*hi)
+    return;
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef h[2];
+  kb_f32x2_to_bf16(kb, a, c, h);
+  *hi = LLVMBuildOr(b, LLVMBuildZExt(b, h[0], kb->i32, ""), LLVMBuildShl(b, LLVMBuildZExt(b, h[1], kb->i32, ""), kb_i32(kb, 16), ""),
+                    "pw");
+}
+
 LLVMValueRef sd_quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
 {
   for (int m = 1; m <= 2; m *= 2) {

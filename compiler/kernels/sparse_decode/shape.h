@@ -100,6 +100,17 @@ sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, co
 /* i1: index idx (i64) names a row of a cache of nb blocks of bs rows. */
 LLVMValueRef sd_row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMValueRef bs);
 
+/* The parts of P a matrix form stores and multiplies V by (tile.p): 1
+ * for DSV4_P_BF16 (P rounded once to bf16, as FlashMLA), 2 for
+ * DSV4_P_BF16X2 (hi = bf16(p) and lo = bf16(p - hi): P V = hi V + lo V,
+ * twice the P V matrix work).  The row sums take the fp32 p either way. */
+static inline int sd_p_parts(const dsv4_kernel *k) { return k->tile.p_format == DSV4_P_BF16X2 ? 2 : 1; }
+
+/* Two f32 weights a and c of P as the words a matrix operand takes (bf16
+ * pairs packed in an i32, a's in bits 0..15): *hi, and for bf16x2 *lo
+ * (kb_f32x2_to_bf16_split); with bf16, *lo is NULL. */
+void sd_p_words(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef a, LLVMValueRef c, LLVMValueRef *hi, LLVMValueRef *lo);
+
 /* i64 offset, in its block, of row `row`'s scale row (block-tail scales). */
 LLVMValueRef sd_tail_scale_offset(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef bs, LLVMValueRef row);
 

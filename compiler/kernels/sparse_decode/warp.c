@@ -16,12 +16,13 @@
  * Per tile, warp (rblk, part) of row block rblk computes S = q K^T for its
  * 16 heads and its part (1/parts) of the tile's rows with mma.sync, the
  * row block's warps exchange row maxima through shared memory for the
- * online softmax (base 2), write P to shared memory as a high and a low
- * bf16 part (hi = bf16(p), lo = bf16(p - hi): one bf16 rounding of p puts
- * outputs with large, cancelling V values outside FlashMLA's tolerances,
- * its own fixtures included), and each accumulates P V = hi V + lo V for
- * its part of the V dims (V = the first v_dim dims of the same rows,
- * ldmatrix.trans).  At the end the warps add their row sums and each
+ * online softmax (base 2), write P to shared memory in the spec's format
+ * (tile.p: bf16, rounded once as FlashMLA does; or bf16x2, a high and a
+ * low bf16 part, hi = bf16(p), lo = bf16(p - hi), for inputs where one
+ * rounding is too coarse: OPS.md section 3), and each accumulates P V
+ * (= hi V + lo V with bf16x2) for its part of the V dims (V = the first
+ * v_dim dims of the same rows, ldmatrix.trans).  The row sums take the
+ * fp32 p in both formats.  At the end the warps add their row sums and each
  * thread writes its accumulator rows scaled as OPS.md section 3 says
  * (sd_head_out).
  */
@@ -43,9 +44,10 @@ typedef struct {
   int dim, v_dim;  /* the layout's dim, the kernel's v_dim */
   int row_bytes;   /* a q or K row in shared memory: dim * 2 + 16 (bank shift) */
   int p_row_bytes; /* a P row in shared memory: SD_TILE * 2 + 16 */
+  int p_parts;     /* sd_p_parts: 1 (bf16 P) or 2 (bf16x2: hi and lo) */
   int threads;
   LLVMValueRef q_tile, k_tile; /* q rows, the current tile's dequantized K rows (bf16) */
-  LLVMValueRef p_hi, p_lo;     /* P's high and low bf16 parts */
+  LLVMValueRef p_hi, p_lo;     /* P's high and low bf16 parts (bf16 P: p_hi alone; p_lo's room unused) */
   LLVMValueRef raw;            /* the next tile's cache bytes, as cp.async lands them */
   LLVMValueRef row_addr;       /* per K row: its row's and scale row's global address (i64 each) */
   LLVMValueRef red;            /* row maxima, then row sums, of each part */
@@ -263,38 +265,43 @@ static void softmax(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4], const 
   }
 }
 
-/* P (the lane's S fragments) as hi + lo bf16 parts into shared memory. */
-static void store_p(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4], const LLVMValueRef *rowoff, LLVMValueRef col0)
+/* P (the lane's S fragments) into shared memory: bf16, or hi + lo bf16
+ * parts (bf16x2). */
+static void store_p(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVMValueRef S[4][4], const LLVMValueRef *rowoff,
+                    LLVMValueRef col0)
 {
   LLVMBuilderRef b = kb->b;
   for (int h = 0; h < 2; h++) {
     LLVMValueRef prow = LLVMBuildMul(b, LLVMBuildUDiv(b, rowoff[h], kb_i64(kb, 4), ""), kb_i64(kb, x->p_row_bytes), "");
     for (int j = 0; j < x->s_tiles; j++) {
       LLVMValueRef w[2];
-      kb_f32x2_to_bf16_split(kb, S[j][h * 2], S[j][h * 2 + 1], &w[0], &w[1]);
+      sd_p_words(kb, k, S[j][h * 2], S[j][h * 2 + 1], &w[0], &w[1]);
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8), "");
       LLVMValueRef off = LLVMBuildAdd(b, prow, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""), "");
       LLVMValueRef base[2] = {x->p_hi, x->p_lo};
-      for (int q = 0; q < 2; q++)
+      for (int q = 0; q < x->p_parts; q++)
         kb_store(kb, w[q], kb_byte_ptr(kb, base[q], off), 4);
     }
   }
 }
 
-/* acc += P V over this warp's part of V (lo part, then hi part). */
+/* acc += P V over this warp's part of V (bf16x2: the lo part, then the hi
+ * part; bf16: the one part). */
 static void pv(dsv4_kb *kb, const warp_ctx *x, warp_state *nx)
 {
   LLVMBuilderRef b = kb->b;
   for (int kk = 0; kk < SD_TILE / 16; kk++) {
     LLVMValueRef a[4], al[4];
     kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->p_hi, LLVMBuildAdd(b, x->p_ld, kb_i64(kb, kk * 32), "")), 0, a);
-    kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->p_lo, LLVMBuildAdd(b, x->p_ld, kb_i64(kb, kk * 32), "")), 0, al);
+    if (x->p_parts == 2)
+      kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->p_lo, LLVMBuildAdd(b, x->p_ld, kb_i64(kb, kk * 32), "")), 0, al);
     for (int dp = 0; dp < x->o_tiles / 2; dp++) {
       LLVMValueRef bv[4];
       long long off = (long long)kk * 16 * x->row_bytes + dp * 32;
       kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->k_tile, LLVMBuildAdd(b, x->v_ld, kb_i64(kb, off), "")), 1, bv);
       for (int n = 0; n < 2; n++) {
-        kb->t->mma_bf16_16x8x16(kb, al, &bv[2 * n], nx->acc[2 * dp + n], nx->acc[2 * dp + n]);
+        if (x->p_parts == 2)
+          kb->t->mma_bf16_16x8x16(kb, al, &bv[2 * n], nx->acc[2 * dp + n], nx->acc[2 * dp + n]);
         kb->t->mma_bf16_16x8x16(kb, a, &bv[2 * n], nx->acc[2 * dp + n], nx->acc[2 * dp + n]);
       }
     }
@@ -328,7 +335,7 @@ static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLV
   copy_rows(kb, k, x, nbuf);
   kb_endif(kb, &f2);
   softmax(kb, x, S, rowoff, &cur, &nx);
-  store_p(kb, x, S, rowoff, col0);
+  store_p(kb, k, x, S, rowoff, col0);
   kb->t->barrier(kb);
   pv(kb, x, &nx);
   kb->t->cp_async_wait_all(kb);
@@ -350,6 +357,7 @@ static void set_shape(const dsv4_kernel *k, warp_ctx *x)
   x->parts = DSV4_DECODE_WARPS, x->part_rows = SD_TILE / x->parts, x->s_tiles = x->part_rows / 8;
   x->o_tiles = x->v_dim / x->parts / 8;
   x->row_bytes = dsv4_decode_row_bytes(x->dim), x->p_row_bytes = SD_TILE * 2 + 16, x->threads = k->tile.threads;
+  x->p_parts = sd_p_parts(k);
 }
 
 /* 0 if this target can build the form for k, else an error in d. */
@@ -376,7 +384,7 @@ static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, warp_ctx *x, dsv4_dia
   x->q_tile = sd_carve(kb, sm, &o, (long long)x->heads * x->row_bytes);
   x->k_tile = sd_carve(kb, sm, &o, (long long)SD_TILE * x->row_bytes);
   x->p_hi = sd_carve(kb, sm, &o, (long long)x->heads * x->p_row_bytes);
-  x->p_lo = sd_carve(kb, sm, &o, (long long)x->heads * x->p_row_bytes);
+  x->p_lo = sd_carve(kb, sm, &o, (long long)x->heads * x->p_row_bytes); /* (unused with bf16 P: the rule keeps it) */
   x->raw = sd_carve(kb, sm, &o, dsv4_decode_raw_bytes(&k->layout));
   x->row_addr = sd_carve(kb, sm, &o, SD_TILE * 16);
   x->red = sd_carve(kb, sm, &o, (long long)x->heads * 8 * x->parts);

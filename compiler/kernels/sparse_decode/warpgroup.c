@@ -112,10 +112,10 @@ static void wg_rescale(dsv4_kb *kb, LLVMValueRef (*o)[4], int nb, const LLVMValu
       o[j][e] = kb_phi(kb, scaled[j][e], did, o[j][e], LLVMGetInstructionParent(fr.br));
 }
 
-/* O += P V over V dims d0 .. d0 + 8 nb of K buffer kbuf: P's lo part then
- * its hi part (P buffer pb), 4 k-steps each; products of at most 256
- * columns (128 in CTAs of over 384 threads), all in flight before the
- * wait. */
+/* O += P V over V dims d0 .. d0 + 8 nb of K buffer kbuf: with bf16x2 P's
+ * lo part then its hi part (P buffer pb), with bf16 its one part, 4
+ * k-steps a part; products of at most 256 columns (128 in CTAs of over
+ * 384 threads), all in flight before the wait. */
 static void wg_pv(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb, LLVMValueRef (*o)[4])
 {
   /* ptxas compiles every instruction within the launch's register cap
@@ -124,20 +124,20 @@ static void wg_pv(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef pb, LLVMValueRef kb
    * beside its operands ("insufficient registers"), m64n128 ones do */
   const int CHUNK = 65536 / x->threads >= 160 ? 256 : 128;
   LLVMValueRef O[4 * WG_NB_MAX];
-  int parts = 0, dims = 8 * nb;
+  int parts = 0, dims = 8 * nb, np = sd_p_parts(x->k);
   for (int c0 = 0; c0 < dims; c0 += CHUNK, parts++) {
     int n = dims - c0 < CHUNK ? dims - c0 : CHUNK;
     LLVMValueRef A[8], B[8];
     LLVMValueRef vcols = kb_byte_ptr(kb, kbuf, kb_i64(kb, (long long)(d0 + c0) / 64 * SD_TILE * 128));
-    for (int q = 0; q < 2; q++)
+    for (int q = 0; q < np; q++)
       for (int ks = 0; ks < SD_TILE / 16; ks++) {
-        A[q * 4 + ks] = kb_byte_ptr(kb, pb, kb_i64(kb, (1 - q) * WG_PBYTES + ks * 32));
+        A[q * 4 + ks] = kb_byte_ptr(kb, pb, kb_i64(kb, (np - 1 - q) * WG_PBYTES + ks * 32));
         B[q * 4 + ks] = kb_byte_ptr(kb, vcols, kb_i64(kb, (long long)ks * 16 * 128));
       }
     for (int j = 0; j < n / 8; j++)
       for (int e = 0; e < 4; e++)
         O[4 * (c0 / 8 + j) + e] = o[c0 / 8 + j][e];
-    kb_wgmma pv = {KB_MMA_BF16, n, 2 * SD_TILE / 16, 128, 1, SD_TILE * 128, 1, 0};
+    kb_wgmma pv = {KB_MMA_BF16, n, np * SD_TILE / 16, 128, 1, SD_TILE * 128, 1, 0};
     kb->t->wgmma(kb, &pv, A, B, &O[4 * (c0 / 8)]);
   }
   for (int c0 = 0, p = 0; c0 < dims; c0 += CHUNK, p++) {
@@ -237,9 +237,9 @@ static void lead_softmax(dsv4_kb *kb, LLVMValueRef *S, LLVMValueRef *mx, const w
   }
 }
 
-/* P (hi and lo parts, 128-byte rows) and the rows' rescale factors corr
- * into P buffer buf, once the follower has handed it back, published to
- * the follower (PREADY).  Returns the P buffer. */
+/* P (bf16, or hi and lo parts with bf16x2; 128-byte rows) and the rows'
+ * rescale factors corr into P buffer buf, once the follower has handed it
+ * back, published to the follower (PREADY).  Returns the P buffer. */
 static LLVMValueRef lead_publish(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, LLVMValueRef buf, const LLVMValueRef *S,
                                  LLVMValueRef col0, const wg_rows *r, const LLVMValueRef *corr)
 {
@@ -253,10 +253,10 @@ static LLVMValueRef lead_publish(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, L
   for (int h = 0; h < 2; h++)
     for (int j = 0; j < SD_TILE / 8; j++) {
       LLVMValueRef w[2];
-      kb_f32x2_to_bf16_split(kb, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], &w[0], &w[1]);
+      sd_p_words(kb, x->k, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], &w[0], &w[1]);
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
       LLVMValueRef off = kb_mma_offset(kb, 128, heads, kb_zext64(kb, r->rowi[h]), LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""));
-      for (int q = 0; q < 2; q++)
+      for (int q = 0; q < sd_p_parts(x->k); q++)
         kb_store(kb, w[q], kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
     }
   LLVMValueRef cb = wg_buf(kb, x->red, buf, heads * 4);
@@ -273,7 +273,7 @@ static LLVMValueRef lead_publish(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, L
  * over V dims [0, LEAD_DIMS)).  Per tile it alone computes S = q K^T over
  * all 64 rows (wgmma m64n64k16: q is read from shared memory once a tile,
  * where two 32-row halves read it twice and were bound by shared-memory
- * bandwidth), the softmax, and P (hi + lo) with each row's rescale factor
+ * bandwidth), the softmax, and P (tile.p's format) with each row's rescale factor
  * for the follower; then its own half of P V.  No maxima cross between
  * warpgroups, so the follower's P V of tile i runs beside the lead's
  * q K^T and softmax of tile i + 1 (FlashMLA's split of the sparse

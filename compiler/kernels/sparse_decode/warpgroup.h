@@ -14,8 +14,9 @@
  *
  *   lead:     S = q K^T                    (wgmma m64n64k16, q and K from shared memory)
  *             online softmax, base 2 (no maxima cross warpgroups)
- *             P (hi + lo bf16 parts, as in the warp form) and each row's
- *             rescale factor -> shared memory, for the follower
+ *             P (tile.p: bf16, or hi + lo bf16 parts, as in the warp
+ *             form) and each row's rescale factor -> shared memory, for
+ *             the follower
  *             O_lead += P V[:, 0 .. LEAD_DIMS)        (wgmma m64n256k16, m64n128k16 in 512-thread CTAs;
  *                                                      V N-major: the K tile itself)
  *   follower: O_follow *= the lead's factors; O_follow += P V[:, LEAD_DIMS .. 512)
@@ -61,7 +62,7 @@ typedef struct {
   int prod_regs; /* a producer thread's registers after setmaxnreg */
   LLVMValueRef q_tile;  /* q rows (128-byte swizzled atoms); output staging at the end */
   LLVMValueRef k_tiles; /* two K tiles (the same layout), wg_kbytes() each */
-  LLVMValueRef p_bufs;  /* two P buffers, each a hi and a lo part (WG_PBYTES each) */
+  LLVMValueRef p_bufs;  /* two P buffers, each a hi and a lo part (WG_PBYTES each; bf16 P uses hi alone) */
   LLVMValueRef red;     /* per buffer the rows' rescale factors; the rows' final (m, l); sinks */
   LLVMValueRef sinks;   /* red's third slot: the rows' sinks (read with q) */
   LLVMValueRef valid;   /* per K row of each buffer: i32 validity word */
