@@ -16,7 +16,9 @@ cp -r "$build"/kernels_amdgcn .gpu/
 "$build"/bin/dsv4c bench/gather_variants.lua -I specs -t ptx -o .gpu/variants
 "$build"/bin/dsv4c bench/logits_variants.lua -I specs -t ptx -o .gpu/variants
 for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant v4_sparse_decode_c128_h64 v4_sparse_decode_c4_h128 \
-         v4_sparse_decode_c4_h64 v4_sparse_decode_swa_only_h64 indexer_logits_n1 indexer_logits_n2; do cp -r "$shared/golden/$g" .gpu/golden/; done
+         v4_sparse_decode_c4_h64 v4_sparse_decode_swa_only_h64 indexer_logits_n1 indexer_logits_n2 \
+         fm_sparse_decode_c128_h128 fm_sparse_decode_c4_h128 fm_sparse_decode_c4_h64 fm_sparse_decode_odd_blocks_h64 \
+         fm_sparse_decode_swa_only_h128; do cp -r "$shared/golden/$g" .gpu/golden/; done
 cp bench/gpu_run.sh bench/peer_flashmla.py .gpu/
 # the peer, built and timed on the device in the same command as ours (gpu_run.sh decode)
 if [ -d "$shared/peers/flashmla" ]; then mkdir -p .gpu/peers && cp -r "$shared/peers/flashmla" .gpu/peers/; fi

@@ -11,6 +11,7 @@ PKGS=(
   llvm-15-dev libllvmspirvlib-15-dev       # SPIR-V through the Khronos translator
   spirv-tools                              # SPIR-V validation (C API) and spirv-val
   ocl-icd-opencl-dev ocl-icd-libopencl1 pocl-opencl-icd   # OpenCL on the CPU
+  python3-dev python3-numpy                # the dsv4c Python package (python/) and its NumPy tests
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,0 +1,314 @@
+"""dsv4c: the DeepSeek-V4 decode kernels of a dsv4c bundle, called from Python.
+
+    import numpy as np, dsv4c
+    ctx = dsv4c.Context("opencl")                  # or "cuda", or "auto"
+    b = ctx.open_bundle("build/kernels/decode.dsv4b")
+    out = b.dequant_gather(cache, indices)        # cache [nb, 64, 584] uint8, indices [n] int32
+
+Tensors are any object with ``__dlpack__`` or ``__cuda_array_interface__``
+(PyTorch, CuPy, JAX, ...; torch tensors are read through their own accessors,
+which costs a tenth of their ``__dlpack__``) on a CUDA context, and NumPy arrays (buffer
+protocol, ``__array_interface__``, or CPU ``__dlpack__``) on an OpenCL
+context, which copies them to the device and the outputs back.  bfloat16
+data may be given as raw ``uint16`` bits and float8 e4m3 as ``uint8``
+(NumPy has neither type).  Every argument is checked against the kernel the
+call runs before anything is launched: a wrong dtype is a ``TypeError``; a
+wrong shape, stride, device or layout a ``ValueError``; a refusal by the
+runtime (range, alignment, aliasing, contents) a ``dsv4c.ArgumentError``
+(both a ``dsv4c.Error`` and a ``ValueError``); any other runtime status a
+``dsv4c.Error`` with ``.status``, ``.status_name`` and the runtime's message.
+Outputs a call is not given are allocated like the inputs (NumPy arrays, or
+torch tensors on the inputs' device) and returned.
+
+``stream=`` (an int ``CUstream`` handle, or an object with ``.cuda_stream``
+such as ``torch.cuda.Stream``) puts a call's launches on that stream;
+without it they go on ``Context.stream`` (0, the legacy default stream,
+unless set).  ``dsv4c.compat`` has drop-in versions of FlashMLA's, vLLM's and
+DeepGEMM's entry points.  docs/python.md says how and why.
+"""
+
+import sys as _sys
+
+from . import _dsv4c
+from ._dsv4c import ArgumentError, Error
+
+__all__ = ["Context", "Bundle", "Error", "ArgumentError", "OPS"]
+__version__ = "0.1.0"
+
+OPS = ("dequant_gather", "paged_gather", "kv_insert", "sparse_decode", "paged_mqa_logits", "topk")
+
+# status codes (dsv4rt_status), for comparing with Error.status
+for _n in dir(_dsv4c):
+    if _n == "OK" or _n.startswith("ERR_"):
+        globals()[_n] = getattr(_dsv4c, _n)
+del _n
+
+_BACKENDS = {"auto": _dsv4c.BACKEND_AUTO, "cuda": _dsv4c.BACKEND_CUDA, "opencl": _dsv4c.BACKEND_OPENCL}
+
+
+class Context:
+    """A device: ``Context(backend="auto"|"cuda"|"opencl", device=0)``.
+
+    "auto" takes CUDA where a CUDA device is present, else OpenCL.  A missing
+    driver or device raises dsv4c.Error (status ERR_NO_BACKEND).  Calls on one
+    context from several threads are serialised by a lock; each call
+    releases the GIL while it runs on the device."""
+
+    def __init__(self, backend="auto", device=0):
+        if backend not in _BACKENDS:
+            raise ValueError("backend: expected one of %s, got %r" % (", ".join(map(repr, _BACKENDS)), backend))
+        self._c = _dsv4c.Context(_BACKENDS[backend], int(device))
+
+    backend = property(lambda self: self._c.backend, doc="'cuda' or 'opencl'")
+    device = property(lambda self: self._c.device, doc="the device index")
+    device_name = property(lambda self: self._c.device_name, doc="the device's description")
+
+    @property
+    def stream(self):
+        """The CUstream handle calls without ``stream=`` launch on (0: the legacy default stream).
+        Settable with an int or an object with ``.cuda_stream``; OpenCL takes only 0."""
+        return self._c.stream
+
+    @stream.setter
+    def stream(self, s):
+        self._c.stream = s
+
+    def synchronize(self):
+        """Wait for all work queued on the device."""
+        self._c.synchronize()
+
+    def open_bundle(self, path):
+        """Open a bundle file that dsv4c wrote (``<spec>.dsv4b``)."""
+        return Bundle(self, self._c.open_bundle(path))
+
+    def open_bundle_bytes(self, data):
+        """Open a bundle from bytes (copied)."""
+        return Bundle(self, self._c.open_bundle_bytes(data))
+
+    def __repr__(self):
+        return "dsv4c.Context(%r, device=%d: %s)" % (self.backend, self.device, self.device_name)
+
+
+# ---- tensors ----
+
+_PLAIN = set()  # dtypes seen that are passed as they are
+
+
+def _raw(x):
+    """x, or a view of it as raw bits where its dtype has no DLPack or
+    buffer-protocol code the extension reads (torch float8 before DLPack 1.1
+    exporters; NumPy's ml_dtypes bfloat16 and float8)."""
+    if x is None:
+        return None
+    dt = getattr(x, "dtype", None)
+    if dt is None or dt in _PLAIN:
+        return x
+    name = str(dt)
+    short = name.rsplit(".", 1)[-1]
+    torch = name.startswith("torch.")
+    if short.startswith("float8_"):
+        return x.view(_sys.modules["torch"].uint8 if torch else _np().uint8)
+    if short == "bfloat16" and not torch:
+        return x.view(_np().uint16)
+    try:
+        _PLAIN.add(dt)
+    except TypeError:
+        pass
+    return x
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _is_torch(x):
+    return type(x).__module__.split(".", 1)[0] == "torch"
+
+
+def _is_numpy(x):
+    return type(x).__module__ == "numpy"
+
+
+_KINDS = ("bf16", "f32", "i32")
+
+
+def _empty(like, shape, kind, bf16_like=None):
+    """An output of `shape` allocated like `like`: a NumPy array (bf16 as
+    uint16 bits, or bf16_like's dtype) or a torch tensor on like's device."""
+    shape = tuple(int(s) for s in shape)
+    if _is_torch(like):
+        torch = _sys.modules["torch"]
+        dt = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32}[kind]
+        if kind == "bf16" and bf16_like is not None and _is_torch(bf16_like):
+            dt = bf16_like.dtype
+        return torch.empty(shape, dtype=dt, device=like.device)
+    if _is_numpy(like):
+        np = _np()
+        dt = {"bf16": np.uint16, "f32": np.float32, "i32": np.int32}[kind]
+        if kind == "bf16" and bf16_like is not None and _is_numpy(bf16_like) and bf16_like.dtype.itemsize == 2:
+            dt = bf16_like.dtype
+        return np.empty(shape, dtype=dt)
+    raise TypeError("cannot allocate an output like %s: pass it (out=...)" % type(like).__name__)
+
+
+class Bundle:
+    """The kernels of one bundle on a context; one method per op.
+
+    Every op takes ``kernel=`` (a kernel name of the bundle; default: the
+    first kernel of the op that runs on the device, or the warp-matrix form
+    of the same layout where the device runs one), ``check_contents=``
+    (also read the lengths and indices in device memory back and refuse bad
+    ones, status ERR_BAD_CONTENTS) and ``stream=``.  A paged cache is
+    ``[num_blocks, block_size, <token bytes>...]`` (e.g. [nb, 64, 584] or
+    FlashMLA's [nb, 64, 1, 584]), its block stride taken from stride(0) (it
+    must own num_blocks * stride(0) bytes), or ``[num_blocks, block_bytes]``
+    with ``block_size=``."""
+
+    def __init__(self, ctx, raw):
+        self.context = ctx
+        self._b = raw
+        self._infos = {}
+
+    def close(self):
+        self._b.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def entries(self):
+        """One dict per (kernel, target) entry of the bundle."""
+        return self._b.entries()
+
+    def kernels(self):
+        """One dict per kernel: name, op, layout, targets ['spirv', 'ptx:sm_90a', ...], runs (on this
+        device), and the parameters (dim, token_bytes, v_dim, heads, topk, q_dim, rope_dims, ...) of
+        the entry that runs here (else the first)."""
+        out, by = [], {}
+        for e in self._b.entries():
+            k = by.get(e["name"])
+            tgt = e["target"] if e["target"] == "spirv" else "%s:%s" % (e["target"], e["arch"])
+            if k is None:
+                k = dict(e)
+                del k["target"], k["arch"]
+                k["targets"] = []
+                by[e["name"]] = k
+                out.append(k)
+            elif e["runs"] and not k["runs"]:
+                k.update((f, v) for f, v in e.items() if f not in ("target", "arch"))
+            k["targets"].append(tgt)
+        return out
+
+    def op_info(self, op, kernel=None):
+        """The parameters of the kernel a call of `op` (with `kernel=`) checks its arguments against."""
+        key = (op, kernel)
+        info = self._infos.get(key)
+        if info is None:
+            info = self._infos[key] = self._b.op_info(op, kernel)
+        return info
+
+    # ---- the ops (OPS.md sections 2-5) ----
+
+    def dequant_gather(self, cache, indices, out=None, *, block_size=None, tensor_scale=1.0, kernel=None,
+                       check_contents=False, stream=None):
+        """out[i, :] = the dequantized cache slot indices[i] (a negative index: zeros), OPS.md 2a.
+        indices: int32, any shape; out: bf16 indices.shape + (dim,).  Returns out."""
+        cache, indices = _raw(cache), _raw(indices)
+        if out is None:
+            out = _empty(indices, tuple(indices.shape) + (self.op_info("dequant_gather", kernel)["dim"],), "bf16")
+        self._b.dequant_gather(out=_raw(out), cache=cache, indices=indices, block_size=block_size,
+                               tensor_scale=tensor_scale, kernel=kernel, check_contents=check_contents, stream=stream)
+        return out
+
+    def paged_gather(self, out, cache, seq_lens, block_table, gather_lens=None, offset=0, *, block_size=None,
+                     tensor_scale=1.0, kernel=None, check_contents=False, stream=None):
+        """vLLM's dequantize_and_gather_k_cache, OPS.md 2b: for request r < R = len(seq_lens) and
+        i < g_r, out[r, offset + i] = dequant(position seq_lens[r] - g_r + i through block_table).
+        out: bf16 [>= R, rows, dim], any row strides (multiples of 8 elements), last dim contiguous;
+        other rows untouched.  Returns out."""
+        self._b.paged_gather(out=_raw(out), cache=_raw(cache), seq_lens=_raw(seq_lens),
+                             block_table=_raw(block_table), gather_lens=_raw(gather_lens), offset=offset,
+                             block_size=block_size, tensor_scale=tensor_scale, kernel=kernel,
+                             check_contents=check_contents, stream=stream)
+        return out
+
+    def kv_insert(self, cache, kv, slot_mapping, positions=None, cos_sin=None, q=None, q_out=None, *,
+                  padded_heads=None, eps=1e-6, block_size=None, kernel=None, check_contents=False, stream=None):
+        """The cache writer, OPS.md 5: RoPE (kernels with RoPE: positions int64 [N], cos_sin f32
+        [max_pos, rope_dims]), quantize and write kv (bf16 [N, dim]) rows n < len(slot_mapping) with
+        slot_mapping[n] >= 0 (int64) into the cache.  Kernels with a q branch also write q_out [N,
+        padded_heads, q_dim] = RoPE(RMSNorm(q [N, H, q_dim])), zeros past H; q_out is allocated when
+        not given (padded_heads defaults to H) and returned (None without a q branch)."""
+        if q is not None and q_out is None:
+            q = _raw(q)
+            info = self.op_info("kv_insert", kernel)
+            hp = q.shape[1] if padded_heads is None else padded_heads
+            q_out = _empty(q, (q.shape[0], hp, info["q_dim"]), "bf16", q)
+        self._b.kv_insert(cache=_raw(cache), kv=_raw(kv), slot_mapping=_raw(slot_mapping),
+                          positions=_raw(positions), cos_sin=_raw(cos_sin), q=_raw(q), q_out=_raw(q_out), eps=eps,
+                          block_size=block_size, kernel=kernel, check_contents=check_contents, stream=stream)
+        return q_out
+
+    def sparse_decode(self, q, cache, indices, lens, *, softmax_scale=None, extra_cache=None, extra_indices=None,
+                      extra_lens=None, attn_sink=None, out=None, lse=None, tensor_scale=1.0, block_size=None,
+                      extra_block_size=None, splits=0, kernel=None, check_contents=False, stream=None):
+        """Sparse MLA decode with FlashMLA's semantics, OPS.md 3: q bf16 [T, H, dim]; indices int32
+        [T, topk] (-1 skipped) with lens int32 [T]; optionally the extra (compressed) cache with its
+        own indices and lens, one joint softmax; attn_sink f32 [H] in the denominator only.
+        softmax_scale defaults to dim ** -0.5.  Returns (out bf16 [T, H, v_dim], lse f32 [T, H])."""
+        q = _raw(q)
+        if softmax_scale is None:
+            softmax_scale = q.shape[-1] ** -0.5
+        if out is None or lse is None:
+            T, H = q.shape[0], q.shape[1]
+            if out is None:
+                out = _empty(q, (T, H, self.op_info("sparse_decode", kernel)["v_dim"]), "bf16", q)
+            if lse is None:
+                lse = _empty(q, (T, H), "f32")
+        self._b.sparse_decode(out=_raw(out), lse=lse, q=q, cache=_raw(cache), indices=_raw(indices),
+                              lens=_raw(lens), softmax_scale=softmax_scale, extra_cache=_raw(extra_cache),
+                              extra_indices=_raw(extra_indices), extra_lens=_raw(extra_lens),
+                              attn_sink=_raw(attn_sink), tensor_scale=tensor_scale, block_size=block_size,
+                              extra_block_size=extra_block_size, splits=splits, kernel=kernel,
+                              check_contents=check_contents, stream=stream)
+        return out, lse
+
+    def paged_mqa_logits(self, q, cache, weights, context_lens, block_table, *, row_len=None, logits=None,
+                         block_size=None, kernel=None, check_contents=False, stream=None, no_tensor_maps=False):
+        """The indexer's logits, OPS.md 4: q e4m3 [B, next_n, heads, dim] (uint8 bits or float8_e4m3fn),
+        weights f32 [B * next_n, heads], context_lens int32 [B, next_n], block_table int32 [B, max_blocks];
+        logits f32 [B * next_n, row_len] (row stride from stride(0)), -inf past each row's context.
+        Allocated [B * next_n, row_len] when not given.  Returns logits."""
+        q = _raw(q)
+        if logits is None:
+            if row_len is None:
+                raise TypeError("paged_mqa_logits: pass logits= or row_len=")
+            logits = _empty(weights, (q.shape[0] * q.shape[1], row_len), "f32")
+        self._b.paged_mqa_logits(logits=_raw(logits), q=q, cache=_raw(cache), weights=_raw(weights),
+                                 context_lens=_raw(context_lens), block_table=_raw(block_table),
+                                 block_size=block_size, kernel=kernel, check_contents=check_contents, stream=stream,
+                                 no_tensor_maps=no_tensor_maps)
+        return logits
+
+    def topk(self, logits, context_lens, out=None, *, kernel=None, check_contents=False, stream=None):
+        """out[r, :K] = the positions of the K largest logits[r, k], k < context_lens[r] (any order);
+        rows with context <= K get 0..ctx-1 then -1.  K is the kernel's (op_info('topk')['topk']).
+        Returns out (int32 [rows, K])."""
+        logits = _raw(logits)
+        if out is None:
+            out = _empty(logits, (logits.shape[0], self.op_info("topk", kernel)["topk"]), "i32")
+        self._b.topk(out=_raw(out), logits=logits, context_lens=_raw(context_lens), kernel=kernel,
+                     check_contents=check_contents, stream=stream)
+        return out
+
+    def _bench_c_loop(self, op, iters, **kwargs):
+        """Host seconds per runtime call of `op` in a C loop (arguments taken once): the C side of
+        bench/bench_python_overhead.py.  kwargs as the extension's op (every output passed)."""
+        return self._b._bench_c_loop(op, int(iters), {k: _raw(v) for k, v in kwargs.items()})
+
+    def __repr__(self):
+        return "dsv4c.Bundle(%d kernels on %s)" % (len(self.kernels()), self.context.backend)

@@ -1,0 +1,271 @@
+"""Drop-in entry points with the signatures serving engines call, on dsv4c kernels.
+
+    from dsv4c import compat
+    compat.configure(ctx.open_bundle("decode.dsv4b"), ctx.open_bundle("indexer.dsv4b"))
+    out, lse = compat.flash_mla_with_kvcache(q, swa_cache, None, None, 512, meta, ...)
+
+- ``flash_mla_with_kvcache`` (FlashMLA, sparse FP8 mode: indices, attn_sink,
+  extra_k_cache, extra_indices_in_kvcache, topk_length, extra_topk_length) and
+  ``get_mla_metadata``;
+- ``dequantize_and_gather_k_cache`` and ``quantize_and_insert_k_cache`` (vLLM's
+  DeepSeek-V4 cache helpers);
+- ``fp8_paged_mqa_logits`` and ``get_paged_mqa_logits_metadata`` (DeepGEMM).
+
+Each maps onto one runtime op (OPS.md sections 2-5) of a configured bundle,
+chosen by the op and the cache layout the arguments imply.  What the runtime
+does not have raises ``NotImplementedError`` naming it (dense FlashMLA decode,
+FNUZ caches, MXFP4 indexer keys).  Launches go on torch's current stream for
+torch CUDA tensors.  Bundles come from :func:`configure`, else from the
+``DSV4C_BUNDLES`` environment variable (paths separated by ``os.pathsep``,
+opened on ``Context("auto")``).
+"""
+
+import os
+
+from . import Context, _empty, _is_numpy, _is_torch, _raw
+
+__all__ = ["configure", "flash_mla_with_kvcache", "get_mla_metadata", "dequantize_and_gather_k_cache",
+           "quantize_and_insert_k_cache", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
+           "get_paged_mqa_logits_metadata"]
+
+_bundles = []
+_chosen = {}
+
+
+def configure(*bundles):
+    """Use these dsv4c.Bundle objects (searched in order) for the entry points below."""
+    _bundles[:] = bundles
+    _chosen.clear()
+
+
+def _configured():
+    if not _bundles:
+        paths = [p for p in os.environ.get("DSV4C_BUNDLES", "").split(os.pathsep) if p]
+        if not paths:
+            raise RuntimeError("dsv4c.compat: no bundle configured: call dsv4c.compat.configure(bundle, ...) or set "
+                               "DSV4C_BUNDLES")
+        ctx = Context("auto")
+        configure(*[ctx.open_bundle(p) for p in paths])
+    return _bundles
+
+
+def _find(op, key, **want):
+    """(bundle, kernel name) of the first configured kernel of `op` that runs here and whose
+    parameters (op_info / kernels() fields) equal `want` (cached under (op, key)); else
+    NotImplementedError naming what was wanted."""
+    key = (op, key)
+    hit = _chosen.get(key)
+    if hit:
+        return hit
+    for b in _configured():
+        for k in b.kernels():
+            if k["op"] == op and k["runs"] and all(k.get(f) == v for f, v in want.items()):
+                hit = _chosen[key] = (b, k["name"])
+                return hit
+    raise NotImplementedError("dsv4c.compat: no configured bundle has a %s kernel that runs on this device with %s%s"
+                              % (op, ", ".join("%s=%r" % kv for kv in sorted(want.items())),
+                                 " (%s)" % key[1] if isinstance(key[1], str) else ""))
+
+
+_raw_stream = None
+
+
+def _stream(x):
+    """torch's current stream for a torch CUDA tensor, else None (the context's)."""
+    global _raw_stream
+    if _is_torch(x) and x.is_cuda:
+        if _raw_stream is None:
+            import torch
+
+            # the handle without a Stream object (what Triton launches with), where torch has it
+            _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+                lambda d: torch.cuda.current_stream(d).cuda_stream)
+        return _raw_stream(x.get_device())
+    return None
+
+
+def _token_bytes(cache):
+    """Bytes a token takes in a [num_blocks, block_size, ...] cache."""
+    n = 1
+    for d in cache.shape[2:]:
+        n *= int(d)
+    return n * _itemsize(cache)
+
+
+def _itemsize(x):
+    it = getattr(x, "itemsize", None)  # NumPy, torch >= 2.1
+    if it is None:
+        it = x.element_size()
+    return int(it)
+
+
+def _full(like, shape, value):
+    """An int32 tensor of `value` allocated like `like`."""
+    t = _empty(like, shape, "i32")
+    t.fill(value) if _is_numpy(t) else t.fill_(value)
+    return t
+
+
+def _repeat(x, n):
+    """Each element of 1-D x n times in a row."""
+    if n == 1:
+        return x
+    if _is_numpy(x):
+        import numpy as np
+
+        return np.ascontiguousarray(np.repeat(x, n))
+    return x.repeat_interleave(n).contiguous()
+
+
+def _flat(x, *shape):
+    """x reshaped (a view where x is contiguous)."""
+    return x.reshape(shape)
+
+
+# ---- FlashMLA ----
+
+class FlashMLASchedMeta:
+    """What get_mla_metadata returns; dsv4c needs no schedule (its runtime picks split-KV itself)."""
+
+    have_initialized = False
+
+
+def get_mla_metadata(*args, **kwargs):
+    """FlashMLA's get_mla_metadata: (a placeholder schedule, None)."""
+    return FlashMLASchedMeta(), None
+
+
+def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
+                           num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=False, indices=None,
+                           attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
+                           extra_topk_length=None):
+    """FlashMLA's flash_mla_with_kvcache in its sparse mode (OPS.md 3).
+
+    q [b, s_q, h_q, d] bf16; k_cache [num_blocks, block_size, 1, token bytes] (584 for the DSv4
+    MODEL1 cache, 656 for DSv3.2); indices [b, s_q, topk] int32 global slots (-1 skipped);
+    topk_length [b] int32 (each of a batch entry's s_q tokens uses its entry's); the extra cache
+    and its indices and lengths likewise, attended in the same softmax; attn_sink [h_q] f32.
+    Returns (out [b, s_q, h_q, head_dim_v] bf16, lse [b, h_q, s_q] f32, a view).  The kernel is the
+    configured sparse_decode kernel whose layout has k_cache's token bytes and q's head size."""
+    if indices is None:
+        raise NotImplementedError("flash_mla_with_kvcache: dense decode (block_table + cache_seqlens, no indices) is "
+                                  "not in dsv4rt: its decode is the sparse one (OPS.md 3); pass indices")
+    if causal:
+        raise ValueError("flash_mla_with_kvcache: causal must be False when sparse attention is enabled")
+    if num_splits is not None:
+        raise ValueError("flash_mla_with_kvcache: num_splits must be None")
+    if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
+        raise ValueError("flash_mla_with_kvcache: extra_k_cache and extra_indices_in_kvcache go together")
+    if q.ndim != 4:
+        raise ValueError("q: expected [batch, s_q, h_q, head_dim], got shape %s" % (tuple(q.shape),))
+    k_cache, extra_k_cache = _raw(k_cache), _raw(extra_k_cache)
+    b, s_q, h, d = q.shape
+    T = b * s_q
+    tb = _token_bytes(k_cache)
+    b_, name = _find("sparse_decode", (tb, d), token_bytes=tb, dim=d)
+    info = b_.op_info("sparse_decode", name)
+    if head_dim_v != info["v_dim"]:
+        raise ValueError("head_dim_v: %d, but kernel %s (layout %s) outputs %d dims" % (head_dim_v, name,
+                                                                                        info["layout"], info["v_dim"]))
+    if extra_k_cache is not None and _token_bytes(extra_k_cache) != tb:
+        raise ValueError("extra_k_cache: %d-byte tokens, k_cache has %d (one layout for both)"
+                         % (_token_bytes(extra_k_cache), tb))
+    if softmax_scale is None:
+        softmax_scale = d ** -0.5
+    topk = indices.shape[-1]
+    idx = _flat(indices, T, topk)
+    lens = _full(idx, (T,), topk) if topk_length is None else _repeat(topk_length, s_q)
+    xi = xl = None
+    if extra_k_cache is not None:
+        xtopk = extra_indices_in_kvcache.shape[-1]
+        xi = _flat(extra_indices_in_kvcache, T, xtopk)
+        xl = _full(xi, (T,), xtopk) if extra_topk_length is None else _repeat(extra_topk_length, s_q)
+    out, lse = b_.sparse_decode(_flat(q, T, h, d), k_cache, idx, lens, softmax_scale=softmax_scale,
+                                extra_cache=extra_k_cache, extra_indices=xi, extra_lens=xl, attn_sink=attn_sink,
+                                kernel=name, stream=_stream(q))
+    out = out.reshape(b, s_q, h, info["v_dim"])
+    lse = lse.reshape(b, s_q, h)
+    lse = lse.transpose(0, 2, 1) if _is_numpy(lse) else lse.transpose(1, 2)
+    return out, lse
+
+
+# ---- vLLM ----
+
+def dequantize_and_gather_k_cache(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
+                                  use_fnuz=False):
+    """vLLM's dequantize_and_gather_k_cache (OPS.md 2b) on the DSv4 fp8_ds_mla cache: out bf16
+    [num_reqs, max_tokens, 512] (any row strides); k_cache [num_blocks, block_size, 584] or
+    [num_blocks, block_bytes] uint8; seq_lens / gather_lens (or None) [R] int32; block_table
+    [R, max_blocks] int32.  out[r, offset + i] = the i-th of request r's trailing gather_lens[r]
+    tokens; other rows untouched.  Returns None."""
+    if use_fnuz:
+        raise NotImplementedError("dequantize_and_gather_k_cache: FNUZ e4m3 caches (ROCm gfx942's SWA writer) have "
+                                  "no layout in dsv4rt (specs/layouts.lua reads OCP e4m3fn only)")
+    b, name = _find("paged_gather", "the DSv4 fp8_ds_mla cache", layout="fp8_ds_mla_v4")
+    b.paged_gather(out, k_cache, seq_lens, block_table, gather_lens, offset, block_size=block_size, kernel=name,
+                   stream=_stream(out))
+
+
+def quantize_and_insert_k_cache(k, k_cache, slot_mapping, block_size=64, is_ue8m0=True, use_fnuz=False):
+    """vLLM's quantize_and_insert_k_cache (OPS.md 5, the KV branch without RoPE): k bf16
+    [num_tokens, 512] (already rotated); k_cache [num_blocks, block_bytes] (with block_size) or
+    [num_blocks, block_size, 584] uint8; slot_mapping int64 [<= num_tokens] (negative: skipped;
+    rows past its length, DP padding, skipped).  Needs a kv_insert kernel of the fp8_ds_mla_v4
+    layout without RoPE or q branch (specs/insert.lua's kv_quant_insert_v4).  Returns None."""
+    if not is_ue8m0:
+        raise NotImplementedError("quantize_and_insert_k_cache: only UE8M0 scales (is_ue8m0=True) exist in the "
+                                  "fp8_ds_mla layout")
+    if use_fnuz:
+        raise NotImplementedError("quantize_and_insert_k_cache: FNUZ e4m3 caches have no layout in dsv4rt")
+    b, name = _find("kv_insert", "vLLM's plain DSv4 writer (no RoPE, no q; specs/insert.lua's kv_quant_insert_v4)",
+                    layout="fp8_ds_mla_v4", rope_dims=0, q_dim=0, quant_floor=0)
+    b.kv_insert(k_cache, k, slot_mapping, block_size=block_size, kernel=name, stream=_stream(k))
+
+
+# ---- DeepGEMM ----
+
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms):
+    """DeepGEMM's schedule: dsv4c's kernels need none (None)."""
+    return None
+
+
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                         clean_logits=False):
+    """DeepGEMM's fp8_paged_mqa_logits (OPS.md 4): q e4m3 [B, next_n, H, D]; kv_cache [num_blocks,
+    block_size, 1, D + 4] uint8; weights f32 [B * next_n, H]; context_lens int32 [B, next_n] (or
+    DeepGEMM's older 1-D [B]: row j of entry b then sees ctx[b] - next_n + j + 1 positions);
+    block_table int32 [B, max_blocks].  Returns logits f32 [B * next_n, max_context_len] (row stride
+    padded to 256 elements), -inf past each row's context whatever clean_logits says."""
+    if isinstance(q, (tuple, list)):
+        raise NotImplementedError("fp8_paged_mqa_logits: an MXFP4 q (values, scales) needs the MXFP4 indexer cache, "
+                                  "which dsv4rt lacks (a 4-bit element type; docs/design.md)")
+    q = _raw(q)
+    B, nn, H, D = (int(x) for x in q.shape)
+    b, name = _find("paged_mqa_logits", (H, D), heads=H, dim=D)
+    if context_lens.ndim == 1:  # the older semantics, composed into the 2-D lengths
+        if nn == 1:
+            context_lens = _flat(context_lens, B, 1)
+        else:
+            if _is_numpy(context_lens):
+                import numpy as np
+
+                j = np.arange(nn, dtype=np.int32)
+                context_lens = np.maximum(context_lens[:, None] - nn + 1 + j[None, :], 0).astype(np.int32)
+            else:
+                import torch
+
+                j = torch.arange(nn, dtype=torch.int32, device=context_lens.device)
+                context_lens = (context_lens[:, None] - nn + 1 + j[None, :]).clamp_min(0).to(torch.int32)
+    L = int(max_context_len)
+    stride = (L + 255) // 256 * 256
+    logits = _empty(weights, (B * nn, max(stride, 1)), "f32")[:, :L]
+    b.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits=logits, kernel=name,
+                       stream=_stream(weights))
+    return logits
+
+
+def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                             clean_logits=False, *args, **kwargs):
+    """DeepGEMM's newer name; the FP8 path only (an MXFP4 q raises NotImplementedError)."""
+    return fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                                clean_logits)
