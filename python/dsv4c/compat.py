@@ -67,6 +67,15 @@ def _find(op, key, **want):
                                  " (%s)" % key[1] if isinstance(key[1], str) else ""))
 
 
+def _rule_or(b, op, name):
+    """None (the runtime's default rule picks the form: runtime/src/rt.c rt_default_rank) where `name` is
+    the first kernel of `op` in `b` that runs here, whose layout the rule then keeps; else `name`."""
+    for k in b.kernels():
+        if k["op"] == op and k["runs"]:
+            return None if k["name"] == name else name
+    return name
+
+
 _raw_stream = None
 
 
@@ -109,7 +118,7 @@ def _full(like, shape, value):
 def _repeat(x, n):
     """Each element of 1-D x n times in a row."""
     if n == 1:
-        return x
+        return _packed(x)
     if _is_numpy(x):
         import numpy as np
 
@@ -120,6 +129,16 @@ def _repeat(x, n):
 def _flat(x, *shape):
     """x reshaped (a view where x is contiguous)."""
     return x.reshape(shape)
+
+
+def _packed(x):
+    """x itself where it is packed row-major, else a packed copy: FlashMLA takes q and the index lists
+    with strides (its tests pass views of wider rows), dsv4rt's decode takes them packed (one extra
+    pass over a strided argument)."""
+    if hasattr(x, "is_contiguous"):
+        return x if x.is_contiguous() else x.contiguous()
+    import numpy
+    return numpy.ascontiguousarray(x)
 
 
 # ---- FlashMLA ----
@@ -173,16 +192,16 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     if softmax_scale is None:
         softmax_scale = d ** -0.5
     topk = indices.shape[-1]
-    idx = _flat(indices, T, topk)
+    idx = _flat(_packed(indices), T, topk)
     lens = _full(idx, (T,), topk) if topk_length is None else _repeat(topk_length, s_q)
     xi = xl = None
     if extra_k_cache is not None:
         xtopk = extra_indices_in_kvcache.shape[-1]
-        xi = _flat(extra_indices_in_kvcache, T, xtopk)
+        xi = _flat(_packed(extra_indices_in_kvcache), T, xtopk)
         xl = _full(xi, (T,), xtopk) if extra_topk_length is None else _repeat(extra_topk_length, s_q)
-    out, lse = b_.sparse_decode(_flat(q, T, h, d), k_cache, idx, lens, softmax_scale=softmax_scale,
+    out, lse = b_.sparse_decode(_flat(_packed(q), T, h, d), k_cache, idx, lens, softmax_scale=softmax_scale,
                                 extra_cache=extra_k_cache, extra_indices=xi, extra_lens=xl, attn_sink=attn_sink,
-                                kernel=name, stream=_stream(q))
+                                kernel=_rule_or(b_, "sparse_decode", name), stream=_stream(q))
     out = out.reshape(b, s_q, h, info["v_dim"])
     lse = lse.reshape(b, s_q, h)
     lse = lse.transpose(0, 2, 1) if _is_numpy(lse) else lse.transpose(1, 2)
