@@ -7,7 +7,11 @@
 
 #include <stddef.h>
 
-enum { DSV4_WANT_LLVM = 1, DSV4_WANT_ASM = 2 };
+/* What a compile keeps (LLVM, ASM) and how it validates: NO_PTXAS leaves
+ * ptxas's assembly of PTX out (dsv4c --no-ptxas: sweeps, where the driver
+ * assembles each variant when the tuner loads it, and a refusal
+ * disqualifies that variant). */
+enum { DSV4_WANT_LLVM = 1, DSV4_WANT_ASM = 2, DSV4_WANT_NO_PTXAS = 4 };
 
 /* What compiling one kernel for one target produced; every field malloc'd. */
 typedef struct {

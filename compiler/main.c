@@ -15,7 +15,9 @@
 #include "../targets/target.h"
 #include "bundle.h"
 #include "embed.h"
+#include "jobs.h"
 #include "spec.h"
+#include "tuned.h"
 
 #ifndef DSV4C_VERSION
 #define DSV4C_VERSION "0.1.0"
@@ -32,12 +34,16 @@ typedef struct {
   int verbose;
   const char *incdirs[DSV4_SPEC_MAX_INCLUDE_DIRS]; /* -I */
   dsv4_spec_opts sopts;
+  int jobs;          /* -j: compile threads (0: one a processor) */
+  int no_ptxas;      /* --no-ptxas */
+  const char *lock;  /* --lock FILE: a tuned bundle */
 } options;
 
 static void usage(FILE *f)
 {
   fprintf(f,
           "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm|c] [-k KERNEL] [-I DIR] [-v]\n"
+          "             [-j N] [--no-ptxas] [--lock FILE]\n"
           "       dsv4c --help | --version\n"
           "\n"
           "Compile the kernels a Lua spec declares for the targets it names.\n"
@@ -49,7 +55,15 @@ static void usage(FILE *f)
           "                      c: what -o writes plus <stem>_kernels.c (the bundle's bytes as a\n"
           "                      C array) and <stem>_kernels.h (opener, kernel names, typed\n"
           "                      launchers), <stem> made a C identifier, into DIR (default: .)\n"
-          "  -k, --kernel NAME   only this kernel\n"
+          "  -k, --kernel NAME   only this kernel (or every variant of the sweep of that name)\n"
+          "  -j, --jobs N        compile on N threads (default: one a processor); the output is the\n"
+          "                      same bytes whatever N\n"
+          "  --no-ptxas          leave ptxas's assembly of PTX out (sweeps: the driver still assembles\n"
+          "                      each variant when dsv4c-tune loads it, and a refusal disqualifies it)\n"
+          "  --lock FILE         a tuned build: the spec's kernels less the sweep variants that win no\n"
+          "                      fresh entry of the lockfile FILE (dsv4c-tune), and <spec>.lock beside\n"
+          "                      the bundle with those entries for dsv4rt_bundle_load_tuning; stale\n"
+          "                      entries (spec, toolchain or code changed) are reported and left out\n"
           "  -I DIR              a folder include() searches after the including file's own\n"
           "                      (includes never resolve outside these folders)\n"
           "  --max-instructions N  the spec's instruction budget (default %lld)\n"
@@ -117,12 +131,29 @@ static int parse_args(int argc, char **argv, options *o)
       {"emit", required_argument, 0, 'e'},   {"kernel", required_argument, 0, 'k'},
       {"verbose", no_argument, 0, 'v'},      {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, 'V'},      {"max-instructions", required_argument, 0, 'N'},
-      {"max-memory", required_argument, 0, 'M'}, {0, 0, 0, 0}};
+      {"max-memory", required_argument, 0, 'M'}, {"jobs", required_argument, 0, 'j'},
+      {"no-ptxas", no_argument, 0, 'P'},         {"lock", required_argument, 0, 'L'},
+      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   int c;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":t:o:k:I:vh", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:o:k:I:j:vh", longs, NULL)) != -1) {
     switch (c) {
+    case 'j': {
+      long long v;
+      if (parse_limit(optarg, 1, &v) || v > 1024) {
+        fprintf(stderr, "dsv4c: -j takes a number of threads from 1 to 1024, not '%s'\n", optarg);
+        return 2;
+      }
+      o->jobs = (int)v;
+      break;
+    }
+    case 'P':
+      o->no_ptxas = 1;
+      break;
+    case 'L':
+      o->lock = optarg;
+      break;
     case 'I':
       if (o->sopts.ninclude_dirs == DSV4_SPEC_MAX_INCLUDE_DIRS) {
         fprintf(stderr, "dsv4c: more than %d -I folders\n", DSV4_SPEC_MAX_INCLUDE_DIRS);
@@ -188,6 +219,10 @@ static int parse_args(int argc, char **argv, options *o)
   o->spec = argv[optind];
   if (o->emit == EMIT_C && !o->outdir)
     o->outdir = ".";
+  if (o->lock && !o->outdir) {
+    fprintf(stderr, "dsv4c: --lock builds a tuned bundle: give -o DIR\n");
+    return 2;
+  }
   return 0;
 }
 
@@ -216,6 +251,23 @@ static void spec_stem(const char *spec, char *buf, size_t n)
     *dot = 0;
 }
 
+/* Whether -k selects kernel k: its name, or the sweep it is a variant of. */
+static int selected(const dsv4_plan *p, const options *o, const dsv4_kernel *k)
+{
+  if (!o->only || !strcmp(k->name, o->only))
+    return 1;
+  const dsv4_variant *v = dsv4_plan_variant(p, k->name);
+  return v && !strcmp(p->sweeps[v->sweep].kernel, o->only);
+}
+
+static int count_errors(const dsv4_diags *d)
+{
+  int n = 0;
+  for (int i = 0; i < d->n; i++)
+    n += d->items[i].sev == DSV4_SEV_ERROR;
+  return n;
+}
+
 int main(int argc, char **argv)
 {
   options o;
@@ -231,7 +283,7 @@ int main(int argc, char **argv)
   if (o.only) {
     int found = 0;
     for (int i = 0; i < plan.nkernels; i++)
-      found |= !strcmp(plan.kernels[i].name, o.only);
+      found |= selected(&plan, &o, &plan.kernels[i]);
     if (!found) {
       fprintf(stderr, "dsv4c: %s declares no kernel '%s'\n", o.spec, o.only);
       return 2;
@@ -243,42 +295,104 @@ int main(int argc, char **argv)
     free(s);
     return 0;
   }
+  /* a tuned build: the kernels the lockfile's fresh entries choose */
+  static unsigned char keep[DSV4_MAX_KERNELS];
+  dsv4_lock fresh = {0};
+  memset(keep, 1, sizeof keep);
+  if (o.lock && dsv4_tuned_select(&plan, o.lock, o.targets, keep, &fresh, &d)) {
+    print_diags(&d);
+    return 1;
+  }
   if (o.outdir) {
     /* parallel builds run several dsv4c into one folder: another may
      * create it between our look and our mkdir */
     struct stat st;
     if (mkdir(o.outdir, 0777) && !(errno == EEXIST && !stat(o.outdir, &st) && S_ISDIR(st.st_mode))) {
       fprintf(stderr, "dsv4c: cannot create %s: %s\n", o.outdir, strerror(errno));
+      dsv4_lock_free(&fresh);
       return 1;
     }
   }
   unsigned want = o.emit == EMIT_LLVM ? DSV4_WANT_LLVM : o.emit == EMIT_ASM ? DSV4_WANT_ASM : 0;
-  static dsv4_artifact arts[DSV4_MAX_KERNELS * DSV4_TARGET_COUNT];
+  if (o.no_ptxas)
+    want |= DSV4_WANT_NO_PTXAS;
+  /* every (kernel, target) to build, in the plan's order: compiled on -j
+   * threads, then read back in this order (the same output for any -j) */
+  dsv4_job *jobs = calloc(DSV4_MAX_KERNELS * DSV4_TARGET_COUNT, sizeof *jobs);
   static dsv4_bundle_item items[DSV4_MAX_KERNELS * DSV4_TARGET_COUNT];
-  int n = 0, failed = 0;
+  if (!jobs) {
+    fprintf(stderr, "dsv4c: out of memory\n");
+    return 1;
+  }
+  int nj = 0, n = 0, failed = 0;
   for (int i = 0; i < plan.nkernels; i++) {
     const dsv4_kernel *k = &plan.kernels[i];
-    if (o.only && strcmp(k->name, o.only))
+    if (!selected(&plan, &o, k) || !keep[i])
       continue;
     for (int t = 0; t < DSV4_TARGET_COUNT; t++) {
       if (!k->target[t].enabled || (o.targets && !(o.targets & (1u << t))))
         continue;
-      const dsv4_target *tg = dsv4_target_get((dsv4_target_kind)t);
-      dsv4_artifact *a = &arts[n];
-      if (tg->compile(tg, k, want, a, &d)) {
-        failed = 1;
-        continue;
-      }
-      items[n].kernel = k, items[n].target = (dsv4_target_kind)t, items[n].art = a;
-      n++;
-      const char *dump = o.emit == EMIT_LLVM ? a->llvm : o.emit == EMIT_ASM ? a->asm_text : NULL;
-      if (dump)
-        printf("; ---- kernel %s, target %s (%s)\n%s\n", k->name, dsv4_target_name((dsv4_target_kind)t),
-               k->target[t].arch, dump);
-      if (o.verbose)
-        fprintf(stderr, "dsv4c: %s [%s %s]: %zu bytes; %s\n", k->name, dsv4_target_name((dsv4_target_kind)t),
-                k->target[t].arch, a->code_len, a->note);
+      jobs[nj].kernel = k, jobs[nj].target = (dsv4_target_kind)t, jobs[nj].want = want;
+      nj++;
     }
+  }
+  dsv4_run_jobs(jobs, nj, o.jobs > 0 ? o.jobs : dsv4_cpu_count());
+  /* a sweep variant a code generator refuses (a rule the checker does not
+   * know) is a rejected variant with that reason, not a failed build: it
+   * leaves the bundle on every target, and the manifest says why */
+  static unsigned char refused[DSV4_MAX_KERNELS];
+  int nrefused = 0;
+  for (int i = 0; i < nj; i++) {
+    dsv4_job *j = &jobs[i];
+    dsv4_variant *v = (dsv4_variant *)dsv4_plan_variant(&plan, j->kernel->name);
+    int k = (int)(j->kernel - plan.kernels);
+    if (!j->failed || !v || refused[k])
+      continue;
+    refused[k] = 1, nrefused++;
+    v->kernel = -1;
+    snprintf(v->reason, sizeof v->reason, "code generation for %s: %.*s", dsv4_target_name(j->target),
+             (int)sizeof v->reason - 40, j->diags.n ? j->diags.items[0].msg : "failed");
+    if (nrefused == 1 || o.verbose)
+      fprintf(stderr, "dsv4c: note: sweep variant %s left out: %s\n", j->kernel->name, v->reason);
+  }
+  if (nrefused > 1 && !o.verbose)
+    fprintf(stderr, "dsv4c: note: %d sweep variants left out in all (-v, --emit plan or the sweep manifest says why)\n",
+            nrefused);
+  for (int i = 0; i < nj; i++) {
+    dsv4_job *j = &jobs[i];
+    if (refused[j->kernel - plan.kernels]) {
+      j->failed = 1; /* out of the bundle, its diagnostics a note above */
+      continue;
+    }
+    for (int g = 0; g < j->diags.n; g++)
+      dsv4_diag_add(&d, &j->diags.items[g]);
+    d.errors += j->diags.errors - count_errors(&j->diags); /* those it could not keep */
+    if (j->failed) {
+      failed = 1;
+      continue;
+    }
+    const dsv4_kernel *k = j->kernel;
+    dsv4_target_kind t = j->target;
+    dsv4_artifact *a = &j->art;
+    const char *dump = o.emit == EMIT_LLVM ? a->llvm : o.emit == EMIT_ASM ? a->asm_text : NULL;
+    if (dump)
+      printf("; ---- kernel %s, target %s (%s)\n%s\n", k->name, dsv4_target_name(t), k->target[t].arch, dump);
+    if (o.verbose)
+      fprintf(stderr, "dsv4c: %s [%s %s]: %zu bytes; %s\n", k->name, dsv4_target_name(t), k->target[t].arch,
+              a->code_len, a->note);
+  }
+  /* a tuned build keeps the winners whose code is the code measured */
+  if (!failed && o.lock) {
+    int used = dsv4_tuned_verify(&plan, o.lock, jobs, nj, keep, &fresh, &d);
+    if (o.verbose)
+      fprintf(stderr, "dsv4c: %s: %d fresh entries choose kernels\n", o.lock, used);
+  }
+  for (int i = 0; i < nj; i++) {
+    dsv4_job *j = &jobs[i];
+    if (j->failed || !keep[j->kernel - plan.kernels] || refused[j->kernel - plan.kernels])
+      continue;
+    items[n].kernel = j->kernel, items[n].target = j->target, items[n].art = &j->art;
+    n++;
   }
   print_diags(&d);
   if (!failed && n == 0) {
@@ -311,10 +425,25 @@ int main(int argc, char **argv)
         failed |= write_out(o.outdir, name, items[i].art->aux, items[i].art->aux_len);
       }
     }
+    spec_stem(o.spec, stem, sizeof stem);
+    /* a spec with sweeps: the manifest dsv4c-tune reads beside the bundle */
+    if (!failed && plan.nsweeps && !o.lock) {
+      size_t mlen;
+      char *m = dsv4_sweep_manifest(&plan, o.spec, jobs, nj, &mlen);
+      snprintf(name, sizeof name, "%s.sweep.json", stem);
+      failed |= !m || write_out(o.outdir, name, m, mlen);
+      free(m);
+    }
+    if (!failed && o.lock) { /* the entries the tuned bundle's kernels were chosen by */
+      size_t llen;
+      char *l = dsv4_lock_format(&fresh, &llen);
+      snprintf(name, sizeof name, "%s.lock", stem);
+      failed |= !l || write_out(o.outdir, name, l, llen);
+      free(l);
+    }
     unsigned char *bundle = NULL;
     size_t blen = 0;
     if (!failed && dsv4_bundle_build(items, n, &bundle, &blen, &d) == 0) {
-      spec_stem(o.spec, stem, sizeof stem);
       snprintf(name, sizeof name, "%s.dsv4b", stem);
       failed |= write_out(o.outdir, name, bundle, blen);
       if (o.verbose && !failed)
@@ -325,7 +454,9 @@ int main(int argc, char **argv)
     }
     free(bundle);
   }
-  for (int i = 0; i < n; i++)
-    dsv4_artifact_free(&arts[i]);
+  for (int i = 0; i < nj; i++)
+    dsv4_artifact_free(&jobs[i].art);
+  free(jobs);
+  dsv4_lock_free(&fresh);
   return failed ? 1 : 0;
 }

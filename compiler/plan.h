@@ -18,7 +18,7 @@
 #define DSV4_NAME_MAX 48
 #define DSV4_ARCH_MAX 16
 #define DSV4_PATH_MAX 256
-#define DSV4_MAX_KERNELS 64
+#define DSV4_MAX_KERNELS 256 /* a bundle's most entries (DSV4_BUNDLE_MAX_ENTRIES): a sweep's variants */
 #define DSV4_MAX_LAYOUTS 32
 
 /* Targets: X(enum suffix, spec/CLI name, artifact extension, default arch). */
@@ -84,13 +84,57 @@ typedef struct {
   int line;
 } dsv4_kernel;
 
+/* Sweeps (compiler/spec/sweep.c, docs/tuning.md): a kernel{} with a sweep
+ * field stands for the product of its swept fields' values, each point a
+ * variant named <kernel>__<tag><value>_...; a variant the constraints or
+ * the checker refuse is kept here with the reason, not compiled. */
+#define DSV4_MAX_SWEEPS 16
+#define DSV4_SWEEP_PARAMS 8    /* swept fields a sweep */
+#define DSV4_SWEEP_VALUES 16   /* values a field */
+#define DSV4_MAX_VARIANTS 1024 /* variants a spec, expanded and rejected */
+#define DSV4_SWEEP_REASON 512
+
+typedef struct {
+  char field[32];                     /* "tile.heads_per_cta", "v_dim" */
+  char tag[8];                        /* its part of a variant's name: "h" */
+  int nvalues;
+  char value[DSV4_SWEEP_VALUES][24];  /* as the spec gave them: "64", "true", "bf16x2" */
+} dsv4_sweep_param;
+
+typedef struct {
+  char kernel[DSV4_NAME_MAX]; /* the kernel{}'s name: the variants' prefix and the lockfile's kernel */
+  dsv4_op op;
+  char file[DSV4_PATH_MAX];   /* where the kernel{} was declared */
+  int line;
+  int nparams;                /* sorted by field */
+  dsv4_sweep_param param[DSV4_SWEEP_PARAMS];
+  int nconstraints;
+  int first, nvariants;       /* plan->variants[first, first + nvariants), in expansion order */
+} dsv4_sweep;
+
+typedef struct {
+  char name[DSV4_NAME_MAX];
+  int sweep;                               /* plan->sweeps[sweep] */
+  int kernel;                              /* expanded: its index in plan->kernels; rejected: -1 */
+  unsigned char value[DSV4_SWEEP_PARAMS];  /* each field's value, an index into its param's values */
+  char reason[DSV4_SWEEP_REASON];          /* rejected: the constraint's or the checker's message */
+} dsv4_variant;
+
 typedef struct {
   char file[DSV4_PATH_MAX];
+  char spec_hash[65]; /* SHA-256 of the spec and the files it includes (spec/sweep.c): the lockfile's key */
   int nlayouts;
   dsv4_layout layouts[DSV4_MAX_LAYOUTS];
   int nkernels;
   dsv4_kernel kernels[DSV4_MAX_KERNELS];
+  int nsweeps;
+  dsv4_sweep sweeps[DSV4_MAX_SWEEPS];
+  int nvariants;
+  dsv4_variant variants[DSV4_MAX_VARIANTS];
 } dsv4_plan;
+
+/* The sweep variant named name (NULL when none). */
+const dsv4_variant *dsv4_plan_variant(const dsv4_plan *p, const char *name);
 
 const char *dsv4_op_name(dsv4_op op);
 dsv4_op dsv4_op_from_name(const char *s);

@@ -4,18 +4,17 @@
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../compiler/kernels/gen.h"
 #include "../compiler/lower.h"
 
-/* Register the targets LLVM was built with, once. */
-static void init_targets(void)
+/* Register the targets LLVM was built with, once (dsv4c calls it before
+ * its compile threads start; the once guard keeps other callers right). */
+static void init_targets_once(void)
 {
-  static int done;
-  if (done)
-    return;
   LLVMInitializeAllTargetInfos();
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
@@ -30,7 +29,12 @@ static void init_targets(void)
    * needs a 32-bit address (nvptx.c's saddr) would still truncate right. */
   const char *opts[] = {"dsv4c", "-nvptx-short-ptr"};
   LLVMParseCommandLineOptions(2, opts, NULL);
-  done = 1;
+}
+
+void dsv4_llvm_init(void)
+{
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, init_targets_once);
 }
 
 /* Emit the module as the given file type into a malloc'd buffer. */
@@ -54,7 +58,7 @@ int dsv4_llvm_compile(const dsv4_target_ir *ir, const dsv4_kernel *k, const char
                       unsigned want, int want_obj, dsv4_artifact *a, char **asm_out, unsigned char **obj,
                       size_t *obj_len, dsv4_diags *d)
 {
-  init_targets();
+  dsv4_llvm_init();
   const char *triple = ir->triple(cpu);
   char *err = NULL;
   LLVMTargetRef tgt;

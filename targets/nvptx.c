@@ -655,10 +655,15 @@ static const char *ptx_features(const char *arch)
 
 /* Assemble with ptxas when present: what LLVM accepts but the driver
  * would reject is caught here, before the artifact is written. */
-static int ptxas_check(const dsv4_kernel *k, const char *arch, const char *ptx, dsv4_artifact *a, dsv4_diags *d)
+static int ptxas_check(const dsv4_kernel *k, const char *arch, const char *ptx, unsigned want, dsv4_artifact *a,
+                       dsv4_diags *d)
 {
   static const char *const cands[] = {"ptxas", "/usr/local/cuda/bin/ptxas", NULL};
   char tool[512], dir[512], in[600];
+  if (want & DSV4_WANT_NO_PTXAS) {
+    snprintf(a->note, sizeof a->note, "ptxas left out (--no-ptxas): PTX checked by LLVM only");
+    return 0;
+  }
   if (!dsv4_find_tool(cands, tool, sizeof tool)) {
     snprintf(a->note, sizeof a->note, "ptxas not found: PTX checked by LLVM only");
     return 0;
@@ -701,7 +706,7 @@ static int ptx_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned want
     free(ptx);
     return 1;
   }
-  if (ptxas_check(k, arch, ptx, a, d)) {
+  if (ptxas_check(k, arch, ptx, want, a, d)) {
     free(ptx);
     return 1;
   }

@@ -91,18 +91,23 @@ static int spirv_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned wa
                          dsv4_diags *d)
 {
   (void)t;
-  static dsv4_spirv_request rq;
-  memset(&rq, 0, sizeof rq);
-  memcpy(rq.magic, DSV4_SPQ_MAGIC, 8);
-  rq.kernel_size = sizeof(dsv4_kernel);
-  rq.want = want;
-  rq.kernel = *k;
+  /* one request a call (compiles run on several threads: dsv4c -j) */
+  dsv4_spirv_request *rq = calloc(1, sizeof *rq);
+  if (!rq) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': out of memory for the SPIR-V helper's request", k->name);
+    return 1;
+  }
+  memcpy(rq->magic, DSV4_SPQ_MAGIC, 8);
+  rq->kernel_size = sizeof(dsv4_kernel);
+  rq->want = want & (DSV4_WANT_LLVM | DSV4_WANT_ASM);
+  rq->kernel = *k;
   char hb[1100];
   char *argv[] = {(char *)helper_path(hb, sizeof hb), NULL};
   unsigned char *out = NULL;
   size_t on = 0;
   char *err = NULL;
-  int st = dsv4_run_tool(argv, &rq, sizeof rq, &out, &on, &err);
+  int st = dsv4_run_tool(argv, rq, sizeof *rq, &out, &on, &err);
+  free(rq);
   const unsigned char *p = out, *end = out + on;
   uint32_t status = 0;
   unsigned char *spv = NULL, *bc = NULL, *ll = NULL, *msg = NULL;

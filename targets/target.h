@@ -26,6 +26,9 @@ typedef struct dsv4_target {
 } dsv4_target;
 
 const dsv4_target *dsv4_target_get(dsv4_target_kind kind);
+/* What the in-process targets need set up once per process (LLVM's target
+ * registry and options): called before compiling on several threads. */
+void dsv4_targets_init(void);
 
 /* ---- helpers shared by the target files (tool.c) ---- */
 

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,28 +42,42 @@ static int append(unsigned char **buf, size_t *len, size_t *cap, const unsigned 
   return 0;
 }
 
+/* The tool runs through posix_spawn, with every pipe end close-on-exec:
+ * dsv4c compiles on several threads (-j), each of which may start tools,
+ * and a tool must inherit no other thread's pipe (or that thread would not
+ * see its own tool's end of file until this one ended). */
 int dsv4_run_tool(char *const argv[], const void *in, size_t in_len, unsigned char **out, size_t *out_len,
                   char **err_out)
 {
-  int pin[2], pout[2], perr[2];
+  int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
   *out = NULL, *out_len = 0, *err_out = NULL;
-  if (pipe(pin) || pipe(pout) || pipe(perr)) {
+  if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)) {
+    for (int i = 0; i < 2; i++)
+      if (pin[i] >= 0)
+        close(pin[i]);
+    for (int i = 0; i < 2; i++)
+      if (pout[i] >= 0)
+        close(pout[i]);
     *err_out = strdup("cannot create pipes");
     return -1;
   }
-  pid_t pid = fork();
-  if (pid < 0) {
-    *err_out = strdup("cannot fork");
-    return -1;
-  }
-  if (pid == 0) {
-    dup2(pin[0], 0), dup2(pout[1], 1), dup2(perr[1], 2);
-    close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]), close(perr[0]), close(perr[1]);
-    execvp(argv[0], argv);
-    fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
-    _exit(127);
-  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pin[0], 0); /* dup2 clears close-on-exec on 0, 1, 2 */
+  posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, perr[1], 2);
+  pid_t pid;
+  extern char **environ;
+  int se = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
   close(pin[0]), close(pout[1]), close(perr[1]);
+  if (se) {
+    close(pin[1]), close(pout[0]), close(perr[0]);
+    char m[600];
+    snprintf(m, sizeof m, "cannot run %s: %s", argv[0], strerror(se));
+    *err_out = strdup(m);
+    return 127;
+  }
   signal(SIGPIPE, SIG_IGN);
   size_t olen = 0, ocap = 0, elen = 0, ecap = 0, sent = 0;
   unsigned char *obuf = NULL, *ebuf = NULL;

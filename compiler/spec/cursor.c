@@ -86,6 +86,7 @@ const char *sc_field_name(const cursor *k, const char *key, char *buf, size_t n)
 void sc_missing(cursor *k, const char *what, const char *key)
 {
   char fb[128];
+  k->c->structural++;
   if (k->npath == 0)
     sc_field_error(k, NULL, "%s: missing required %s '%s'", k->what, what, key);
   else
@@ -126,7 +127,7 @@ int sc_check_known(cursor *k, const char *const *allowed)
     lua_pop(L, 1);
     if (lua_type(L, -1) != LUA_TSTRING) {
       FERR(k, NULL, "has a positional or non-string key; only named fields are allowed here");
-      bad = 1;
+      bad = 1, k->c->structural++;
       continue;
     }
     const char *key = lua_tostring(L, -1);
@@ -146,7 +147,7 @@ int sc_check_known(cursor *k, const char *const *allowed)
                     hint);
       else
         sc_field_error(k, key, "%s: unknown field '%s'", k->what, sc_field_name(k, key, fb, sizeof fb));
-      bad = 1;
+      bad = 1, k->c->structural++;
     }
   }
   return bad;
@@ -178,7 +179,7 @@ int sc_get_int(cursor *k, const char *key, int required, long lo, long hi, long 
       FERR(k, key, "must be an integer, got %g", lua_tonumber(L, -1));
     else
       FERR(k, key, "must be an integer, got a %s", luaL_typename(L, -1));
-    rc = 1;
+    rc = 1, k->c->structural++;
   } else {
     lua_Integer v = lua_tointeger(L, -1);
     if (v < lo || v > hi) {
@@ -206,7 +207,7 @@ int sc_get_str(cursor *k, const char *key, int required, const char *def, char *
     snprintf(buf, n, "%s", def ? def : "");
   } else if (t != LUA_TSTRING) {
     FERR(k, key, "must be a string, got a %s", luaL_typename(L, -1));
-    rc = 1;
+    rc = 1, k->c->structural++;
   } else {
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
@@ -232,7 +233,7 @@ int sc_get_bool(cursor *k, const char *key, int def, int32_t *out)
     *out = def;
   else if (t != LUA_TBOOLEAN) {
     FERR(k, key, "must be true or false, got a %s", luaL_typename(L, -1));
-    rc = 1;
+    rc = 1, k->c->structural++;
   } else
     *out = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -250,6 +251,7 @@ int sc_enter(cursor *k, const char *key, cursor *sub, int required)
         sc_missing(k, "table", key);
     } else
       FERR(k, key, "must be a table, got a %s", luaL_typename(L, -1));
+    k->c->structural += t != LUA_TNIL || required;
     lua_pop(L, 1);
     return t == LUA_TNIL ? 1 : -1;
   }

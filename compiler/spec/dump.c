@@ -114,5 +114,28 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       if (k->target[t].enabled)
         dump_launch(&b, k, (dsv4_target_kind)t);
   }
+  /* each sweep: its fields, then every variant, expanded or rejected with the reason */
+  for (int i = 0; i < p->nsweeps; i++) {
+    const dsv4_sweep *sw = &p->sweeps[i];
+    int expanded = 0;
+    for (int v = sw->first; v < sw->first + sw->nvariants; v++)
+      expanded += p->variants[v].kernel >= 0;
+    sb_printf(&b, "sweep %s (%s:%d): op %s, %d field(s), %d constraint(s); %d variants: %d expanded, %d rejected\n",
+              sw->kernel, sw->file, sw->line, dsv4_op_name(sw->op), sw->nparams, sw->nconstraints, sw->nvariants,
+              expanded, sw->nvariants - expanded);
+    for (int f = 0; f < sw->nparams; f++) {
+      sb_printf(&b, "  field %s (tag %s):", sw->param[f].field, sw->param[f].tag);
+      for (int x = 0; x < sw->param[f].nvalues; x++)
+        sb_printf(&b, " %s", sw->param[f].value[x]);
+      sb_printf(&b, "\n");
+    }
+    for (int v = sw->first; v < sw->first + sw->nvariants; v++) {
+      const dsv4_variant *var = &p->variants[v];
+      if (var->kernel >= 0)
+        sb_printf(&b, "  expanded %s\n", var->name);
+      else
+        sb_printf(&b, "  rejected %s: %s\n", var->name, var->reason);
+    }
+  }
   return b.s;
 }

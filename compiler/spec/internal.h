@@ -5,6 +5,7 @@
  *   cursor.c  source text, field positions, reading typed fields
  *   layout.c  layout{} tables into dsv4_layout, and the layout rules
  *   kernel.c  kernel{} tables: targets, tile, the per-op rules
+ *   sweep.c   a kernel{}'s sweep: its variants, each checked by kernel.c
  *   sandbox.c the bounded Lua sandbox (sandbox.h)
  *   spec.c    dsv4_spec_load: the sandbox, then the checks
  *   dump.c    --emit plan
@@ -39,6 +40,8 @@ typedef struct {
   dsv4_plan *plan;
   src_file files[FILES_MAX];
   int nfiles;
+  int structural; /* errors of the spec's form (an unknown field, a wrong type, a missing field): a sweep
+                     variant with one is a spec error, one without is a rejected variant (sweep.c) */
 } checker;
 
 /* A place in the spec: the table at stack index idx, built by a call at
@@ -82,5 +85,11 @@ int sc_check_layout_table(checker *c, int idx, const char *owner, dsv4_layout *l
 /* kernel.c: one kernel{} table; every queued one (through lua_pcall) */
 int sc_check_kernel(checker *c, int idx);
 int sc_check_all(lua_State *L);
+const char *const *sc_tile_fields(dsv4_op op);
+/* sweep.c: whether the kernel{} table at idx has a sweep field; its
+ * expansion into checked variants; the spec's hash (spec.c calls it) */
+int sc_has_sweep(checker *c, int idx);
+int sc_check_sweep(checker *c, int idx);
+void sc_spec_hash(checker *c, const char *path);
 
 #endif

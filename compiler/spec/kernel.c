@@ -99,19 +99,26 @@ static int check_p_format(cursor *t, dsv4_tile *tl)
   return 0;
 }
 
-static int check_tile(cursor *k, dsv4_kernel *kn)
+/* The tile fields each op takes (also what a sweep may vary: sweep.c). */
+const char *const *sc_tile_fields(dsv4_op op)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
   static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch", "p",
                                              NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
+  return op == DSV4_OP_TOPK ? topk_known : op == DSV4_OP_SPARSE_DECODE ? decode_known
+                                         : op == DSV4_OP_PAGED_MQA_LOGITS ? logits_known : known;
+}
+
+static int check_tile(cursor *k, dsv4_kernel *kn)
+{
   int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
   if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
     cursor t;
     if (sc_enter(k, "tile", &t, 1))
       return 1;
-    int bad = sc_check_known(&t, topk_known);
+    int bad = sc_check_known(&t, sc_tile_fields(kn->op));
     bad |= sc_get_int(&t, "threads", 1, 32, 1024, 0, &kn->tile.tokens_per_cta);
     kn->tile.values_per_thread = kn->tile.tokens_per_thread = kn->tile.interleave = 1;
     kn->tile.threads = kn->tile.tokens_per_cta;
@@ -127,7 +134,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   cursor t;
   if (sc_enter(k, "tile", &t, 1))
     return 1;
-  int bad = sc_check_known(&t, decode ? decode_known : logits ? logits_known : known);
+  int bad = sc_check_known(&t, sc_tile_fields(kn->op));
   dsv4_tile *tl = &kn->tile;
   if (decode || logits)
     bad |= sc_get_bool(&t, "matrix", 0, &tl->matrix);
@@ -454,7 +461,8 @@ static int choose_forms(cursor *k, dsv4_kernel *kn)
 /* One kernel{} table (on the stack top) into the plan. */
 int sc_check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k", NULL};
+  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k",
+                                      "sweep", NULL};
   dsv4_plan *p = c->plan;
   if (p->nkernels == DSV4_MAX_KERNELS) {
     dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
@@ -547,7 +555,8 @@ int sc_check_all(lua_State *L)
   }
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, list, i);
-    rc |= sc_check_kernel(c, lua_gettop(L));
+    /* a kernel{} with a sweep stands for its variants (sweep.c) */
+    rc |= sc_has_sweep(c, lua_gettop(L)) ? sc_check_sweep(c, lua_gettop(L)) : sc_check_kernel(c, lua_gettop(L));
     lua_pop(L, 1);
   }
   lua_pushinteger(L, rc);

@@ -28,7 +28,7 @@
 
 #define HOOK_STEP 100     /* VM instructions between budget checks */
 #define INCLUDE_DEPTH 16  /* files open at once through include() */
-#define INCLUDED_KEY "dsv4.included" /* registry: real path -> the file's value */
+#define INCLUDED_KEY DSV4_SPEC_INCLUDED_KEY /* registry: real path -> the file's value */
 
 typedef struct {
   char shown[DSV4_PATH_MAX]; /* as the spec named it (the chunk's source) */

@@ -22,6 +22,7 @@
 
 #define DSV4_SPEC_POS_KEY "dsv4.pos"         /* registry: table -> {file, line} */
 #define DSV4_SPEC_KERNELS_KEY "dsv4.kernels" /* registry: list of kernel tables */
+#define DSV4_SPEC_INCLUDED_KEY "dsv4.included" /* registry: real path of each included file -> its value */
 
 typedef struct dsv4_sandbox dsv4_sandbox;
 

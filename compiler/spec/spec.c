@@ -32,6 +32,8 @@ int dsv4_spec_load(const char *path, const dsv4_spec_opts *opts, dsv4_plan *plan
     return 1;
   c.L = dsv4_sandbox_state(sb);
   int rc = dsv4_sandbox_run(sb, path, d);
+  if (!rc)
+    sc_spec_hash(&c, path); /* the spec and what it included: the tuning lockfile's key */
   /* checking runs protected and bounded: a metamethod in the spec's tables may raise or loop */
   if (!rc && dsv4_sandbox_call(sb, sc_check_all, &c, &rc, d))
     rc = 1;

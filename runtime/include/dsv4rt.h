@@ -46,6 +46,8 @@ typedef enum dsv4rt_status {
                                        the same cl_mem, or overlapping CUDA address ranges) */
   DSV4RT_ERR_NOT_FINITE = 15,       /* a float argument that is NaN or infinite */
   DSV4RT_ERR_BAD_CONTENTS = 16,     /* check_contents: a length or index in device memory outside its contract */
+  DSV4RT_ERR_STALE_TUNING = 17,     /* dsv4rt_bundle_load_tuning: entries measured on other code (another spec,
+                                       toolchain or bundle), left out; the fresh ones are loaded */
   DSV4RT_STATUS_FORCE_32BIT = 0x7fffffff
 } dsv4rt_status;
 
@@ -164,6 +166,47 @@ typedef struct dsv4rt_kernel_info {
   int shared_bytes;          /* dynamic shared memory a launch takes */
 } dsv4rt_kernel_info;
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_kernel_info *out);
+
+/* ---- tuning (docs/tuning.md) ----
+ *
+ * dsv4c-tune measures the variants of a spec's sweeps on the shapes of a
+ * workload and writes a lockfile: per GPU model and shape bucket, every
+ * variant's times and correctness gate and the winner.  A bundle that has
+ * loaded one runs, in an op call made without opts->kernel, the winner of
+ * the call's shape bucket; a shape no entry covers gets the default choice
+ * (the first kernel of the op that runs here, the matrix form preferred).
+ * The bucket of a call (lock.h, dsv4_shape_bucket) rounds up to powers of
+ * two: sparse_decode n_tokens, heads, topk and extra_topk (0 without an
+ * extra cache), with extra_block_size exact; paged_mqa_logits batch and
+ * row_len, with next_n exact; the other ops their main count (n, num_requests,
+ * n_tokens, rows). */
+
+/* Load the lockfile at path into b (replacing b's earlier choices; NULL
+ * clears them).  An entry is used when it is for this device's GPU model
+ * (the device name before " (") and its winner is a kernel of b, of the
+ * entry's target, that runs here with the very code that was measured (the
+ * SHA-256 of its code in b equals the lockfile's).  Entries of other GPU
+ * models are left out silently.  Any other entry is stale (its winner is
+ * missing or its code differs: b was built from another spec or
+ * toolchain): it is never used, and the call returns
+ * DSV4RT_ERR_STALE_TUNING naming it, with the fresh entries loaded all the
+ * same.  DSV4RT_ERR_IO when the file cannot be read and
+ * DSV4RT_ERR_BUNDLE_FORMAT when it is not a lockfile: nothing is loaded
+ * then and the earlier choices stay. */
+DSV4RT_API dsv4rt_status dsv4rt_bundle_load_tuning(dsv4rt_bundle *b, const char *path);
+/* The same from the lockfile's text (len bytes). */
+DSV4RT_API dsv4rt_status dsv4rt_bundle_load_tuning_text(dsv4rt_bundle *b, const char *text, size_t len);
+/* The number of (op, bucket) choices b holds (0 for NULL). */
+DSV4RT_API int dsv4rt_bundle_tuning_count(const dsv4rt_bundle *b);
+/* The kernel tuning chooses for a call of op (its name, e.g. "sparse_decode")
+ * with these dims (sparse_decode: n_tokens, heads, topk, extra_topk,
+ * extra_block_size; paged_mqa_logits: batch, next_n, row_len; the other
+ * ops: their main count): its name, owned by b, or NULL when no entry
+ * covers the call's bucket (the default choice then applies). */
+DSV4RT_API const char *dsv4rt_bundle_tuned_kernel(const dsv4rt_bundle *b, const char *op, const int64_t *dims, int ndims);
+/* Entry i's code hash as a tuning lockfile records it: the SHA-256 of the
+ * code the entry holds, 64 lower-case hex digits and a NUL in hex. */
+DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_code_hash(const dsv4rt_bundle *b, int i, char hex[65]);
 
 /* ---- operations (OPS.md section 2) ----
  *

@@ -44,7 +44,10 @@ static dsv4rt_status begin(call *c, dsv4rt_bundle *b, const void *args, dsv4_op 
   if (op == DSV4_OP_SPARSE_DECODE)
     shape.heads = ((const dsv4rt_sparse_decode_args *)args)->heads,
     shape.tokens = ((const dsv4rt_sparse_decode_args *)args)->n_tokens;
-  dsv4rt_status s = rt_find(b, op, opts ? opts->kernel : NULL, &shape, &c->e);
+  const char *name = opts ? opts->kernel : NULL;
+  if (!name) /* tuning's winner for the call's shape bucket, where a lockfile was loaded (choice.c) */
+    name = rt_tuned_kernel(b, op, args);
+  dsv4rt_status s = rt_find(b, op, name, &shape, &c->e);
   if (s) {
     char m[sizeof b->ctx->err];
     memcpy(m, b->ctx->err, sizeof m);

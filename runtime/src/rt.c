@@ -27,8 +27,9 @@ const char *dsv4rt_status_name(dsv4rt_status s)
                                       "unsupported bundle version", "no kernel", "backend error",
                                       "out of memory", "i/o error", "null argument",
                                       "buffer of another context", "buffer too small", "out of range",
-                                      "misaligned", "aliasing", "not finite", "bad device contents"};
-  _Static_assert(sizeof names / sizeof *names == DSV4RT_ERR_BAD_CONTENTS + 1, "a status without a name");
+                                      "misaligned", "aliasing", "not finite", "bad device contents",
+                                      "stale tuning"};
+  _Static_assert(sizeof names / sizeof *names == DSV4RT_ERR_STALE_TUNING + 1, "a status without a name");
   return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
 }
 

@@ -105,6 +105,15 @@ struct dsv4rt_bundle {
   int n;
   dsv4_bundle_entry entries[RT_MAX_ENTRIES];
   rt_loaded loaded[RT_MAX_ENTRIES];
+  /* tuning (dsv4rt_bundle_load_tuning, choice.c): held inline, so that
+   * destroying the bundle frees nothing more */
+  int nchoices;
+  struct rt_choice {
+    uint32_t op;
+    int n;
+    int64_t dim[5]; /* the bucket */
+    int entry;      /* the kernel calls of that bucket run */
+  } choices[512];
 };
 
 /* Record an error message on ctx and return status s. */
@@ -146,6 +155,9 @@ typedef struct {
 /* The default rule's rank of entry e for a call of shape s (rt.c). */
 int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s);
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const rt_shape *shape, int *entry);
+/* The kernel tuning chooses for an op call with these args (the winner of
+ * the call's shape bucket: choice.c), or NULL when no tuning covers it. */
+const char *rt_tuned_kernel(const dsv4rt_bundle *b, dsv4_op op, const void *args);
 
 /* dlopen-style loading behind three functions (dl.c). */
 void *rt_dlopen(const char *const *names);

@@ -5,9 +5,24 @@
 # generated code did not.  Not a CTest: a change that rightly alters code
 # makes a new baseline.
 #   usage: check_baseline.sh [DSV4C] [BASELINE]
+#          check_baseline.sh --make DSV4C OUT   (write a baseline of the same
+#          specs, in the same form, from that dsv4c: a change that rightly
+#          alters code makes the next one, e.g. tests/artifacts/*.sha256)
 # defaults: build/bin/dsv4c, ../shared/baselines/artifacts-8aee285.sha256
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "${1:-}" = --make ]; then
+  dsv4c=$2 outfile=$3 out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+  for f in "$root"/specs/*.lua "$root"/bench/*_variants.lua "$root"/tests/exec/indexer_shapes.lua; do
+    s=$(basename "$f" .lua)
+    "$dsv4c" "$f" -I "$root/specs" -o "$out/$s" 2>/dev/null || true
+  done
+  (cd "$out" && find . -type f \( -name '*.ptx' -o -name '*.hsaco' -o -name '*.spv' -o -name '*.spir12.bc' \) | sort |
+     xargs sha256sum) >"$outfile"
+  echo "$(wc -l <"$outfile") artifacts hashed into $outfile"
+  exit 0
+fi
 dsv4c=${1:-$root/build/bin/dsv4c}
 base=${2:-$root/../shared/baselines/artifacts-8aee285.sha256}
 [ -f "$base" ] || { echo "no baseline at $base: skipped"; exit 77; }

@@ -11,14 +11,14 @@ static int passed, failed;
 
 int main(void)
 {
-  for (int s = 0; s <= DSV4RT_ERR_BAD_CONTENTS; s++) {
+  for (int s = 0; s <= DSV4RT_ERR_STALE_TUNING; s++) {
     CHECK(strlen(dsv4rt_status_name((dsv4rt_status)s)) > 1 && strcmp(dsv4rt_status_name((dsv4rt_status)s), "unknown status"),
           "status %d has no name", s);
     for (int t = 0; t < s; t++)
       CHECK(strcmp(dsv4rt_status_name((dsv4rt_status)s), dsv4rt_status_name((dsv4rt_status)t)),
             "statuses %d and %d share a name", t, s);
   }
-  CHECK(!strcmp(dsv4rt_status_name((dsv4rt_status)(DSV4RT_ERR_BAD_CONTENTS + 1)), "unknown status"), "a status past the last");
+  CHECK(!strcmp(dsv4rt_status_name((dsv4rt_status)(DSV4RT_ERR_STALE_TUNING + 1)), "unknown status"), "a status past the last");
   CHECK(dsv4rt_context_create(DSV4RT_BACKEND_AUTO, 0, NULL) == DSV4RT_ERR_INVALID_ARG, "null out accepted");
   dsv4rt_context *ctx = (dsv4rt_context *)1;
   CHECK(dsv4rt_context_create(DSV4RT_BACKEND_OPENCL, -1, &ctx) == DSV4RT_ERR_INVALID_ARG && ctx == NULL,

@@ -1,0 +1,60 @@
+-- decode_sweep.lua: the sparse MLA decode's matrix forms as sweeps
+-- (docs/tuning.md), for dsv4c-tune at the V4-Pro / V4-Flash shapes:
+--   sd   sm_90a: 512 points of six tile fields; the constraints and the
+--        checker leave 144 variants (warpgroup, CTA pairs, warp form);
+--   sdw  sm_90 (no wgmma): the warp-matrix form, 48 variants.
+-- 192 variants in all.  What each field does: docs/kernels.md.
+--   dsv4c bench/decode_sweep.lua -I specs -o build/sweep --no-ptxas      (-j: every core)
+--   dsv4c-tune build/sweep/decode_sweep.dsv4b --lock decode.lock         (on the GPU)
+local L = include "layouts.lua"
+
+local tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8 }
+
+kernel {
+  name = "sd",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = tile,
+  targets = { ptx = { arch = "sm_90a" } },
+  sweep = {
+    tile = {
+      values_per_thread = { 8, 16, 32, 64 }, -- a producer lane's values of a K row
+      interleave = { 1, 2, 4, 8 },           -- in how many pieces, dim / interleave apart
+      heads_per_cta = { 16, 32, 48, 64 },    -- 64: the warpgroup form; fewer: the warp form
+      pair = { false, true },                -- CTA pairs sharing each tile's dequantization
+      prefetch = { false, true },            -- the next tile's rows into the L2
+      p = { "bf16", "bf16x2" },              -- P rounded once (FlashMLA) or as hi + lo
+    },
+    constraints = {
+      -- pairs and the L2 prefetch belong to the warpgroup form (the checker
+      -- says so too; here it costs nothing and names the rule)
+      function(v)
+        return v.heads_per_cta == 64 or not (v.pair or v.prefetch),
+          "pair and prefetch need the warpgroup form's 64 heads a CTA"
+      end,
+      -- the pair form's producers copy 8-value pieces to the peer CTA (a rule
+      -- of its generator, kernels/sparse_decode/warpgroup.c, that the checker
+      -- does not know yet)
+      function(v)
+        return not v.pair or v.values_per_thread // v.interleave == 8,
+          "CTA pairs copy pieces of 8 values: values_per_thread / interleave must be 8"
+      end,
+    },
+  },
+}
+
+kernel {
+  name = "sdw",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = tile,
+  targets = { ptx = { arch = "sm_90" } },
+  sweep = {
+    tile = {
+      values_per_thread = { 8, 16, 32, 64 },
+      interleave = { 1, 2, 4, 8 },
+      heads_per_cta = { 32, 64 },
+      p = { "bf16", "bf16x2" },
+    },
+  },
+}

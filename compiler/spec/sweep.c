@@ -1,0 +1,552 @@
+/* sweep.c -- a kernel{}'s sweep field: the variants it stands for, each
+ * checked by the kernel checker (kernel.c) as if the spec had written it
+ * out, and the spec's hash (the tuning lockfile's key; docs/tuning.md).
+ *
+ *   kernel {
+ *     name = "sd", op = "sparse_decode", layout = L.fp8_ds_mla_v4,
+ *     tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8 },
+ *     targets = { ptx = { arch = "sm_90a" } },
+ *     sweep = {
+ *       tile = { pair = { false, true }, p = { "bf16", "bf16x2" } },   -- tile fields
+ *       v_dim = { ... }, heads = { ... }, k = { ... },                  -- kernel fields of their op
+ *       constraints = { function(v) return not v.pair or v.prefetch, "pair without prefetch" end },
+ *     },
+ *   }
+ *
+ * The swept fields (sorted by their path) span a product; the first varies
+ * slowest, each field's values in the order given.  A point is a variant
+ * named <kernel>__<tag><value>_<tag><value>... (tags: `tags` below;
+ * booleans as 0 / 1).  A constraint is called with the variant's tile fields
+ * and swept fields (v.pair, v.heads_per_cta, ...); a false result (and its
+ * second result, a reason) rejects the variant.  The others are built as
+ * kernel tables and checked by sc_check_kernel with their diagnostics kept
+ * aside: a variant the checker refuses (a shape that does not fit, a form
+ * the target lacks) is rejected with the checker's own message, while an
+ * error of the spec's form (an unknown field, a wrong type: the checker's
+ * `structural` count) is the spec's error, reported as such.  A sweep
+ * whose every variant is rejected is an error.
+ */
+#include "internal.h"
+
+#include "lock.h"
+
+/* What a sweep may vary: the field, its tag in variant names, its Lua
+ * type, and for kernel fields the op that takes them (0: a tile field,
+ * whose op is sc_tile_fields's). */
+enum { T_INT, T_BOOL, T_STR };
+static const struct {
+  const char *field, *tag;
+  int type;
+  dsv4_op op;
+} tags[] = {
+    {"values_per_thread", "v", T_INT, 0},   {"tokens_per_cta", "c", T_INT, 0},     {"heads_per_cta", "h", T_INT, 0},
+    {"tokens_per_thread", "t", T_INT, 0},   {"interleave", "i", T_INT, 0},         {"streaming", "s", T_BOOL, 0},
+    {"matrix", "m", T_BOOL, 0},             {"pair", "pair", T_BOOL, 0},           {"prefetch", "pf", T_BOOL, 0},
+    {"p", "p", T_STR, 0},                   {"heads_per_thread", "hpt", T_INT, 0}, {"threads", "thr", T_INT, 0},
+    {"v_dim", "vd", T_INT, DSV4_OP_SPARSE_DECODE}, {"heads", "nh", T_INT, DSV4_OP_PAGED_MQA_LOGITS},
+    {"k", "k", T_INT, DSV4_OP_TOPK},
+};
+#define NTAGS ((int)(sizeof tags / sizeof *tags))
+#define MAX_POINTS 4096 /* a sweep's product, before constraints */
+
+/* Read raw: a table whose reads raise reaches the kernel checker first, as
+ * before sweeps (tests/diag/metamethod.lua). */
+int sc_has_sweep(checker *c, int idx)
+{
+  lua_pushliteral(c->L, "sweep");
+  int t = lua_rawget(c->L, idx);
+  lua_pop(c->L, 1);
+  return t != LUA_TNIL;
+}
+
+const dsv4_variant *dsv4_plan_variant(const dsv4_plan *p, const char *name)
+{
+  for (int i = 0; i < p->nvariants; i++)
+    if (!strcmp(p->variants[i].name, name))
+      return &p->variants[i];
+  return NULL;
+}
+
+static int tag_of(const char *field, int tile)
+{
+  for (int i = 0; i < NTAGS; i++)
+    if (!strcmp(tags[i].field, field) && (tags[i].op == 0) == tile)
+      return i;
+  return -1;
+}
+
+/* A swept field being read: where its values are (stack index of the list). */
+typedef struct {
+  int tag, tile, list;
+} swept;
+
+/* One swept field's list of values (at the stack top) into param q; 0 or 1
+ * after an error at the field. */
+static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q)
+{
+  lua_State *L = at->c->L;
+  int list = lua_gettop(L);
+  if (lua_type(L, list) != LUA_TTABLE) {
+    FERR(at, key, "must be a list of the values to sweep, got a %s", luaL_typename(L, list));
+    at->c->structural++;
+    return 1;
+  }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, list), keys = 0;
+  lua_pushnil(L);
+  while (lua_next(L, list))
+    keys++, lua_pop(L, 1);
+  if (n < 1 || keys != n || n > DSV4_SWEEP_VALUES) {
+    FERR(at, key, "must be a list of 1 to %d values (no named fields), got %lld entries", DSV4_SWEEP_VALUES,
+         (long long)keys);
+    at->c->structural++;
+    return 1;
+  }
+  static const char *const type_name[] = {"integers", "booleans", "strings"};
+  q->nvalues = (int)n;
+  for (lua_Integer i = 1; i <= n; i++) {
+    int t = lua_rawgeti(L, list, i), ok;
+    char *out = q->value[i - 1];
+    size_t cap = sizeof q->value[i - 1];
+    if (tags[tag].type == T_INT && t == LUA_TNUMBER && lua_isinteger(L, -1))
+      ok = snprintf(out, cap, "%lld", (long long)lua_tointeger(L, -1)) > 0;
+    else if (tags[tag].type == T_BOOL && t == LUA_TBOOLEAN)
+      ok = snprintf(out, cap, "%s", lua_toboolean(L, -1) ? "true" : "false") > 0;
+    else if (tags[tag].type == T_STR && t == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, -1, &len);
+      ok = len > 0 && len < cap;
+      for (size_t j = 0; ok && j < len; j++)
+        ok = (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= '0' && s[j] <= '9') || s[j] == '_';
+      if (ok)
+        snprintf(out, cap, "%s", s);
+      else {
+        lua_pop(L, 1);
+        FERR(at, key, "value %lld must be a name of letters, digits and '_' (at most %zu): it becomes part of the "
+             "variants' names", (long long)i, cap - 1);
+        at->c->structural++;
+        return 1;
+      }
+    } else
+      ok = 0;
+    lua_pop(L, 1);
+    if (!ok) {
+      FERR(at, key, "value %lld must be one of the field's %s, got a %s", (long long)i, type_name[tags[tag].type],
+           lua_typename(L, t));
+      at->c->structural++;
+      return 1;
+    }
+    for (lua_Integer j = 1; j < i; j++)
+      if (!strcmp(q->value[j - 1], out)) {
+        FERR(at, key, "lists the value %s twice", out);
+        at->c->structural++;
+        return 1;
+      }
+  }
+  return 0;
+}
+
+/* Push value v of swept field s (as the Lua value it was). */
+static void push_value(lua_State *L, const swept *s, int v)
+{
+  lua_rawgeti(L, s->list, v + 1);
+}
+
+static int cmp_param(const void *a, const void *b)
+{
+  return strcmp(((const dsv4_sweep_param *)a)->field, ((const dsv4_sweep_param *)b)->field);
+}
+
+/* Where a constraint function was written ("file:line"). */
+static void fn_where(lua_State *L, int idx, char *buf, size_t n)
+{
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
+    snprintf(buf, n, "%s:%d", ar.source[0] == '@' ? ar.source + 1 : ar.short_src, ar.linedefined);
+  else
+    snprintf(buf, n, "?");
+}
+
+int sc_check_sweep(checker *c, int idx)
+{
+  lua_State *L = c->L;
+  dsv4_plan *p = c->plan;
+  int top = lua_gettop(L);
+  char file[DSV4_PATH_MAX] = "";
+  int line = 0;
+  sc_table_pos(c, idx, file, sizeof file, &line);
+  char name[DSV4_NAME_MAX], opname[32], what[96];
+  cursor k = {.c = c, .idx = idx, .file = file, .line = line, .what = "kernel"};
+  /* a name and an op first: without them there is nothing to sweep, and the
+   * kernel checker says what is wrong */
+  int pre = c->structural;
+  dsv4_diags *real = c->d, *probe = lua_newuserdatauv(L, sizeof *probe, 0);
+  memset(probe, 0, sizeof *probe);
+  c->d = probe;
+  int bad = sc_get_str(&k, "name", 1, "", name, sizeof name) || sc_get_str(&k, "op", 1, "", opname, sizeof opname);
+  c->d = real;
+  c->structural = pre;
+  dsv4_op op = bad ? DSV4_OP_NONE : dsv4_op_from_name(opname);
+  int ident = (name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') || name[0] == '_';
+  for (const char *q = name; *q && ident; q++)
+    ident = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
+  if (op == DSV4_OP_NONE || !ident) {
+    lua_settop(L, top);
+    return sc_check_kernel(c, idx); /* which reports the name or the op */
+  }
+  snprintf(what, sizeof what, "kernel '%s'", name);
+  k.what = what;
+  if (p->nsweeps == DSV4_MAX_SWEEPS) {
+    FERR(&k, "sweep", "is one sweep more than the %d a spec may hold", DSV4_MAX_SWEEPS);
+    lua_settop(L, top);
+    return 1;
+  }
+  dsv4_sweep *sw = &p->sweeps[p->nsweeps];
+  memset(sw, 0, sizeof *sw);
+  snprintf(sw->kernel, sizeof sw->kernel, "%s", name);
+  snprintf(sw->file, sizeof sw->file, "%s", file);
+  sw->line = line, sw->op = op;
+  cursor s;
+  if (sc_enter(&k, "sweep", &s, 1)) {
+    lua_settop(L, top);
+    return 1;
+  }
+  static const char *const sweep_known[] = {"tile", "v_dim", "heads", "k", "constraints", NULL};
+  bad = sc_check_known(&s, sweep_known);
+  /* the swept fields: sweep.tile.<field> and sweep.<kernel field> */
+  swept sv[DSV4_SWEEP_PARAMS];
+  int ns = 0;
+  cursor st;
+  int has_tile = sc_enter(&s, "tile", &st, 0);
+  if (has_tile < 0)
+    bad = 1;
+  if (has_tile == 0) {
+    const char *const *fields = sc_tile_fields(op);
+    lua_pushnil(L);
+    while (!bad && lua_next(L, st.idx)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) {
+        FERR(&st, NULL, "has a positional or non-string key; name the tile fields to sweep");
+        c->structural++, bad = 1;
+        break;
+      }
+      const char *f = lua_tostring(L, -1);
+      int known = 0;
+      for (const char *const *a = fields; *a; a++)
+        known |= !strcmp(*a, f);
+      int tg = tag_of(f, 1);
+      if (!known || tg < 0) {
+        char list[256] = "";
+        for (const char *const *a = fields; *a; a++)
+          snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", *a);
+        FERR(&st, f, "is not a tile field of op '%s' (one of %s)", dsv4_op_name(op), list);
+        c->structural++, bad = 1;
+        break;
+      }
+      if (ns == DSV4_SWEEP_PARAMS) {
+        FERR(&s, NULL, "sweeps more than %d fields", DSV4_SWEEP_PARAMS);
+        c->structural++, bad = 1;
+        break;
+      }
+      lua_pushvalue(L, -1);
+      lua_gettable(L, st.idx);
+      dsv4_sweep_param *q = &sw->param[ns];
+      snprintf(q->field, sizeof q->field, "tile.%s", f);
+      snprintf(q->tag, sizeof q->tag, "%s", tags[tg].tag);
+      if (read_values(&st, f, tg, q)) {
+        bad = 1;
+        break;
+      }
+      lua_insert(L, -2); /* keep the list below the key */
+      sv[ns++] = (swept){tg, 1, 0};
+    }
+    /* the lists sit on the stack in order; remember their slots */
+    for (int i = 0, slot = st.idx + 1; i < ns; i++, slot++)
+      sv[i].list = slot;
+  }
+  for (int t = 0; t < NTAGS && !bad; t++) {
+    if (!tags[t].op)
+      continue;
+    if (lua_getfield(L, s.idx, tags[t].field) == LUA_TNIL) {
+      lua_pop(L, 1);
+      continue;
+    }
+    if (tags[t].op != op) {
+      FERR(&s, tags[t].field, "sweeps a field of op '%s' only", dsv4_op_name(tags[t].op));
+      c->structural++, bad = 1;
+      break;
+    }
+    if (ns == DSV4_SWEEP_PARAMS) {
+      FERR(&s, NULL, "sweeps more than %d fields", DSV4_SWEEP_PARAMS);
+      c->structural++, bad = 1;
+      break;
+    }
+    dsv4_sweep_param *q = &sw->param[ns];
+    snprintf(q->field, sizeof q->field, "%s", tags[t].field);
+    snprintf(q->tag, sizeof q->tag, "%s", tags[t].tag);
+    if (read_values(&s, tags[t].field, t, q)) {
+      bad = 1;
+      break;
+    }
+    sv[ns] = (swept){t, 0, lua_gettop(L)};
+    ns++;
+  }
+  if (!bad && ns == 0) {
+    FERR(&k, "sweep", "sweeps no field (give sweep.tile.<field> = { values }, or v_dim, heads or k)");
+    c->structural++, bad = 1;
+  }
+  /* the constraints: a list of functions */
+  int ncons = 0, cons = 0;
+  if (!bad) {
+    int t = lua_getfield(L, s.idx, "constraints");
+    cons = lua_gettop(L);
+    if (t == LUA_TTABLE) {
+      ncons = (int)lua_rawlen(L, cons);
+      for (int i = 1; i <= ncons && !bad; i++) {
+        if (lua_rawgeti(L, cons, i) != LUA_TFUNCTION) {
+          FERR(&s, "constraints", "entry %d must be a function(v) returning true to keep a variant (false and a "
+               "reason to reject it), got a %s", i, luaL_typename(L, -1));
+          c->structural++, bad = 1;
+        }
+        lua_pop(L, 1);
+      }
+    } else if (t != LUA_TNIL) {
+      FERR(&s, "constraints", "must be a list of functions, got a %s", luaL_typename(L, -1));
+      c->structural++, bad = 1;
+    }
+  }
+  if (bad) {
+    lua_settop(L, top);
+    return 1;
+  }
+  /* the fields sorted by path (the order names and the product take) */
+  dsv4_sweep_param sorted[DSV4_SWEEP_PARAMS];
+  swept ssorted[DSV4_SWEEP_PARAMS];
+  int order[DSV4_SWEEP_PARAMS];
+  memcpy(sorted, sw->param, sizeof sorted);
+  for (int i = 0; i < ns; i++)
+    order[i] = i;
+  for (int i = 1; i < ns; i++) /* insertion sort of the indices by field */
+    for (int j = i; j > 0 && cmp_param(&sw->param[order[j - 1]], &sw->param[order[j]]) > 0; j--) {
+      int x = order[j];
+      order[j] = order[j - 1], order[j - 1] = x;
+    }
+  for (int i = 0; i < ns; i++)
+    sorted[i] = sw->param[order[i]], ssorted[i] = sv[order[i]];
+  memcpy(sw->param, sorted, sizeof sorted);
+  memcpy(sv, ssorted, sizeof sv);
+  sw->nparams = ns;
+  sw->nconstraints = ncons;
+  long long points = 1;
+  for (int i = 0; i < ns; i++)
+    points *= sw->param[i].nvalues;
+  if (points > MAX_POINTS || p->nvariants + points > DSV4_MAX_VARIANTS) {
+    FERR(&k, "sweep", "spans %lld variants; a spec holds at most %d (%d a sweep)", points, DSV4_MAX_VARIANTS,
+         MAX_POINTS);
+    c->structural++;
+    lua_settop(L, top);
+    return 1;
+  }
+  sw->first = p->nvariants;
+  int the_sweep = p->nsweeps++;
+  /* the base tile (a table, or none: the checker then says it is missing) */
+  int base_tile = lua_getfield(L, idx, "tile") == LUA_TTABLE ? lua_gettop(L) : 0;
+  int idxv[DSV4_SWEEP_PARAMS] = {0}, accepted = 0, first_checked = -1, rc = 0;
+  dsv4_diags *scratch = lua_newuserdatauv(L, sizeof *scratch, 0), *first_diags = lua_newuserdatauv(L, sizeof *first_diags, 0);
+  memset(first_diags, 0, sizeof *first_diags);
+  for (long long pt = 0; pt < points && !rc; pt++) {
+    int loop_top = lua_gettop(L);
+    dsv4_variant *var = &p->variants[p->nvariants];
+    memset(var, 0, sizeof *var);
+    var->sweep = the_sweep, var->kernel = -1;
+    /* the name */
+    char vname[256];
+    int o = snprintf(vname, sizeof vname, "%s_", name);
+    for (int i = 0; i < ns; i++) {
+      const char *val = sw->param[i].value[idxv[i]];
+      const char *shown = !strcmp(val, "true") && tags[sv[i].tag].type == T_BOOL    ? "1"
+                          : !strcmp(val, "false") && tags[sv[i].tag].type == T_BOOL ? "0"
+                                                                                     : val;
+      o += snprintf(vname + o, sizeof vname - (size_t)o, "_%s%s", sw->param[i].tag, shown);
+      var->value[i] = (unsigned char)idxv[i];
+    }
+    if (strlen(vname) >= DSV4_NAME_MAX) {
+      FERR(&k, "name", "makes the sweep variant name '%s', longer than %d characters: give the kernel a shorter "
+           "name", vname, DSV4_NAME_MAX - 1);
+      rc = 1;
+      break;
+    }
+    int clash = 0;
+    for (int i = 0; i < p->nkernels && !clash; i++)
+      clash = !strcmp(p->kernels[i].name, vname);
+    for (int i = 0; i < p->nvariants && !clash; i++)
+      clash = !strcmp(p->variants[i].name, vname);
+    if (clash) {
+      FERR(&k, "name", "makes the sweep variant name '%s', which another kernel or variant has", vname);
+      rc = 1;
+      break;
+    }
+    snprintf(var->name, sizeof var->name, "%s", vname);
+    /* v: the variant's tile fields and swept fields, for the constraints */
+    lua_newtable(L);
+    int v = lua_gettop(L);
+    if (base_tile) {
+      lua_pushnil(L);
+      while (lua_next(L, base_tile)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+          lua_pushvalue(L, -2);
+          lua_insert(L, -2);
+          lua_rawset(L, v);
+        } else
+          lua_pop(L, 1);
+      }
+    }
+    for (int i = 0; i < ns; i++) {
+      push_value(L, &sv[i], idxv[i]);
+      lua_setfield(L, v, tags[sv[i].tag].field);
+    }
+    int keep = 1;
+    for (int ci = 1; ci <= ncons && keep; ci++) {
+      lua_rawgeti(L, cons, ci);
+      int fn = lua_gettop(L);
+      char where[DSV4_PATH_MAX + 16];
+      fn_where(L, fn, where, sizeof where);
+      lua_pushvalue(L, v);
+      lua_call(L, 1, 2); /* an error in a constraint is the spec's error, raised as such */
+      if (!lua_toboolean(L, -2)) {
+        keep = 0;
+        const char *why = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "the constraint is false";
+        snprintf(var->reason, sizeof var->reason, "constraint %d (%s): %s", ci, where, why);
+      }
+      lua_pop(L, 2);
+    }
+    if (keep) {
+      /* the variant as a kernel table: the kernel{}'s fields less the sweep,
+       * its name, a tile with the swept values, the swept kernel fields;
+       * positioned where the kernel{} was (the checker's field lines) */
+      lua_newtable(L);
+      int kt = lua_gettop(L);
+      lua_pushnil(L);
+      while (lua_next(L, idx)) {
+        if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "sweep")) {
+          lua_pop(L, 1);
+          continue;
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, kt);
+      }
+      lua_pushstring(L, vname);
+      lua_setfield(L, kt, "name");
+      lua_newtable(L);
+      int tt = lua_gettop(L);
+      if (base_tile) {
+        lua_pushnil(L);
+        while (lua_next(L, base_tile)) {
+          lua_pushvalue(L, -2);
+          lua_insert(L, -2);
+          lua_rawset(L, tt);
+        }
+      }
+      for (int i = 0; i < ns; i++) {
+        push_value(L, &sv[i], idxv[i]);
+        lua_setfield(L, sv[i].tile ? tt : kt, tags[sv[i].tag].field);
+      }
+      lua_setfield(L, kt, "tile");
+      lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
+      lua_pushvalue(L, kt);
+      lua_pushvalue(L, idx);
+      lua_gettable(L, -3);
+      lua_settable(L, -3);
+      lua_pop(L, 1);
+      /* checked with its diagnostics aside */
+      memset(scratch, 0, sizeof *scratch);
+      int pre_s = c->structural;
+      c->d = scratch;
+      int r = sc_check_kernel(c, kt);
+      c->d = real;
+      if (!r) {
+        var->kernel = p->nkernels - 1;
+        accepted++;
+      } else if (c->structural != pre_s) {
+        for (int i = 0; i < scratch->n; i++) /* the spec's own error: reported as it is */
+          dsv4_diag_add(real, &scratch->items[i]);
+        rc = 1;
+      } else {
+        snprintf(var->reason, sizeof var->reason, "%.*s", (int)sizeof var->reason - 1,
+                 scratch->n ? scratch->items[0].msg : "refused by the checker");
+        if (first_checked < 0)
+          first_checked = p->nvariants, *first_diags = *scratch;
+      }
+    }
+    p->nvariants++;
+    sw->nvariants++;
+    lua_settop(L, loop_top);
+    for (int i = ns - 1; i >= 0; i--) /* the next point: the last field fastest */
+      if (++idxv[i] < sw->param[i].nvalues)
+        break;
+      else
+        idxv[i] = 0;
+  }
+  if (!rc && !accepted) {
+    /* nothing left to build: say why, at the sweep, then the first refusal
+     * as the checker reported it (with its position) */
+    FERR(&k, "sweep", "rejects every one of its %d variants%s", sw->nvariants,
+         first_checked < 0 ? " by its constraints" : "; the first refusal follows");
+    for (int i = 0; i < first_diags->n; i++)
+      dsv4_diag_add(real, &first_diags->items[i]);
+    rc = 1;
+  }
+  lua_settop(L, top);
+  return rc;
+}
+
+/* SHA-256 of the spec's bytes and of each file it included, the latter
+ * sorted by their own hash: the same text gives the same hash wherever the
+ * files sit (no path enters it). */
+static int cmp_hex(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+void sc_spec_hash(checker *c, const char *path)
+{
+  lua_State *L = c->L;
+  char(*hex)[65] = NULL;
+  int n = 0, cap = 0;
+  char *text;
+  size_t len;
+  char top[65] = "";
+  if (!dsv4_tune_read_file(path, &text, &len)) {
+    dsv4_sha256_hex(text, len, top);
+    free(text);
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_INCLUDED_KEY);
+  if (lua_type(L, -1) == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING || dsv4_tune_read_file(lua_tostring(L, -1), &text, &len))
+        continue;
+      if (n == cap) {
+        char(*h)[65] = realloc(hex, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *hex);
+        if (!h) {
+          free(text);
+          break;
+        }
+        hex = h;
+      }
+      dsv4_sha256_hex(text, len, hex[n++]);
+      free(text);
+    }
+  }
+  lua_pop(L, 1);
+  if (n)
+    qsort(hex, (size_t)n, sizeof *hex, cmp_hex);
+  dsv4_sha256_ctx h;
+  unsigned char out[32];
+  dsv4_sha256_init(&h);
+  dsv4_sha256_update(&h, top, 64);
+  for (int i = 0; i < n; i++)
+    dsv4_sha256_update(&h, "\n", 1), dsv4_sha256_update(&h, hex[i], 64);
+  dsv4_sha256_final(&h, out);
+  dsv4_hex(out, 32, c->plan->spec_hash);
+  free(hex);
+}

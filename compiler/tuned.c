@@ -1,0 +1,277 @@
+/* tuned.c -- the sweep manifest, the toolchain line and tuned builds (see
+ * tuned.h and docs/tuning.md). */
+#include "tuned.h"
+
+#include <llvm/Config/llvm-config.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DSV4C_VERSION
+#define DSV4C_VERSION "0.1.0"
+#endif
+#ifndef DSV4C_LLVM15_VERSION
+#define DSV4C_LLVM15_VERSION "15"
+#endif
+
+void dsv4_toolchain(dsv4_target_kind t, char *buf, size_t n)
+{
+  if (t == DSV4_TARGET_SPIRV)
+    snprintf(buf, n, "dsv4c %s, LLVM %s, SPIRV-LLVM-Translator", DSV4C_VERSION, DSV4C_LLVM15_VERSION);
+  else
+    snprintf(buf, n, "dsv4c %s, LLVM %s", DSV4C_VERSION, LLVM_VERSION_STRING);
+}
+
+static void warn(dsv4_diags *d, const char *file, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void warn(dsv4_diags *d, const char *file, const char *fmt, ...)
+{
+  dsv4_diag g;
+  memset(&g, 0, sizeof g);
+  g.sev = DSV4_SEV_WARNING;
+  snprintf(g.file, sizeof g.file, "%s", file);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g.msg, sizeof g.msg, fmt, ap);
+  va_end(ap);
+  dsv4_diag_add(d, &g);
+}
+
+/* The job that compiled kernel k for target t (NULL if none did). */
+static const dsv4_job *job_of(const dsv4_job *jobs, int n, const dsv4_kernel *k, dsv4_target_kind t)
+{
+  for (int i = 0; i < n; i++)
+    if (jobs[i].kernel == k && jobs[i].target == t && !jobs[i].failed)
+      return &jobs[i];
+  return NULL;
+}
+
+static void code_hash(const dsv4_artifact *a, char hex[65]) { dsv4_sha256_hex(a->code, a->code_len, hex); }
+
+char *dsv4_sweep_manifest(const dsv4_plan *p, const char *spec, const dsv4_job *jobs, int njobs, size_t *len)
+{
+  dsv4_text t = {0};
+  const char *base = strrchr(spec, '/');
+  dsv4_text_printf(&t, "{\n  \"format\": \"%s\",\n  \"spec\": ", DSV4_SWEEP_FORMAT);
+  dsv4_text_json_str(&t, base ? base + 1 : spec);
+  dsv4_text_printf(&t, ",\n  \"spec_hash\": \"%s\",\n  \"toolchain\": {", p->spec_hash);
+  for (int tg = 0; tg < DSV4_TARGET_COUNT; tg++) {
+    char tc[160];
+    dsv4_toolchain((dsv4_target_kind)tg, tc, sizeof tc);
+    dsv4_text_printf(&t, "%s\"%s\": ", tg ? ", " : "", dsv4_target_name((dsv4_target_kind)tg));
+    dsv4_text_json_str(&t, tc);
+  }
+  dsv4_text_printf(&t, "},\n  \"sweeps\": [");
+  for (int s = 0; s < p->nsweeps; s++) {
+    const dsv4_sweep *sw = &p->sweeps[s];
+    dsv4_text_printf(&t, "%s\n    {\n      \"kernel\": ", s ? "," : "");
+    dsv4_text_json_str(&t, sw->kernel);
+    dsv4_text_printf(&t, ", \"op\": \"%s\",\n      \"fields\": [", dsv4_op_name(sw->op));
+    for (int f = 0; f < sw->nparams; f++) {
+      dsv4_text_printf(&t, "%s{\"field\": \"%s\", \"tag\": \"%s\", \"values\": [", f ? ", " : "", sw->param[f].field,
+                       sw->param[f].tag);
+      for (int v = 0; v < sw->param[f].nvalues; v++) {
+        dsv4_text_printf(&t, "%s", v ? ", " : "");
+        dsv4_text_json_str(&t, sw->param[f].value[v]);
+      }
+      dsv4_text_printf(&t, "]}");
+    }
+    dsv4_text_printf(&t, "],\n      \"variants\": [");
+    for (int i = 0; i < sw->nvariants; i++) {
+      const dsv4_variant *var = &p->variants[sw->first + i];
+      dsv4_text_printf(&t, "%s\n        {\"name\": \"%s\", \"values\": [", i ? "," : "", var->name);
+      for (int f = 0; f < sw->nparams; f++) {
+        dsv4_text_printf(&t, "%s", f ? ", " : "");
+        dsv4_text_json_str(&t, sw->param[f].value[var->value[f]]);
+      }
+      /* expanded and built (-k builds only some): the variants the bundle holds */
+      int built = 0;
+      for (int tg = 0; var->kernel >= 0 && tg < DSV4_TARGET_COUNT; tg++)
+        built |= job_of(jobs, njobs, &p->kernels[var->kernel], (dsv4_target_kind)tg) != NULL;
+      dsv4_text_printf(&t, "], \"expanded\": %s", built ? "true" : "false");
+      if (built) {
+        const dsv4_kernel *k = &p->kernels[var->kernel];
+        dsv4_text_printf(&t, ", \"code\": {");
+        int any = 0;
+        for (int tg = 0; tg < DSV4_TARGET_COUNT; tg++) {
+          const dsv4_job *j = job_of(jobs, njobs, k, (dsv4_target_kind)tg);
+          if (!j)
+            continue;
+          char hex[65];
+          code_hash(&j->art, hex);
+          dsv4_text_printf(&t, "%s\"%s\": {\"arch\": \"%s\", \"sha256\": \"%s\"}", any++ ? ", " : "",
+                           dsv4_target_name((dsv4_target_kind)tg), k->target[tg].arch, hex);
+        }
+        dsv4_text_printf(&t, "}");
+      } else {
+        dsv4_text_printf(&t, ", \"reason\": ");
+        dsv4_text_json_str(&t, var->kernel >= 0 ? "not built (dsv4c -k or -t left it out)" : var->reason);
+      }
+      dsv4_text_printf(&t, "}");
+    }
+    dsv4_text_printf(&t, "\n      ]\n    }");
+  }
+  dsv4_text_printf(&t, "%s]\n}\n", p->nsweeps ? "\n  " : "");
+  if (t.failed) {
+    free(t.s);
+    return NULL;
+  }
+  *len = t.n;
+  return t.s;
+}
+
+/* The kernel of p named name, or -1. */
+static int kernel_index(const dsv4_plan *p, const char *name)
+{
+  for (int i = 0; i < p->nkernels; i++)
+    if (!strcmp(p->kernels[i].name, name))
+      return i;
+  return -1;
+}
+
+/* Whether kernel k is a variant of sweep s. */
+static int in_sweep(const dsv4_plan *p, int s, int k)
+{
+  const dsv4_sweep *sw = &p->sweeps[s];
+  for (int i = sw->first; i < sw->first + sw->nvariants; i++)
+    if (p->variants[i].kernel == k)
+      return 1;
+  return 0;
+}
+
+static int sweep_index(const dsv4_plan *p, const char *kernel)
+{
+  for (int s = 0; s < p->nsweeps; s++)
+    if (!strcmp(p->sweeps[s].kernel, kernel))
+      return s;
+  return -1;
+}
+
+/* "kernel sd, ptx sm_90a, NVIDIA H100, bucket T=8,..." */
+static void describe(const dsv4_lock_entry *e, char *buf, size_t n)
+{
+  snprintf(buf, n, "kernel %s, %s %s, %s, bucket %s", e->key.kernel, e->key.target, e->key.arch, e->key.device,
+           e->key.bucket);
+}
+
+int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned targets, unsigned char *keep,
+                      dsv4_lock *fresh, dsv4_diags *d)
+{
+  char err[512];
+  dsv4_lock all;
+  memset(fresh, 0, sizeof *fresh);
+  if (dsv4_lock_read(lock_path, &all, err, sizeof err)) {
+    dsv4_error(d, lock_path, 0, "%s", err);
+    return 1;
+  }
+  for (int i = 0; i < p->nkernels; i++)
+    keep[i] = !dsv4_plan_variant(p, p->kernels[i].name);
+  for (int sw = 0; sw < p->nsweeps; sw++) /* compiled in case no fresh entry of the sweep survives (verify) */
+    for (int i = p->sweeps[sw].first; i < p->sweeps[sw].first + p->sweeps[sw].nvariants; i++)
+      if (p->variants[i].kernel >= 0) {
+        keep[p->variants[i].kernel] = 2;
+        break;
+      }
+  int stale = 0, used = 0, none = 0;
+  for (int i = 0; i < all.n; i++) {
+    dsv4_lock_entry *e = &all.e[i];
+    char what[600], tc[160];
+    describe(e, what, sizeof what);
+    int t = dsv4_target_from_name(e->key.target);
+    if (t < 0) {
+      warn(d, lock_path, "stale entry (%s): unknown target; not used", what), stale++;
+      continue;
+    }
+    if (targets && !(targets & (1u << t)))
+      continue; /* another target than the ones built: not this build's concern */
+    dsv4_toolchain((dsv4_target_kind)t, tc, sizeof tc);
+    int s = sweep_index(p, e->key.kernel), k = e->winner[0] ? kernel_index(p, e->winner) : -1;
+    const char *why = strcmp(e->key.spec_hash, p->spec_hash) ? "the spec (or a file it includes) changed since it was tuned"
+                      : strcmp(e->key.toolchain, tc)         ? "it was tuned with another toolchain"
+                      : s < 0                                 ? "the spec has no sweep of that kernel"
+                      : !e->winner[0]                         ? NULL
+                      : k < 0 || !in_sweep(p, s, k)           ? "its winner is not a variant of the sweep"
+                      : !p->kernels[k].target[t].enabled ||
+                                strcmp(p->kernels[k].target[t].arch, e->key.arch)
+                          ? "its winner is not built for that target and arch"
+                          : NULL;
+    if (why) {
+      warn(d, lock_path, "stale entry (%s): %s (%s); not used", what, why,
+           !strcmp(why, "it was tuned with another toolchain") ? e->key.toolchain : e->key.spec_hash);
+      stale++;
+      continue;
+    }
+    if (!e->winner[0]) { /* every variant failed its gate: nothing to choose */
+      warn(d, lock_path, "entry (%s) has no winner (no variant passed its gate); that shape keeps the default kernel",
+           what);
+      none++;
+      continue;
+    }
+    dsv4_lock_entry *f = dsv4_lock_find(fresh, &e->key, 1);
+    if (!f || dsv4_lock_merge(fresh, &(dsv4_lock){1, 1, e})) {
+      dsv4_error(d, lock_path, 0, "out of memory");
+      dsv4_lock_free(&all);
+      return 1;
+    }
+    keep[k] = 1;
+    used++;
+  }
+  dsv4_lock_free(&all);
+  if (stale)
+    warn(d, lock_path, "%d of the lockfile's entries are stale and not used (tune again: dsv4c-tune)", stale);
+  (void)used, (void)none;
+  return 0;
+}
+
+int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job *jobs, int njobs, unsigned char *keep,
+                      dsv4_lock *fresh, dsv4_diags *d)
+{
+  int w = 0;
+  for (int i = 0; i < fresh->n; i++) {
+    dsv4_lock_entry *e = &fresh->e[i];
+    int k = kernel_index(p, e->winner), t = dsv4_target_from_name(e->key.target);
+    const dsv4_job *j = k >= 0 && t >= 0 ? job_of(jobs, njobs, &p->kernels[k], (dsv4_target_kind)t) : NULL;
+    const dsv4_lock_variant *v = dsv4_lock_variant_find(e, e->winner);
+    char hex[65] = "", what[600];
+    if (j)
+      code_hash(&j->art, hex);
+    if (!j || !v || strcmp(v->code, hex)) {
+      describe(e, what, sizeof what);
+      warn(d, lock_path, "stale entry (%s): %s's compiled code differs from the code that was measured (the code "
+           "generator changed); not used", what, e->winner);
+      free(e->v);
+      memmove(e, e + 1, (size_t)(fresh->n - i - 1) * sizeof *e);
+      fresh->n--, i--;
+      continue;
+    }
+  }
+  /* variants no entry names any more leave the bundle */
+  for (int k = 0; k < p->nkernels; k++) {
+    if (!keep[k] || !dsv4_plan_variant(p, p->kernels[k].name))
+      continue;
+    int named = 0;
+    for (int i = 0; i < fresh->n && !named; i++)
+      named = !strcmp(fresh->e[i].winner, p->kernels[k].name);
+    keep[k] = (unsigned char)named;
+  }
+  /* a sweep no fresh entry chooses from keeps its first variant (untuned),
+   * so that its op, layout and target keep a kernel */
+  for (int sw = 0; sw < p->nsweeps; sw++) {
+    const dsv4_sweep *s = &p->sweeps[sw];
+    int first = -1, any = 0;
+    for (int i = s->first; i < s->first + s->nvariants; i++) {
+      int k = p->variants[i].kernel;
+      if (k >= 0 && first < 0)
+        first = k;
+      any |= k >= 0 && keep[k];
+    }
+    if (!any && first >= 0) {
+      keep[first] = 1;
+      warn(d, lock_path, "sweep %s: no fresh entry chooses one of its variants; its first, %s, is built untuned",
+           s->kernel, p->kernels[first].name);
+    }
+  }
+  for (int i = 0; i < fresh->n; i++)
+    w++;
+  return w;
+}

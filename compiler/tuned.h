@@ -1,0 +1,40 @@
+/* tuned.h -- what dsv4c writes for tuning and reads back from it
+ * (docs/tuning.md): the sweep manifest beside a sweep's bundle, the
+ * toolchain line lockfile entries are keyed by, and the choice of kernels
+ * for a tuned bundle (dsv4c --lock).  Nothing here prints: messages come
+ * back as diagnostics for the CLI. */
+#ifndef DSV4_TUNED_H
+#define DSV4_TUNED_H
+
+#include "diag.h"
+#include "jobs.h"
+#include "lock.h"
+#include "plan.h"
+
+/* The toolchain that compiles target t: "dsv4c 0.1.0, LLVM 19.1.7". */
+void dsv4_toolchain(dsv4_target_kind t, char *buf, size_t n);
+
+/* The sweep manifest (JSON, DSV4_SWEEP_FORMAT) of a plan with sweeps:
+ * spec hash, toolchains, and per sweep its fields, expanded variants with
+ * each target's code hash (from the compiled jobs) and rejected variants
+ * with their reasons.  malloc'd; NULL when memory runs out. */
+char *dsv4_sweep_manifest(const dsv4_plan *p, const char *spec, const dsv4_job *jobs, int njobs, size_t *len);
+
+/* A tuned build (dsv4c --lock): which kernels to compile, and which
+ * lockfile entries apply.  keep[i] is set for every kernel that is not a
+ * sweep variant, for every variant that wins a fresh entry, and (2: only
+ * compiled, kept by dsv4_tuned_verify where needed) for each sweep's first
+ * variant, its op's kernel should no entry of the sweep be fresh; *fresh
+ * receives those entries; each stale entry (another spec hash, another
+ * toolchain, a kernel or winner the spec does not have) becomes a warning
+ * in d.  0, or 1 with an error in d (the lockfile cannot be read). */
+int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned targets, unsigned char *keep,
+                      dsv4_lock *fresh, dsv4_diags *d);
+
+/* After compiling: drop from *fresh each entry whose winner's compiled code
+ * differs from the code that was measured (warned in d), then clear keep[]
+ * for variants no fresh entry names any more.  Returns the entries left. */
+int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job *jobs, int njobs, unsigned char *keep,
+                      dsv4_lock *fresh, dsv4_diags *d);
+
+#endif

@@ -1,0 +1,13 @@
+-- a misspelt field outside the sweep stays an error of the spec (not a
+-- rejected variant), reported once with its position
+local L = include "layouts.lua"
+kernel {
+  name = "sd",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 16, heads_per_cta = 4, interleeve = 2 },
+  targets = { spirv = true },
+  sweep = {
+    tile = { heads_per_cta = { 2, 4 } },
+  },
+}
