@@ -91,6 +91,20 @@ static int topk_form(choice *c)
   return 0;
 }
 
+/* Whether the warpgroup form (alone or, form PAIR, in CTA pairs) maps
+ * kernel k's tile onto its producer warps: a row's lanes (dim /
+ * values_per_thread threads) divide the producers, whose rows a pass then
+ * divide the tile (half a tile in pairs), at most 32 16-dim k-steps, and in
+ * pairs 16-byte pieces (values_per_thread / interleave = 8), which the bulk
+ * copies to the peer move.  The generator checks the same (warpgroup.c). */
+static int decode_wg_maps(const dsv4_kernel *k, int form)
+{
+  int lanes = k->layout.dim / k->tile.values_per_thread, np = 32 * dsv4_decode_wg_producers(form);
+  int tile = DSV4_DECODE_TILE / (form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1);
+  return lanes > 0 && np % lanes == 0 && tile % (np / lanes) == 0 && k->layout.dim / 16 <= 32 &&
+         (form != DSV4_FORM_WARPGROUP_PAIR || k->tile.values_per_thread / k->tile.interleave == 8);
+}
+
 /* sparse_decode: portable without tile.matrix; with it the warpgroup form
  * (in CTA pairs with tile.pair) where the arch has wgmma and the shape maps
  * and fits its shared memory, else the warp form on bf16 mma.sync.  The
@@ -109,8 +123,13 @@ static int sparse_decode_form(choice *c)
                   tname, arch);
   int form = DSV4_FORM_WARP;
   if (c->caps->wgmma && dsv4_decode_wg_shape_ok(k->layout.dim, k->v_dim, k->tile.tokens_per_cta) &&
-      dsv4_decode_wg_shared_bytes(k->layout.dim) <= c->caps->max_shared)
+      dsv4_decode_wg_shared_bytes(k->layout.dim) <= c->caps->max_shared &&
+      decode_wg_maps(k, DSV4_FORM_WARPGROUP))
     form = k->tile.pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP;
+  if (form == DSV4_FORM_WARPGROUP_PAIR && !decode_wg_maps(k, form))
+    return refuse(c, "tile", "sets pair = true, whose CTA pairs move 16-byte pieces: values_per_thread / interleave "
+                  "must be 8, and a row's %d lanes must divide the %d producer threads", k->layout.dim /
+                  k->tile.values_per_thread, 32 * dsv4_decode_wg_producers(form));
   int wg = form != DSV4_FORM_WARP;
   const char *wg_only = k->tile.prefetch && !wg ? "prefetch" : k->tile.pair && !wg ? "pair" : NULL;
   if (wg_only)

@@ -1612,6 +1612,29 @@ static PyObject *Bundle_close(BundleObject *self, PyObject *unused)
   Py_RETURN_NONE;
 }
 
+/* load_tuning(path): the runtime's dsv4rt_bundle_load_tuning (a dsv4c-tune
+ * lockfile: unnamed calls then run its winner for their shape bucket).
+ * A stale entry raises dsv4c.Error (ERR_STALE_TUNING) naming it, after the
+ * fresh entries were loaded. */
+static PyObject *Bundle_load_tuning(BundleObject *self, PyObject *args)
+{
+  const char *path;
+  if (!PyArg_ParseTuple(args, "s", &path))
+    return NULL;
+  if (!self->b)
+    return raise_status(DSV4RT_ERR_INVALID_ARG, "load_tuning: the bundle is closed");
+  dsv4rt_status s;
+  char msg[1024] = "";
+  PyThread_acquire_lock(self->ctx->lock, WAIT_LOCK);
+  s = dsv4rt_bundle_load_tuning(self->b, path);
+  if (s)
+    snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(self->ctx->ctx));
+  PyThread_release_lock(self->ctx->lock);
+  if (s)
+    return raise_status(s, msg);
+  Py_RETURN_NONE;
+}
+
 /* A heap type's instance: free it and drop its reference to the type. */
 static void free_self(PyObject *self)
 {
@@ -1652,6 +1675,8 @@ static PyMethodDef Bundle_methods[] = {
     {"entries", (PyCFunction)Bundle_entries, METH_NOARGS, "entries() -> one dict per (kernel, target) entry"},
     {"op_info", (PyCFunction)Bundle_op_info, METH_VARARGS, "op_info(op, kernel=None) -> the entry a call resolves to"},
     {"close", (PyCFunction)Bundle_close, METH_NOARGS, "close(): free the bundle now"},
+    {"load_tuning", (PyCFunction)Bundle_load_tuning, METH_VARARGS,
+     "load_tuning(path): a dsv4c-tune lockfile; unnamed calls run its winner for their shape"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -180,6 +180,12 @@ class Bundle:
     def __exit__(self, *exc):
         self.close()
 
+    def load_tuning(self, path):
+        """Load a dsv4c-tune lockfile (docs/tuning.md): calls that name no kernel then run its winner for
+        their shape bucket, else the runtime's default rule.  Stale entries raise dsv4c.Error
+        (ERR_STALE_TUNING), naming them, after the fresh ones were loaded."""
+        self._b.load_tuning(str(path))
+
     def entries(self):
         """One dict per (kernel, target) entry of the bundle."""
         return self._b.entries()
