@@ -82,7 +82,7 @@ static int check_p_format(cursor *t, dsv4_tile *tl)
   char pf[16];
   int has = sc_push_field(t, "p") != LUA_TNIL;
   lua_pop(t->c->L, 1);
-  if (sc_get_str(t, "p", 0, "bf16x2", pf, sizeof pf))
+  if (sc_get_str(t, "p", 0, "bf16", pf, sizeof pf))
     return 1;
   if (!strcmp(pf, "bf16"))
     tl->p_format = DSV4_P_BF16;
