@@ -214,25 +214,19 @@ static int dtype_ok(int cls, uint8_t code, uint8_t bits)
   }
 }
 
-static const char *shape_str(const tview *t, char *buf, size_t n)
+/* A Python-style tuple of the ndim values v, "(a, b)" or "(a,)", into buf. */
+static const char *tuple_str(const int64_t *v, int ndim, char *buf, size_t n)
 {
   size_t k = (size_t)snprintf(buf, n, "(");
-  for (int i = 0; i < t->ndim && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)v[i]);
   if (k < n)
-    snprintf(buf + k, n - k, "%s)", t->ndim == 1 ? "," : "");
+    snprintf(buf + k, n - k, "%s)", ndim == 1 ? "," : "");
   return buf;
 }
 
-static const char *strides_str(const tview *t, char *buf, size_t n)
-{
-  size_t k = (size_t)snprintf(buf, n, "(");
-  for (int i = 0; i < t->ndim && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->strides[i]);
-  if (k < n)
-    snprintf(buf + k, n - k, "%s)", t->ndim == 1 ? "," : "");
-  return buf;
-}
+static const char *shape_str(const tview *t, char *buf, size_t n) { return tuple_str(t->shape, t->ndim, buf, n); }
+static const char *strides_str(const tview *t, char *buf, size_t n) { return tuple_str(t->strides, t->ndim, buf, n); }
 
 /* ValueError "<name>: expected <what>, got shape (...)". */
 static int bad_shape(const tview *t, const char *fmt, ...)
