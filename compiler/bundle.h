@@ -14,5 +14,10 @@ typedef struct {
 
 /* Serialize items into a malloc'd buffer (*out, *len); 0 on success. */
 int dsv4_bundle_build(const dsv4_bundle_item *items, int n, unsigned char **out, size_t *len, dsv4_diags *d);
+/* The same with choice records (a tuned bundle, dsv4c --lock): nchoices
+ * records (entry: an index into items), written after the entry table;
+ * dsv4_bundle_build is this with none. */
+int dsv4_bundle_build_tuned(const dsv4_bundle_item *items, int n, const dsv4_bundle_choice *choices, int nchoices,
+                            unsigned char **out, size_t *len, dsv4_diags *d);
 
 #endif

@@ -181,7 +181,8 @@ static void hex_lines(text *t, const unsigned char *p, size_t n)
   }
 }
 
-int dsv4_embed_build(const char *spec, const dsv4_bundle_item *items, int n, dsv4_embed *e, dsv4_diags *d)
+int dsv4_embed_build(const char *spec, const dsv4_bundle_item *items, int n, const dsv4_bundle_choice *choices,
+                     int nchoices, dsv4_embed *e, dsv4_diags *d)
 {
   memset(e, 0, sizeof *e);
   if (dsv4_embed_prefix(spec, e->prefix, sizeof e->prefix, d))
@@ -227,7 +228,7 @@ int dsv4_embed_build(const char *spec, const dsv4_bundle_item *items, int n, dsv
 
   unsigned char *bundle = NULL;
   size_t blen = 0;
-  if (dsv4_bundle_build(items, n, &bundle, &blen, d))
+  if (dsv4_bundle_build_tuned(items, n, choices, nchoices, &bundle, &blen, d))
     return 1;
 
   /* ---- <prefix>_kernels.h ---- */

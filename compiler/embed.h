@@ -31,11 +31,13 @@ typedef struct {
  * dsv4_ / dsv4rt namespace). */
 int dsv4_embed_prefix(const char *spec, char *out, size_t n, dsv4_diags *d);
 
-/* Build the bundle of items (dsv4_bundle_build) and the two texts into *e;
+/* Build the bundle of items and choice records (dsv4_bundle_build_tuned:
+ * none, or a tuned build's) and the two texts into *e;
  * 0 on success, else errors in d (a generated name taken twice, naming the
  * kernel's file:line) and *e empty.  spec is the spec's path (only its file
  * name appears in the text).  Free with dsv4_embed_free. */
-int dsv4_embed_build(const char *spec, const dsv4_bundle_item *items, int n, dsv4_embed *e, dsv4_diags *d);
+int dsv4_embed_build(const char *spec, const dsv4_bundle_item *items, int n, const dsv4_bundle_choice *choices,
+                     int nchoices, dsv4_embed *e, dsv4_diags *d);
 void dsv4_embed_free(dsv4_embed *e);
 
 #endif

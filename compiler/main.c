@@ -61,8 +61,9 @@ static void usage(FILE *f)
           "  --no-ptxas          leave ptxas's assembly of PTX out (sweeps: the driver still assembles\n"
           "                      each variant when dsv4c-tune loads it, and a refusal disqualifies it)\n"
           "  --lock FILE         a tuned build: the spec's kernels less the sweep variants that win no\n"
-          "                      fresh entry of the lockfile FILE (dsv4c-tune), and <spec>.lock beside\n"
-          "                      the bundle with those entries for dsv4rt_bundle_load_tuning; stale\n"
+          "                      fresh entry of the lockfile FILE (dsv4c-tune); the bundle carries the\n"
+          "                      winners as choice records (dsv4rt_bundle_open installs those of its\n"
+          "                      GPU model), and <spec>.lock beside it holds those entries; stale\n"
           "                      entries (spec, toolchain or code changed) are reported and left out\n"
           "  -I DIR              a folder include() searches after the including file's own\n"
           "                      (includes never resolve outside these folders)\n"
@@ -394,6 +395,11 @@ int main(int argc, char **argv)
     items[n].kernel = j->kernel, items[n].target = j->target, items[n].art = &j->art;
     n++;
   }
+  /* a tuned build's choice records: the fresh entries' winners, by entry */
+  dsv4_bundle_choice *choices = NULL;
+  int nchoices = 0;
+  if (!failed && o.lock && dsv4_tuned_choices(&fresh, items, n, o.lock, &choices, &nchoices, &d))
+    failed = 1;
   print_diags(&d);
   if (!failed && n == 0) {
     fprintf(stderr, "dsv4c: %s: no kernel is declared for the selected target(s)\n", o.spec);
@@ -404,7 +410,7 @@ int main(int argc, char **argv)
   if (!failed && o.emit == EMIT_C) {
     dsv4_diags ed = {0};
     dsv4_embed e;
-    if (dsv4_embed_build(o.spec, items, n, &e, &ed)) {
+    if (dsv4_embed_build(o.spec, items, n, choices, nchoices, &e, &ed)) {
       print_diags(&ed);
       failed = 1;
     } else {
@@ -443,11 +449,12 @@ int main(int argc, char **argv)
     }
     unsigned char *bundle = NULL;
     size_t blen = 0;
-    if (!failed && dsv4_bundle_build(items, n, &bundle, &blen, &d) == 0) {
+    if (!failed && dsv4_bundle_build_tuned(items, n, choices, nchoices, &bundle, &blen, &d) == 0) {
       snprintf(name, sizeof name, "%s.dsv4b", stem);
       failed |= write_out(o.outdir, name, bundle, blen);
       if (o.verbose && !failed)
-        fprintf(stderr, "dsv4c: wrote %s/%s (%d artifacts, %zu bytes)\n", o.outdir, name, n, blen);
+        fprintf(stderr, "dsv4c: wrote %s/%s (%d artifacts, %d choice records, %zu bytes)\n", o.outdir, name, n,
+                nchoices, blen);
     } else if (!failed) {
       print_diags(&d);
       failed = 1;
@@ -457,6 +464,7 @@ int main(int argc, char **argv)
   for (int i = 0; i < nj; i++)
     dsv4_artifact_free(&jobs[i].art);
   free(jobs);
+  free(choices);
   dsv4_lock_free(&fresh);
   return failed ? 1 : 0;
 }

@@ -3,6 +3,7 @@
 #include "tuned.h"
 
 #include <llvm/Config/llvm-config.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,4 +275,49 @@ int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job 
   for (int i = 0; i < fresh->n; i++)
     w++;
   return w;
+}
+
+int dsv4_tuned_choices(const dsv4_lock *fresh, const dsv4_bundle_item *items, int n, const char *lock_path,
+                       dsv4_bundle_choice **out, int *nout, dsv4_diags *d)
+{
+  *out = NULL, *nout = 0;
+  if (!fresh->n)
+    return 0;
+  dsv4_bundle_choice *c = calloc((size_t)fresh->n, sizeof *c);
+  if (!c) {
+    dsv4_error(d, lock_path, 0, "out of memory");
+    return 1;
+  }
+  int nc = 0;
+  for (int i = 0; i < fresh->n; i++) {
+    dsv4_lock_entry *e = &fresh->e[i];
+    int t = dsv4_target_from_name(e->key.target), op = dsv4_tune_op_from_name(e->key.op), entry = -1;
+    for (int k = 0; k < n && entry < 0; k++)
+      if ((int)items[k].target == t && !strcmp(items[k].kernel->name, e->winner))
+        entry = k;
+    const dsv4_lock_variant *v = dsv4_lock_variant_find(e, e->winner);
+    dsv4_shape s;
+    char what[600];
+    describe(e, what, sizeof what);
+    const char *why = entry < 0 || !v                                  ? "its winner is not in the bundle"
+                      : !op || (int)items[entry].kernel->op != op ||
+                                dsv4_shape_parse(op, e->key.bucket, &s) ? "its op or bucket is not the winner's"
+                      : !e->key.device[0] || strlen(e->key.device) >= DSV4_CHOICE_DEVICE
+                          ? "its device model is empty or longer than a choice record holds (95 bytes)"
+                      : nc == DSV4_BUNDLE_MAX_CHOICES ? "the bundle holds no more choice records"
+                                                      : NULL;
+    if (why) {
+      warn(d, lock_path, "entry (%s): %s; not in the bundle's choices (dsv4rt_bundle_load_tuning still takes it)",
+           what, why);
+      continue;
+    }
+    dsv4_bundle_choice *r = &c[nc++];
+    snprintf(r->device, sizeof r->device, "%s", e->key.device);
+    r->op = (uint32_t)op, r->entry = (uint32_t)entry, r->ndims = (uint32_t)s.n;
+    for (int k = 0; k < s.n && k < DSV4_CHOICE_DIMS; k++)
+      r->bucket[k] = s.dim[k];
+    r->median_ps = (uint64_t)llround(v->median_us * 1e6);
+  }
+  *out = c, *nout = nc;
+  return 0;
 }

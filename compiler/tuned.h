@@ -6,6 +6,7 @@
 #ifndef DSV4_TUNED_H
 #define DSV4_TUNED_H
 
+#include "bundle.h"
 #include "diag.h"
 #include "jobs.h"
 #include "lock.h"
@@ -36,5 +37,14 @@ int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned target
  * for variants no fresh entry names any more.  Returns the entries left. */
 int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job *jobs, int njobs, unsigned char *keep,
                       dsv4_lock *fresh, dsv4_diags *d);
+
+/* The choice records of a tuned bundle (bundle format 7): one per fresh
+ * entry, its winner's entry index among items (the bundle being written:
+ * the winner kernel for the entry's target), bucket and median.  An entry
+ * the records cannot hold (a device model longer than the record's field,
+ * more than DSV4_BUNDLE_MAX_CHOICES) is left out with a warning in d.
+ * *out is malloc'd (NULL when there are none); 0, or 1 (out of memory). */
+int dsv4_tuned_choices(const dsv4_lock *fresh, const dsv4_bundle_item *items, int n, const char *lock_path,
+                       dsv4_bundle_choice **out, int *nout, dsv4_diags *d);
 
 #endif

@@ -291,7 +291,7 @@ static inline long long dsv4_decode_work_floats(long long tokens, long long head
   return tokens * heads * splits * (long long)(v_dim + 2);
 }
 
-/* ---- bundle file format (version 6), all integers little-endian ----------
+/* ---- bundle file format (version 7), all integers little-endian ----------
  *
  *   header   (32 bytes)
  *            @0   magic "DSV4BNDL"                  (every version)
@@ -299,9 +299,13 @@ static inline long long dsv4_decode_work_floats(long long tokens, long long head
  *            @12  u32 crc32 of bytes [16, file_size): everything after it,
  *                 the rest of the header included
  *            @16  u32 nentries
- *            @20  u32 reserved, 0
+ *            @20  u32 nchoices: choice records (0 for an untuned bundle;
+ *                 at most DSV4_BUNDLE_MAX_CHOICES)
  *            @24  u64 file_size
  *   entries  nentries x dsv4_bundle_entry (fixed size, below)
+ *   choices  nchoices x dsv4_bundle_choice (fixed size, below): the
+ *            tuned winners dsv4c --lock wrote (docs/tuning.md), right after
+ *            the entry table
  *   blobs    each entry's code, then its aux (if any), each 16-byte aligned
  *            (the writer keeps entry order); only zero padding (< 16 bytes)
  *            before each and at the end
@@ -309,23 +313,25 @@ static inline long long dsv4_decode_work_floats(long long tokens, long long head
  * Magic and version stay where every version had them, so a reader meeting
  * another version says which it is.  The reader holds every byte to the
  * format: a field outside the ranges below (a layout's: the runtime's
- * layout_check.h), a byte that belongs to no entry or two blobs
- * overlapping refuse the whole bundle.
+ * layout_check.h), a choice record that is not one (below), a byte that
+ * belongs to no entry or two blobs overlapping refuse the whole bundle.
  */
 #define DSV4_BUNDLE_MAGIC "DSV4BNDL"
 /* 3: the entries' flags; 4: the pair form's 512 threads (dsv4_op_threads);
  * 5: the checksum covers the header's fields (count, size) too, every
  * field is range-checked and every byte accounted for; 6: each entry holds
- * its launch record (dsv4_launch) */
-#define DSV4_BUNDLE_VERSION 6u
+ * its launch record (dsv4_launch); 7: the choice records (dsv4_bundle_choice,
+ * their count in the header's former reserved word) */
+#define DSV4_BUNDLE_VERSION 7u
 #define DSV4_BUNDLE_HEADER_BYTES 32
 #define DSV4_BUNDLE_AT_VERSION 8
 #define DSV4_BUNDLE_AT_CRC 12
 #define DSV4_BUNDLE_AT_NENTRIES 16 /* also where the checksummed bytes start */
-#define DSV4_BUNDLE_AT_RESERVED 20
+#define DSV4_BUNDLE_AT_NCHOICES 20 /* the reserved word (0) until version 6 */
 #define DSV4_BUNDLE_AT_SIZE 24
 #define DSV4_BUNDLE_ALIGN 16
 #define DSV4_BUNDLE_MAX_ENTRIES 256 /* the most a reader takes */
+#define DSV4_BUNDLE_MAX_CHOICES 512 /* the most choice records a reader takes */
 
 /* The ranges an entry's fields may hold: what the spec checker
  * (compiler/spec.c) can emit.  The reader holds every entry to them before
@@ -411,6 +417,28 @@ typedef struct {
 } dsv4_bundle_entry;
 
 #define DSV4_BUNDLE_TARGETS 3 /* the targets an entry may name */
+
+/* A choice record (version 7): on a device of GPU model `device`, a call of
+ * `op` whose shape falls in the bucket runs entry `entry` (among kernels of
+ * that entry's kind: the runtime's choice, docs/tuning.md).  dsv4c --lock
+ * writes one per fresh lockfile entry; dsv4rt_bundle_open installs those
+ * whose device is the context's GPU model.  The reader refuses a record
+ * whose device is not a non-empty NUL-terminated string with zeros after
+ * the NUL, whose entry is not < nentries or not of op `op`, whose ndims is
+ * not the op's bucket dims (tools/tune/lock.h: DSV4_SHAPE_DIMS at most),
+ * whose dims are negative, not a bucket (rounded as the runtime rounds
+ * shapes) or set past ndims, or whose reserved word is not 0. */
+#define DSV4_CHOICE_DEVICE 96
+#define DSV4_CHOICE_DIMS 5
+typedef struct {
+  char device[DSV4_CHOICE_DEVICE]; /* the GPU model (dsv4_tune_device_model), NUL-terminated */
+  uint32_t op;                     /* dsv4_op */
+  uint32_t entry;                  /* the winner's entry index, of op `op` */
+  uint32_t ndims;                  /* bucket dims in use */
+  uint32_t reserved;               /* 0 */
+  int64_t bucket[DSV4_CHOICE_DIMS]; /* the shape bucket; 0 past ndims */
+  uint64_t median_ps;              /* the winner's median launch time (two sweeps' winners of one bucket: the faster) */
+} dsv4_bundle_choice;
 
 /* Entry flags.  SECOND_WAITS: the entry's second kernel (the split-KV
  * combine of a matrix sparse_decode) waits for the grid launched before it

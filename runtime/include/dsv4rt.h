@@ -125,7 +125,10 @@ DSV4RT_API dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms);
 /* ---- bundles ---- */
 
 /* Read and check the bundle file at path (version, size, checksum, every
- * entry); the caller owns *out.  Kernels are loaded on first launch. */
+ * entry and choice record); the caller owns *out.  Kernels are loaded on
+ * first launch.  A tuned bundle's choice records (dsv4c --lock: bundle
+ * version 7) of this device's GPU model are installed as its tuning
+ * choices (below); those of other models are left out silently. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out);
 /* The same from memory; the bytes are copied. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size,
@@ -171,9 +174,12 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i,
  *
  * dsv4c-tune measures the variants of a spec's sweeps on the shapes of a
  * workload and writes a lockfile: per GPU model and shape bucket, every
- * variant's times and correctness gate and the winner.  A bundle that has
- * loaded one runs, in an op call made without opts->kernel, the winner of
- * the call's shape bucket; a shape no entry covers gets the default choice
+ * variant's times and correctness gate and the winner.  A bundle built
+ * from it (dsv4c --lock) carries the winners as choice records, installed
+ * on open for this GPU model; a bundle holding such choices (its own, or
+ * a lockfile's loaded over them) runs, in an op call made without
+ * opts->kernel, the winner of the call's shape bucket; a shape no entry
+ * covers gets the default choice
  * (the first kernel of the op that runs here, the matrix form preferred).
  * The bucket of a call (lock.h, dsv4_shape_bucket) rounds up to powers of
  * two: sparse_decode n_tokens, heads, topk and extra_topk (0 without an
@@ -181,8 +187,10 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i,
  * row_len, with next_n exact; the other ops their main count (n, num_requests,
  * n_tokens, rows). */
 
-/* Load the lockfile at path into b (replacing b's earlier choices; NULL
- * clears them).  An entry is used when it is for this device's GPU model
+/* Load the lockfile at path into b, over the bundle's own choice records
+ * (a lockfile entry replaces the record of its bucket and kind; a lockfile
+ * loaded earlier is replaced; NULL goes back to the records alone).  An
+ * entry is used when it is for this device's GPU model
  * (the device name before " (") and its winner is a kernel of b, of the
  * entry's target, that runs here with the very code that was measured (the
  * SHA-256 of its code in b equals the lockfile's).  Entries of other GPU

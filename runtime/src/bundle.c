@@ -6,9 +6,12 @@
 #include <string.h>
 
 #include "layout_check.h"
+#include "lock.h"
 #include "rt.h"
 
 _Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_choice) == 160, "choice record layout differs from the writer's");
+_Static_assert(DSV4_CHOICE_DIMS == DSV4_SHAPE_DIMS, "a choice record's bucket is a shape bucket");
 
 /* A bundle's checks hold every field to the format (dsv4_abi.h) before
  * anything computes with it: strings terminated, enumerations known,
@@ -17,9 +20,10 @@ _Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout differs fr
  * and shared memory are checked against the device when a kernel is
  * chosen, cuda.c / opencl.c: the compiler decided them, the reader does
  * not re-derive them), the layout addressable (layout_check.c), code inside the
- * file past the entry table, and every byte of the file accounted for.  A
+ * file past the entry table and the choice records, each choice record's
+ * fields (check_choice), and every byte of the file accounted for.  A
  * refused bundle gets DSV4RT_ERR_BUNDLE_FORMAT and a message naming the
- * entry and the field. */
+ * entry or choice record and the field. */
 
 #define RT_WHY 512 /* a field check's message, before the entry's prefix */
 
@@ -238,7 +242,7 @@ static int check_geometry(const dsv4_bundle_entry *e, char *why)
 static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t size, char *why)
 {
   if (e->code_off < table_end)
-    return bad(why, "code offset %llu lies in the header or entry table (which end at %llu)",
+    return bad(why, "code offset %llu lies in the header or entry table or the choice records (which end at %llu)",
                (unsigned long long)e->code_off, (unsigned long long)table_end);
   if (e->code_off % DSV4_BUNDLE_ALIGN)
     return bad(why, "code offset %llu is not %d-byte aligned", (unsigned long long)e->code_off, DSV4_BUNDLE_ALIGN);
@@ -250,7 +254,8 @@ static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t s
   if (e->target != 2)
     return bad(why, "aux code (a SPIR fallback) on a target other than spirv");
   if (e->aux_off < table_end || e->aux_off % DSV4_BUNDLE_ALIGN)
-    return bad(why, "aux offset %llu lies in the header or entry table (which end at %llu) or is not %d-byte aligned",
+    return bad(why, "aux offset %llu lies in the header or entry table or the choice records (which end at %llu) or is "
+               "not %d-byte aligned",
                (unsigned long long)e->aux_off, (unsigned long long)table_end, DSV4_BUNDLE_ALIGN);
   if (e->aux_off > size || e->aux_len > size - e->aux_off)
     return bad(why, "aux [%llu, +%llu) passes the end of the file (%llu bytes)", (unsigned long long)e->aux_off,
@@ -327,8 +332,9 @@ static dsv4rt_status check_blobs(dsv4rt_context *ctx, const dsv4rt_bundle *b, ui
 }
 
 /* The header: magic, version, size, checksum (of every byte after it),
- * reserved word, and an entry count the file can hold (into *n). */
-static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n)
+ * and an entry count and choice record count the file can hold (into *n,
+ * *nc). */
+static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n, uint32_t *nc)
 {
   if (!p || size < DSV4_BUNDLE_HEADER_BYTES || memcmp(p, DSV4_BUNDLE_MAGIC, 8))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (bad magic or shorter than its %d-byte header)",
@@ -345,28 +351,80 @@ static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t 
                    (unsigned long long)fsize);
   if (dsv4_crc32(p + DSV4_BUNDLE_AT_NENTRIES, size - DSV4_BUNDLE_AT_NENTRIES) != rd32(p + DSV4_BUNDLE_AT_CRC))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle checksum mismatch (corrupted)");
-  if (rd32(p + DSV4_BUNDLE_AT_RESERVED) != 0)
-    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle header's reserved field is 0x%x, not 0",
-                   rd32(p + DSV4_BUNDLE_AT_RESERVED));
   *n = rd32(p + DSV4_BUNDLE_AT_NENTRIES);
   if (*n == 0 || *n > RT_MAX_ENTRIES)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u entries; a bundle holds 1 to %d", *n,
                    RT_MAX_ENTRIES);
+  *nc = rd32(p + DSV4_BUNDLE_AT_NCHOICES);
+  if (*nc > DSV4_BUNDLE_MAX_CHOICES)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u choice records; a bundle holds 0 to %d", *nc,
+                   DSV4_BUNDLE_MAX_CHOICES);
   if ((uint64_t)*n * sizeof(dsv4_bundle_entry) > size - DSV4_BUNDLE_HEADER_BYTES)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle lists %u entries, which its %zu bytes cannot hold", *n, size);
+  if ((uint64_t)*n * sizeof(dsv4_bundle_entry) + (uint64_t)*nc * sizeof(dsv4_bundle_choice) >
+      size - DSV4_BUNDLE_HEADER_BYTES)
+    return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT,
+                   "bundle lists %u entries and %u choice records, which its %zu bytes cannot hold", *n, *nc, size);
   return DSV4RT_OK;
 }
 
-/* The checked entries of a copied bundle (0 or a status, the message set). */
+/* Choice record r (dsv4_abi.h): a device string, an entry of its op, the
+ * op's bucket dims (non-negative, a bucket, zero past ndims), reserved 0. */
+static int check_choice(const dsv4rt_bundle *b, const dsv4_bundle_choice *r, char *why)
+{
+  const char *end = memchr(r->device, 0, sizeof r->device);
+  if (!end)
+    return bad(why, "device is not a NUL-terminated string");
+  if (!r->device[0])
+    return bad(why, "device is empty");
+  if (!zeros((const uint8_t *)end, (uint64_t)(r->device + sizeof r->device - end)))
+    return bad(why, "device has bytes after its NUL");
+  if (r->entry >= (uint32_t)b->n)
+    return bad(why, "entry %u is not one of the bundle's %d", r->entry, b->n);
+  if (r->op != b->entries[r->entry].op)
+    return bad(why, "op %u (%s) is not the op of entry %u (%s), %s", r->op, rt_op_name(r->op), r->entry,
+               b->entries[r->entry].name, rt_op_name(b->entries[r->entry].op));
+  const char *const *names;
+  int nd = dsv4_shape_names((int)r->op, &names);
+  if (r->ndims != (uint32_t)nd)
+    return bad(why, "ndims %u is not op %s's %d bucket dims", r->ndims, rt_op_name(r->op), nd);
+  dsv4_shape s;
+  memset(&s, 0, sizeof s);
+  s.op = (int)r->op, s.n = nd;
+  for (int k = 0; k < DSV4_CHOICE_DIMS; k++) {
+    if (k >= nd && r->bucket[k])
+      return bad(why, "bucket dim %d is set past its %d dims", k + 1, nd);
+    if (r->bucket[k] < 0)
+      return bad(why, "bucket dim %s %lld is negative", names[k], (long long)r->bucket[k]);
+    s.dim[k] = r->bucket[k];
+  }
+  dsv4_shape bk = dsv4_shape_bucket(&s);
+  if (memcmp(bk.dim, s.dim, sizeof s.dim))
+    return bad(why, "bucket dims are not a bucket (the runtime rounds a shape's dims up to powers of two)");
+  if (r->reserved)
+    return bad(why, "reserved word is %u, not 0", r->reserved);
+  return 0;
+}
+
+/* The checked entries and choice records of a copied bundle (0 or a
+ * status, the message set). */
 static dsv4rt_status check_entries(dsv4rt_context *ctx, dsv4rt_bundle *b)
 {
-  uint64_t table_end = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)b->n * sizeof(dsv4_bundle_entry);
+  uint64_t choices_at = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)b->n * sizeof(dsv4_bundle_entry);
+  uint64_t table_end = choices_at + (uint64_t)b->nrecords * sizeof(dsv4_bundle_choice); /* where the blobs start */
   for (int i = 0; i < b->n; i++) {
     memcpy(&b->entries[i], b->data + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry),
            sizeof(dsv4_bundle_entry));
     dsv4rt_status s = check_entry(ctx, &b->entries[i], i, table_end, b->size);
     if (s)
       return s;
+  }
+  for (int i = 0; i < b->nrecords; i++) {
+    dsv4_bundle_choice r;
+    char why[RT_WHY];
+    memcpy(&r, b->data + choices_at + (size_t)i * sizeof r, sizeof r);
+    if (check_choice(b, &r, why))
+      return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle choice record %d: %s", i, why);
   }
   return check_blobs(ctx, b, table_end);
 }
@@ -376,8 +434,8 @@ dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, s
   if (!ctx || !out)
     return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: out is NULL") : DSV4RT_ERR_INVALID_ARG;
   *out = NULL;
-  uint32_t n = 0;
-  dsv4rt_status s = check_header(ctx, data, size, &n);
+  uint32_t n = 0, nc = 0;
+  dsv4rt_status s = check_header(ctx, data, size, &n, &nc);
   if (s)
     return s;
   dsv4rt_bundle *b = calloc(1, sizeof *b);
@@ -386,12 +444,13 @@ dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, s
     return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for the bundle");
   }
   memcpy(b->data, data, size);
-  b->ctx = ctx, b->size = size, b->n = (int)n;
+  b->ctx = ctx, b->size = size, b->n = (int)n, b->nrecords = (int)nc;
   if ((s = check_entries(ctx, b))) {
     free(b->data);
     free(b);
     return s;
   }
+  rt_install_bundle_choices(b); /* those of the context's GPU model (choice.c) */
   *out = b;
   return DSV4RT_OK;
 }

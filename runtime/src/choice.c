@@ -1,16 +1,17 @@
-/* choice.c -- the runtime's side of tuning (docs/tuning.md): a lockfile's
- * winners loaded into a bundle (dsv4rt_bundle_load_tuning), and the kernel
- * an op call made without opts->kernel runs for its shape bucket
+/* choice.c -- the runtime's side of tuning (docs/tuning.md): the choices a
+ * bundle carries (its choice records, bundle version 7, installed on open
+ * for the context's GPU model: rt_install_bundle_choices), a lockfile's
+ * winners loaded over them (dsv4rt_bundle_load_tuning), and the kernel an
+ * op call made without opts->kernel runs for its shape bucket
  * (rt_tuned_kernel, which ops.c's begin() asks).
  *
- * Why a lockfile and not a table in the bundle: the bundle format (version
- * 6, bundle.c) has no place for it; docs/tuning.md proposes the table a
- * version 7 would carry.  Until then the choices live in the bundle's
- * memory only, loaded from the lockfile dsv4c --lock writes beside a tuned
- * bundle, and each is held to the code it was measured on: the SHA-256 of
- * the winner's code in this bundle must equal the lockfile's, so a bundle
- * built from another spec, toolchain or generator never runs a choice made
- * for other code (the call says which entries were stale).
+ * A bundle's own records need no code check: dsv4c --lock wrote them next
+ * to the code that was measured (it checked the hashes when it built).  A
+ * lockfile loaded later (retuning without rebuilding) holds each choice to
+ * the code it was measured on: the SHA-256 of the winner's code in this
+ * bundle must equal the lockfile's, so a bundle built from another spec,
+ * toolchain or generator never runs a choice made for other code (the call
+ * says which entries were stale).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,83 @@ static const struct rt_choice *lookup(const dsv4rt_bundle *b, const dsv4_shape *
   return NULL;
 }
 
+/* The choices being made (a table of NCHOICES): each with the median of
+ * its winner and where it came from (0 the bundle's records, 1 a lockfile). */
+typedef struct {
+  struct rt_choice *ch;
+  double *best;
+  unsigned char *from;
+  int n;
+} choice_set;
+
+/* Put the choice (op, bucket s, entry) with its winner's median: one a
+ * (op, bucket, kind), a lockfile's over the bundle's, else the faster (equal:
+ * the name first in byte order).  0, or 1 when the table is full. */
+static int put_choice(const dsv4rt_bundle *b, choice_set *cs, uint32_t op, const dsv4_shape *s, int entry,
+                      double median, int from)
+{
+  for (int k = 0; k < cs->n; k++) {
+    struct rt_choice *c = &cs->ch[k];
+    if (c->op != op || c->n != s->n || memcmp(c->dim, s->dim, sizeof c->dim) ||
+        !same_kind(&b->entries[c->entry], &b->entries[entry]))
+      continue;
+    if (from > cs->from[k] || median < cs->best[k] ||
+        (median == cs->best[k] && strcmp(b->entries[entry].name, b->entries[c->entry].name) < 0))
+      c->entry = entry, cs->best[k] = median, cs->from[k] = (unsigned char)from;
+    return 0;
+  }
+  if (cs->n == NCHOICES)
+    return 1;
+  struct rt_choice *c = &cs->ch[cs->n];
+  memset(c, 0, sizeof *c);
+  c->op = op, c->n = s->n, c->entry = entry;
+  memcpy(c->dim, s->dim, sizeof c->dim);
+  cs->best[cs->n] = median, cs->from[cs->n] = (unsigned char)from;
+  cs->n++;
+  return 0;
+}
+
+/* The bundle's choice records of the context's GPU model (checked on open)
+ * whose entry runs here, into cs. */
+static void put_records(const dsv4rt_bundle *b, choice_set *cs)
+{
+  char model[DSV4_LOCK_TEXT];
+  dsv4_tune_device_model(b->ctx->device, model, sizeof model);
+  if (!model[0])
+    return; /* no device (a stub context): no record is this model's */
+  uint64_t at = DSV4_BUNDLE_HEADER_BYTES + (uint64_t)b->n * sizeof(dsv4_bundle_entry);
+  for (int i = 0; i < b->nrecords; i++) {
+    dsv4_bundle_choice r;
+    memcpy(&r, b->data + at + (size_t)i * sizeof r, sizeof r);
+    if (strcmp(r.device, model) || !b->ctx->be || !b->ctx->be->accepts(b->ctx, &b->entries[r.entry]))
+      continue; /* another GPU model (the default rule applies), or a target that does not run here */
+    dsv4_shape s;
+    memset(&s, 0, sizeof s);
+    s.op = (int)r.op, s.n = (int)r.ndims;
+    memcpy(s.dim, r.bucket, sizeof s.dim);
+    put_choice(b, cs, r.op, &s, (int)r.entry, (double)r.median_ps / 1e6, 0);
+  }
+}
+
+void rt_install_bundle_choices(dsv4rt_bundle *b)
+{
+  b->nchoices = 0;
+  if (!b->nrecords)
+    return;
+  struct rt_choice *c = calloc(NCHOICES, sizeof *c);
+  double *bt = calloc(NCHOICES, sizeof *bt);
+  unsigned char *fr = calloc(NCHOICES, 1);
+  if (!c || !bt || !fr) {
+    free(c), free(bt), free(fr);
+    return; /* out of host memory: no choices, the default rule */
+  }
+  choice_set cs = {c, bt, fr, 0};
+  put_records(b, &cs);
+  memcpy(b->choices, c, (size_t)cs.n * sizeof *c);
+  b->nchoices = cs.n;
+  free(c), free(bt), free(fr);
+}
+
 const char *rt_tuned_kernel(const dsv4rt_bundle *b, dsv4_op op, const void *args)
 {
   dsv4_shape s;
@@ -139,8 +217,8 @@ dsv4rt_status dsv4rt_bundle_load_tuning_text(dsv4rt_bundle *b, const char *text,
 {
   if (!b)
     return rt_fail(NULL, DSV4RT_ERR_NULL_ARG, "dsv4rt_bundle_load_tuning: bundle is NULL");
-  if (!text) {
-    b->nchoices = 0;
+  if (!text) { /* back to the bundle's own choices */
+    rt_install_bundle_choices(b);
     return DSV4RT_OK;
   }
   dsv4_lock l;
@@ -149,17 +227,21 @@ dsv4rt_status dsv4rt_bundle_load_tuning_text(dsv4rt_bundle *b, const char *text,
     return rt_fail(b->ctx, DSV4RT_ERR_BUNDLE_FORMAT, "dsv4rt_bundle_load_tuning: not a tuning lockfile: %.900s", err);
   char model[DSV4_LOCK_TEXT];
   dsv4_tune_device_model(b->ctx->device, model, sizeof model);
-  /* the new choices, and the best winner's median of each (for two
+  /* the new choices: the bundle's records of this GPU model, then the
+   * lockfile's over them, with the best winner's median of each (for two
    * entries that choose for one bucket and kind: two sweeps of an op) */
   struct rt_choice *ch = calloc(NCHOICES, sizeof *ch);
   double *best = calloc(NCHOICES, sizeof *best);
+  unsigned char *from = calloc(NCHOICES, 1);
   char (*hashes)[65] = calloc((size_t)b->n, sizeof *hashes); /* entry code hashes, made once */
-  if (!ch || !best || !hashes) {
-    free(ch), free(best), free(hashes);
+  if (!ch || !best || !from || !hashes) {
+    free(ch), free(best), free(from), free(hashes);
     dsv4_lock_free(&l);
     return rt_fail(b->ctx, DSV4RT_ERR_OUT_OF_MEMORY, "dsv4rt_bundle_load_tuning: out of host memory");
   }
-  int n = 0, stale = 0, mine = 0;
+  choice_set cs = {ch, best, from, 0};
+  put_records(b, &cs);
+  int stale = 0, mine = 0;
   char first[700] = "";
   for (int i = 0; i < l.n; i++) {
     const dsv4_lock_entry *e = &l.e[i];
@@ -200,36 +282,18 @@ dsv4rt_status dsv4rt_bundle_load_tuning_text(dsv4rt_bundle *b, const char *text,
         why = "its code in this bundle differs from the code that was measured (another spec, toolchain or "
               "generator)";
     }
+    if (!why && put_choice(b, &cs, (uint32_t)op, &s, entry, v->median_us, 1))
+      why = "the choice table is full (the rest are left out)";
     if (why) {
       if (!stale++)
         snprintf(first, sizeof first, "kernel %s, bucket %s: winner %s: %s", e->key.kernel, e->key.bucket, e->winner,
                  why);
       continue;
     }
-    /* one choice a (op, bucket, kind): the fastest winner */
-    int at = -1;
-    for (int k = 0; k < n && at < 0; k++)
-      if (ch[k].op == (uint32_t)op && ch[k].n == s.n && !memcmp(ch[k].dim, s.dim, sizeof s.dim) &&
-          same_kind(&b->entries[ch[k].entry], &b->entries[entry]))
-        at = k;
-    if (at >= 0) {
-      if (v->median_us < best[at] ||
-          (v->median_us == best[at] && strcmp(e->winner, b->entries[ch[at].entry].name) < 0))
-        ch[at].entry = entry, best[at] = v->median_us;
-      continue;
-    }
-    if (n == NCHOICES) {
-      if (!stale++)
-        snprintf(first, sizeof first, "more than %d choices: the rest are left out", NCHOICES);
-      continue;
-    }
-    ch[n].op = (uint32_t)op, ch[n].n = s.n, ch[n].entry = entry;
-    memcpy(ch[n].dim, s.dim, sizeof s.dim);
-    best[n++] = v->median_us;
   }
-  memcpy(b->choices, ch, (size_t)n * sizeof *ch);
-  b->nchoices = n;
-  free(ch), free(best), free(hashes);
+  memcpy(b->choices, ch, (size_t)cs.n * sizeof *ch);
+  b->nchoices = cs.n;
+  free(ch), free(best), free(from), free(hashes);
   dsv4_lock_free(&l);
   if (stale)
     return rt_fail(b->ctx, DSV4RT_ERR_STALE_TUNING,

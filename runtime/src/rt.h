@@ -95,9 +95,11 @@ typedef struct {
 
 /* A bundle: its bytes and its entries, every field checked when it was
  * opened.  Opening (dsv4rt_bundle_open_memory) and destroying a bundle
- * nothing was loaded from never call the backend: they touch only the
- * context's message, so tests parse bundles on a stub context (a zeroed
- * dsv4rt_context) without a device. */
+ * nothing was loaded from never call the backend (bar the accepts test of
+ * a choice record naming the context's GPU model, which a stub's empty
+ * device name never matches): they touch only the context's message, so
+ * tests parse bundles on a stub context (a zeroed dsv4rt_context) without
+ * a device. */
 struct dsv4rt_bundle {
   dsv4rt_context *ctx;
   uint8_t *data;
@@ -105,8 +107,10 @@ struct dsv4rt_bundle {
   int n;
   dsv4_bundle_entry entries[RT_MAX_ENTRIES];
   rt_loaded loaded[RT_MAX_ENTRIES];
-  /* tuning (dsv4rt_bundle_load_tuning, choice.c): held inline, so that
-   * destroying the bundle frees nothing more */
+  int nrecords; /* choice records in the file (after the entry table; checked) */
+  /* tuning (choice.c): the choice records of the context's GPU model,
+   * installed on open, then what dsv4rt_bundle_load_tuning loads over
+   * them; held inline, so that destroying the bundle frees nothing more */
   int nchoices;
   struct rt_choice {
     uint32_t op;
@@ -115,6 +119,11 @@ struct dsv4rt_bundle {
     int entry;      /* the kernel calls of that bucket run */
   } choices[512];
 };
+
+/* Install the bundle's choice records whose device is the context's GPU
+ * model into b->choices (choice.c; on open, after every check).  Calls no
+ * backend but the accepts test, and that only for a record of this model. */
+void rt_install_bundle_choices(dsv4rt_bundle *b);
 
 /* Record an error message on ctx and return status s. */
 dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

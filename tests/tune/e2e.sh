@@ -3,9 +3,11 @@
 # CPU in CI; tune.quick.cuda on a GPU): a tiny sweep compiled, tuned with
 # --quick, resumed, tuned again in two shards and merged (in both orders:
 # the same bytes), a crashing and a hanging variant isolated and recorded,
-# a tuned bundle built with dsv4c --lock and its lockfile loaded by the
-# runtime (test_choice), and test_choice's synthetic lockfiles on the full
-# sweep bundle.  Exit 77 (skipped) when the backend has no device.
+# a tuned bundle built with dsv4c --lock choosing the winners by its own
+# choice records (bundle version 7) and with its lockfile loaded over them,
+# one built for another GPU model choosing none (test_choice), and
+# test_choice's synthetic lockfiles on the full sweep bundle.  Exit 77
+# (skipped) when the backend has no device.
 #   usage: e2e.sh DSV4C DSV4C_TUNE TEST_CHOICE TESTS_TUNE_DIR SPECS_DIR WORK_DIR opencl|cuda
 set -u
 dsv4c=$1 tune=$2 choice=$3 dir=$4 specs=$5 work=$6 be=$7
@@ -60,11 +62,21 @@ grep -q '"name": "sd__h4", "gate": "nondeterministic"' "$work/n.lock" && ok || b
 DSV4C_TUNE_FAULT=sd__h2:wrong "$tune" "$B" --lock "$work/w.lock" --quick --backend "$be" -k sd --no-report >"$work/w.log" 2>&1
 grep -q '"name": "sd__h2", "gate": "wrong", .*FlashMLA' "$work/w.lock" && ok || bad "a wrong variant is not caught"
 
-# a tuned bundle from the merged lockfile, its lockfile loaded by the runtime
+# a tuned bundle from the merged lockfile: its own choice records chosen
+# by the runtime with no lockfile, then its lockfile loaded over them
 "$dsv4c" "$dir/tiny_sweep.lua" -I "$specs" --lock "$work/m01.lock" -o "$work/tuned" 2>"$work/tuned.log" && ok ||
   bad "dsv4c --lock: $(cat "$work/tuned.log")"
 [ ! -s "$work/tuned.log" ] && ok || bad "dsv4c --lock reported: $(cat "$work/tuned.log")"
-"$choice" "$work/b/tiny_sweep.dsv4b" "$be" "$work/tuned/tiny_sweep.dsv4b" "$work/tuned/tiny_sweep.lock" >"$work/choice.log" 2>&1
+# the tuned bundle carries its choices (bundle version 7): as many choice
+# records as the lockfile has winners
+[ "$(od -An -tu4 -j20 -N4 "$work/tuned/tiny_sweep.dsv4b" | tr -d ' ')" = 4 ] && ok ||
+  bad "the tuned bundle does not hold 4 choice records"
+# the same winners recorded for another GPU model: the default rule here
+sed 's/"device": "[^"]*"/"device": "Some Other GPU"/' "$work/m01.lock" >"$work/other.lock"
+"$dsv4c" "$dir/tiny_sweep.lua" -I "$specs" --lock "$work/other.lock" -o "$work/other" 2>"$work/other.log" && ok ||
+  bad "dsv4c --lock (another GPU model): $(cat "$work/other.log")"
+"$choice" "$work/b/tiny_sweep.dsv4b" "$be" "$work/tuned/tiny_sweep.dsv4b" "$work/tuned/tiny_sweep.lock" \
+  "$work/other/tiny_sweep.dsv4b" >"$work/choice.log" 2>&1
 rc=$?
 [ "$rc" -eq 0 ] && ok || { cat "$work/choice.log"; bad "test_choice exited with $rc"; }
 finish

@@ -1,7 +1,7 @@
 /* test_choice.c -- the runtime's choice from a tuning lockfile
  * (runtime/src/choice.c) on a device:
  *
- *   test_choice BUNDLE opencl|cuda [TUNED_BUNDLE TUNED_LOCK]
+ *   test_choice BUNDLE opencl|cuda [TUNED_BUNDLE TUNED_LOCK [OTHER_BUNDLE]]
  *
  * BUNDLE holds a sweep of the decode (tests/tune/tiny_sweep.lua).  The test
  * writes lockfiles for this device from the bundle's own code hashes:
@@ -15,8 +15,13 @@
  *     loaded;
  *   - a file that is not a lockfile: refused, the earlier choices kept;
  *     NULL: cleared;
- *   - with TUNED_BUNDLE and TUNED_LOCK (dsv4c --lock's output): the lockfile
- *     loads fresh and each of this device's entries chooses its winner.
+ *   - with TUNED_BUNDLE and TUNED_LOCK (dsv4c --lock's output): the bundle's
+ *     own choice records (version 7) choose each of this device's entries'
+ *     winner with no lockfile loaded; the lockfile then loads fresh over
+ *     them with the same choices, and NULL goes back to the bundle's;
+ *   - with OTHER_BUNDLE (dsv4c --lock from the same lockfile, its device
+ *     renamed): no choice record is this device's, none installed, every
+ *     shape gets the default rule.
  * Exit 77 (skipped) without a device or without two decode variants that
  * run on it. */
 #include <stdio.h>
@@ -134,8 +139,8 @@ static void run_decode(int64_t T, const char *name)
 
 int main(int argc, char **argv)
 {
-  if (argc != 3 && argc != 5) {
-    fprintf(stderr, "usage: test_choice BUNDLE opencl|cuda [TUNED_BUNDLE TUNED_LOCK]\n");
+  if (argc != 3 && argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: test_choice BUNDLE opencl|cuda [TUNED_BUNDLE TUNED_LOCK [OTHER_BUNDLE]]\n");
     return 2;
   }
   int st = harness_open(argv[2]);
@@ -207,30 +212,53 @@ int main(int argc, char **argv)
   free(t);
   CHECK(dsv4rt_bundle_load_tuning(bundle, NULL) == DSV4RT_OK && dsv4rt_bundle_tuning_count(bundle) == 0, "NULL clears");
   dsv4rt_bundle_destroy(bundle);
-  if (argc == 5) { /* a tuned bundle (dsv4c --lock) and the lockfile written beside it: every entry fresh, chosen */
-    if (harness_bundle(argv[3], &bundle))
-      return 1;
-    s = dsv4rt_bundle_load_tuning(bundle, argv[4]);
-    CHECK(s == DSV4RT_OK, "the tuned bundle's lockfile: %s", dsv4rt_last_error(ctx));
+  if (argc >= 5) { /* a tuned bundle (dsv4c --lock) and the lockfile written beside it */
     dsv4_lock l;
     char err[400];
     CHECK(dsv4_lock_read(argv[4], &l, err, sizeof err) == 0, "%s", err);
-    int mine = 0;
-    for (int i = 0; i < l.n; i++) {
-      dsv4_lock_entry *e = &l.e[i];
-      dsv4_shape sh;
-      if (strcmp(e->key.device, model) || !e->winner[0] ||
-          dsv4_shape_parse(dsv4_tune_op_from_name(e->key.op), e->key.bucket, &sh))
-        continue;
-      mine++;
-      const char *c = dsv4rt_bundle_tuned_kernel(bundle, e->key.op, sh.dim, sh.n);
-      CHECK(c && !strcmp(c, e->winner), "bucket %s: tuning chooses %s, the lockfile's winner is %s", e->key.bucket,
-            c ? c : "none", e->winner);
+    if (harness_bundle(argv[3], &bundle))
+      return 1;
+    /* pass 0: the bundle's choice records alone; 1: the lockfile loaded over
+     * them; 2: NULL, back to the records */
+    for (int pass = 0; pass < 3; pass++) {
+      if (pass == 1) {
+        s = dsv4rt_bundle_load_tuning(bundle, argv[4]);
+        CHECK(s == DSV4RT_OK, "the tuned bundle's lockfile: %s", dsv4rt_last_error(ctx));
+      } else if (pass == 2)
+        CHECK(dsv4rt_bundle_load_tuning(bundle, NULL) == DSV4RT_OK, "NULL: %s", dsv4rt_last_error(ctx));
+      int mine = 0;
+      for (int i = 0; i < l.n; i++) {
+        dsv4_lock_entry *e = &l.e[i];
+        dsv4_shape sh;
+        if (strcmp(e->key.device, model) || !e->winner[0] ||
+            dsv4_shape_parse(dsv4_tune_op_from_name(e->key.op), e->key.bucket, &sh))
+          continue;
+        mine++;
+        const char *c = dsv4rt_bundle_tuned_kernel(bundle, e->key.op, sh.dim, sh.n);
+        CHECK(c && !strcmp(c, e->winner), "%s: bucket %s: tuning chooses %s, the lockfile's winner is %s",
+              pass == 0 ? "the bundle's records" : pass == 1 ? "the lockfile over them" : "back to the records",
+              e->key.bucket, c ? c : "none", e->winner);
+      }
+      CHECK(mine > 0 && dsv4rt_bundle_tuning_count(bundle) == mine, "pass %d: %d choices for %d entries of this device",
+            pass, dsv4rt_bundle_tuning_count(bundle), mine);
     }
-    CHECK(mine > 0 && dsv4rt_bundle_tuning_count(bundle) == mine, "%d choices for %d entries of this device",
-          dsv4rt_bundle_tuning_count(bundle), mine);
-    dsv4_lock_free(&l);
     dsv4rt_bundle_destroy(bundle);
+    if (argc == 6) { /* the same winners recorded for another GPU model: the default rule here */
+      if (harness_bundle(argv[5], &bundle))
+        return 1;
+      CHECK(dsv4rt_bundle_tuning_count(bundle) == 0, "another GPU model's records: %d choices installed",
+            dsv4rt_bundle_tuning_count(bundle));
+      for (int i = 0; i < l.n; i++) {
+        dsv4_lock_entry *e = &l.e[i];
+        dsv4_shape sh;
+        if (dsv4_shape_parse(dsv4_tune_op_from_name(e->key.op), e->key.bucket, &sh))
+          continue;
+        const char *c = dsv4rt_bundle_tuned_kernel(bundle, e->key.op, sh.dim, sh.n);
+        CHECK(!c, "another GPU model's records: bucket %s chooses %s (the default rule expected)", e->key.bucket, c);
+      }
+      dsv4rt_bundle_destroy(bundle);
+    }
+    dsv4_lock_free(&l);
   }
   dsv4rt_context_destroy(ctx);
   return harness_finish();

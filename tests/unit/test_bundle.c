@@ -5,10 +5,11 @@
  *
  * Builds a bundle in memory with the real writer (compiler/bundle.c) from
  * the kernels of SPECS_DIR/{decode,sparse_decode,indexer,insert}.lua, each
- * target's code a stand-in (the reader never loads code), and opens it with
- * the real reader on a stub context (rt.h: opening touches no backend).
+ * target's code a stand-in (the reader never loads code), with two choice
+ * records (bundle version 7: a decode's and a logits' winner), and opens it
+ * with the real reader on a stub context (rt.h: opening touches no backend).
  * Then, one at a time, each mutation of the table below: a hostile or
- * corrupted header or entry field (with the checksum made good again where
+ * corrupted header, entry or choice record field (with the checksum made good again where
  * the case means to get past it) must be refused with the status and a
  * message naming the field (and the entry).  Every BUNDLE listed (those the
  * build wrote with dsv4c) must open: the reader takes all the compiler
@@ -178,6 +179,45 @@ static void arg_past_nargs(uint8_t *b, size_t *n, int e)
   en[offsetof(dsv4_bundle_entry, args) + get(en + offsetof(dsv4_bundle_entry, nargs), 4)] = DSV4_ARG_I32;
 }
 
+/* Choice record i's bytes in the file (after the entry table). */
+static uint8_t *rec_at(uint8_t *b, int i)
+{
+  return entry_at(b, (int)get(b + DSV4_BUNDLE_AT_NENTRIES, 4)) + (size_t)i * sizeof(dsv4_bundle_choice);
+}
+#define RF(f) offsetof(dsv4_bundle_choice, f)
+static void rec_fill_device(uint8_t *b, size_t *n, int e) { memset(rec_at(b, 0) + RF(device), 'D', DSV4_CHOICE_DEVICE); }
+static void rec_empty_device(uint8_t *b, size_t *n, int e) { rec_at(b, 0)[RF(device)] = 0; }
+static void rec_device_tail(uint8_t *b, size_t *n, int e) { rec_at(b, 0)[RF(device) + DSV4_CHOICE_DEVICE - 1] = 'x'; }
+static void rec_entry_past(uint8_t *b, size_t *n, int e)
+{
+  put32(rec_at(b, 0) + RF(entry), (uint32_t)get(b + DSV4_BUNDLE_AT_NENTRIES, 4));
+}
+static void rec_entry_huge(uint8_t *b, size_t *n, int e) { put32(rec_at(b, 0) + RF(entry), 0xffffffffu); }
+static int item_of(const char *name, int t);
+static void rec_entry_other_op(uint8_t *b, size_t *n, int e)
+{
+  put32(rec_at(b, 0) + RF(entry), (uint32_t)item_of("dequant_gather_v4", DSV4_TARGET_PTX));
+}
+static void rec_op_unknown(uint8_t *b, size_t *n, int e) { put32(rec_at(b, 0) + RF(op), 99); }
+static void rec_ndims(uint8_t *b, size_t *n, int e) { put32(rec_at(b, 0) + RF(ndims), 3); }
+static void rec_ndims_huge(uint8_t *b, size_t *n, int e) { put32(rec_at(b, 0) + RF(ndims), 0x80000000u); }
+static void rec_dim_negative(uint8_t *b, size_t *n, int e) { put64(rec_at(b, 0) + RF(bucket[0]), (uint64_t)-8); }
+static void rec_dim_not_bucket(uint8_t *b, size_t *n, int e) { put64(rec_at(b, 0) + RF(bucket[0]), 3); }
+static void rec_dim_past_ndims(uint8_t *b, size_t *n, int e) { put64(rec_at(b, 1) + RF(bucket[3]), 1); }
+static void rec_reserved(uint8_t *b, size_t *n, int e) { put32(rec_at(b, 1) + RF(reserved), 1); }
+/* A choice record count one past what the file holds after the entries. */
+static void records_past_file(uint8_t *b, size_t *n, int e)
+{
+  size_t table = (size_t)(rec_at(b, 0) - b);
+  put32(b + DSV4_BUNDLE_AT_NCHOICES, (uint32_t)((*n - table) / sizeof(dsv4_bundle_choice) + 1));
+}
+
+/* Entry e's code moved onto the choice records (16-byte aligned). */
+static void code_in_records(uint8_t *b, size_t *n, int e)
+{
+  put64(entry_at(b, e) + offsetof(dsv4_bundle_entry, code_off), (uint64_t)(rec_at(b, 1) - b));
+}
+
 /* ---- the cases ---- */
 
 enum { SET, ADD };                 /* how value is applied to the field */
@@ -217,25 +257,62 @@ static const mutation cases[] = {
     {"bad magic", NULL, 0, HDR(0, 1), SET, 'X', NULL, 0, FMT, ANY, "not a dsv4c bundle"},
     {"shorter than its header", NULL, 0, NOFIELD, SET, 0, shorter_than_header, 0, FMT, ANY, "not a dsv4c bundle"},
     {"a version-4 header", NULL, 0, NOFIELD, SET, 0, v4_header, 0, VER, ANY,
-     "bundle version 4; this runtime reads version 6: compile the spec again with a dsv4c of this release"},
+     "bundle version 4; this runtime reads version 7: compile the spec again with a dsv4c of this release"},
     {"version 5 (no launch records)", NULL, 0, HDR(DSV4_BUNDLE_AT_VERSION, 4), SET, 5, NULL, 1, VER, ANY,
-     "bundle version 5; this runtime reads version 6: compile the spec again"},
-    {"version 7", NULL, 0, HDR(DSV4_BUNDLE_AT_VERSION, 4), SET, 7, NULL, 1, VER, ANY,
-     "bundle version 7; this runtime reads version 6: it was written by a newer dsv4c"},
+     "bundle version 5; this runtime reads version 7: compile the spec again"},
+    {"version 6 (no choice records)", NULL, 0, HDR(DSV4_BUNDLE_AT_VERSION, 4), SET, 6, NULL, 1, VER, ANY,
+     "bundle version 6; this runtime reads version 7: compile the spec again with a dsv4c of this release"},
+    {"version 8", NULL, 0, HDR(DSV4_BUNDLE_AT_VERSION, 4), SET, 8, NULL, 1, VER, ANY,
+     "bundle version 8; this runtime reads version 7: it was written by a newer dsv4c"},
     {"truncated by 16 bytes", NULL, 0, NOFIELD, SET, 0, truncate16, 0, FMT, ANY, "(truncated?)"},
     {"file size field +16", NULL, 0, HDR(DSV4_BUNDLE_AT_SIZE, 8), ADD, 16, NULL, 1, FMT, ANY, "but its header says"},
     {"a flipped byte in the entry count", NULL, 0, NOFIELD, SET, 0, flip_count, 0, FMT, ANY, "checksum mismatch"},
     {"a flipped checksum byte", NULL, 0, NOFIELD, SET, 0, flip_crc, 0, FMT, ANY, "checksum mismatch"},
     {"a flipped code byte", G, PTX, NOFIELD, SET, 0, flip_code, 0, FMT, ANY, "checksum mismatch"},
-    {"reserved word 1", NULL, 0, HDR(DSV4_BUNDLE_AT_RESERVED, 4), SET, 1, NULL, 1, FMT, ANY, "reserved field is 0x1"},
     {"entry count 0", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 0, NULL, 1, FMT, ANY, "lists 0 entries"},
     {"entry count 257", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 257, NULL, 1, FMT, ANY, "holds 1 to 256"},
     {"entry count past the file", NULL, 0, NOFIELD, SET, 0, count_past_file, 1, FMT, ANY, "cannot hold"},
+    /* (the records then start inside the last entry: the first is no record) */
     {"entry count lowered, checksum made good", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), ADD, (uint64_t)-1, NULL, 1,
-     FMT, ANY, "belong to no entry"},
+     FMT, ANY, "bundle choice record 0: "},
     {"entry count raised, checksum made good", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), ADD, 1, NULL, 1, FMT, ANY,
      "bundle entry 0 (" G "): code offset"},
     {"16 bytes past the last blob", NULL, 0, NOFIELD, SET, 0, trailing_bytes, 1, FMT, ANY, "belong to no entry"},
+    /* the choice records (version 7) */
+    {"choice record count 513", NULL, 0, HDR(DSV4_BUNDLE_AT_NCHOICES, 4), SET, 513, NULL, 1, FMT, ANY,
+     "lists 513 choice records; a bundle holds 0 to 512"},
+    {"choice record count past the file", NULL, 0, NOFIELD, SET, 0, records_past_file, 1, FMT, ANY,
+     "choice records, which its"},
+    {"choice record count lowered, checksum made good", NULL, 0, HDR(DSV4_BUNDLE_AT_NCHOICES, 4), ADD, (uint64_t)-1,
+     NULL, 1, FMT, ANY, "belong to no entry"},
+    {"choice record count raised, checksum made good", NULL, 0, HDR(DSV4_BUNDLE_AT_NCHOICES, 4), ADD, 1, NULL, 1, FMT,
+     ANY, "code offset"},
+    {"a record's device without a NUL", NULL, 0, NOFIELD, SET, 0, rec_fill_device, 1, FMT, ANY,
+     "bundle choice record 0: device is not a NUL-terminated string"},
+    {"a record's empty device", NULL, 0, NOFIELD, SET, 0, rec_empty_device, 1, FMT, ANY,
+     "bundle choice record 0: device is empty"},
+    {"a record's device with bytes after its NUL", NULL, 0, NOFIELD, SET, 0, rec_device_tail, 1, FMT, ANY,
+     "bundle choice record 0: device has bytes after its NUL"},
+    {"a record's entry = nentries", NULL, 0, NOFIELD, SET, 0, rec_entry_past, 1, FMT, ANY,
+     "bundle choice record 0: entry"},
+    {"a record's entry 2^32 - 1", NULL, 0, NOFIELD, SET, 0, rec_entry_huge, 1, FMT, ANY,
+     "bundle choice record 0: entry 4294967295 is not one of the bundle's"},
+    {"a record's entry of another op", NULL, 0, NOFIELD, SET, 0, rec_entry_other_op, 1, FMT, ANY,
+     "bundle choice record 0: op 4 (sparse_decode) is not the op of entry"},
+    {"a record's unknown op", NULL, 0, NOFIELD, SET, 0, rec_op_unknown, 1, FMT, ANY,
+     "bundle choice record 0: op 99 (?) is not the op of entry"},
+    {"a record's ndims 3 on a decode", NULL, 0, NOFIELD, SET, 0, rec_ndims, 1, FMT, ANY,
+     "bundle choice record 0: ndims 3 is not op sparse_decode's 5 bucket dims"},
+    {"a record's ndims 2^31", NULL, 0, NOFIELD, SET, 0, rec_ndims_huge, 1, FMT, ANY,
+     "bundle choice record 0: ndims 2147483648"},
+    {"a record's negative dim", NULL, 0, NOFIELD, SET, 0, rec_dim_negative, 1, FMT, ANY,
+     "bundle choice record 0: bucket dim T -8 is negative"},
+    {"a record's dim that is no bucket", NULL, 0, NOFIELD, SET, 0, rec_dim_not_bucket, 1, FMT, ANY,
+     "bundle choice record 0: bucket dims are not a bucket"},
+    {"a record's dim past its ndims", NULL, 0, NOFIELD, SET, 0, rec_dim_past_ndims, 1, FMT, ANY,
+     "bundle choice record 1: bucket dim 4 is set past its 3 dims"},
+    {"a record's reserved word", NULL, 0, NOFIELD, SET, 0, rec_reserved, 1, FMT, ANY,
+     "bundle choice record 1: reserved word is 1, not 0"},
     /* an entry's strings, kind and signature */
     {"name without a NUL", G, PTX, NOFIELD, SET, 0, fill_name, 1, FMT, UNNAMED, "name is not a NUL-terminated string"},
     {"empty name", G, PTX, F(name[0]), SET, 0, NULL, 1, FMT, UNNAMED, "name is empty"},
@@ -396,6 +473,8 @@ static const mutation cases[] = {
     /* the code */
     {"code offset 0", G, PTX, F(code_off), SET, 0, NULL, 1, FMT, NAMED,
      "code offset 0 lies in the header or entry table"},
+    {"code offset inside the choice records", G, PTX, NOFIELD, SET, 0, code_in_records, 1, FMT, NAMED,
+     "lies in the header or entry table or the choice records"},
     {"code offset inside the entry table", G, AMD, F(code_off), SET, 32 + 576, NULL, 1, FMT, NAMED,
      "code offset 608 lies in the header or entry table"},
     {"code offset off 16", G, PTX, F(code_off), ADD, 8, NULL, 1, FMT, NAMED, "is not 16-byte aligned"},
@@ -477,7 +556,7 @@ static void check_base(const uint8_t *base, size_t size)
 }
 
 /* The writer refuses what no reader takes. */
-static void check_writer(void)
+static void check_writer(const dsv4_bundle_choice *recs)
 {
   unsigned char *out = NULL;
   size_t len = 0;
@@ -490,6 +569,64 @@ static void check_writer(void)
   memset(&d, 0, sizeof d);
   check(dsv4_bundle_build(&it, 1, &out, &len, &d) != 0 && !out && d.n && strstr(d.items[0].msg, "empty"),
         "the writer refuses an empty artifact", d.n ? d.items[0].msg : "");
+  dsv4_bundle_choice r = recs[0];
+  r.entry = (uint32_t)item_of(G, PTX);
+  memset(&d, 0, sizeof d);
+  check(dsv4_bundle_build_tuned(items, nitems, &r, 1, &out, &len, &d) != 0 && !out && d.n &&
+            strstr(d.items[0].msg, "choice record 0"),
+        "the writer refuses a choice record of another op's entry", d.n ? d.items[0].msg : "");
+  r = recs[0], r.device[0] = 0;
+  memset(&d, 0, sizeof d);
+  check(dsv4_bundle_build_tuned(items, nitems, &r, 1, &out, &len, &d) != 0 && !out,
+        "the writer refuses a choice record without a device", "");
+}
+
+/* The choice records on open: none installed on the stub (no device), nor
+ * for another GPU model; the record of the context's model installed (a
+ * stand-in backend that runs PTX sm_90a, the context named as CUDA names an
+ * H100), and it chooses its entry for its bucket. */
+static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e);
+static void check_installed(const uint8_t *base, size_t size)
+{
+  dsv4rt_bundle *x = NULL;
+  if (dsv4rt_bundle_open_memory(&stub, base, size, &x)) {
+    check(0, "the base bundle opens", dsv4rt_last_error(&stub));
+    return;
+  }
+  check(dsv4rt_bundle_tuning_count(x) == 0, "no device: no choice record installed", "");
+  dsv4rt_bundle_destroy(x);
+  static rt_backend fake;
+  fake.name = "stand-in", fake.accepts = runs_sm90a;
+  dsv4rt_context c = stub;
+  c.be = &fake;
+  snprintf(c.device, sizeof c.device, "Other GPU (sm_90, CUDA 12.4)");
+  x = NULL;
+  check(dsv4rt_bundle_open_memory(&c, base, size, &x) == DSV4RT_OK && dsv4rt_bundle_tuning_count(x) == 0,
+        "another GPU model: no choice record installed", "");
+  dsv4rt_bundle_destroy(x);
+  snprintf(c.device, sizeof c.device, "NVIDIA H100 80GB HBM3 (sm_90, CUDA 12.4)");
+  x = NULL;
+  check(dsv4rt_bundle_open_memory(&c, base, size, &x) == DSV4RT_OK && dsv4rt_bundle_tuning_count(x) == 1,
+        "the context's GPU model: its record installed", "");
+  if (x) {
+    int got = x->nchoices == 1 && !strcmp(x->entries[x->choices[0].entry].name, D) && x->choices[0].n == 5 &&
+              x->choices[0].dim[0] == 8 && x->choices[0].dim[2] == 512;
+    check(got, "the installed choice is the record's entry and bucket", "");
+    /* a call of the bucket asks for the record's entry among kernels of its kind */
+    dsv4rt_sparse_decode_args a;
+    memset(&a, 0, sizeof a);
+    a.n_tokens = 7, a.heads = 64, a.topk = 500;
+    const char *k = rt_tuned_kernel(x, DSV4_OP_SPARSE_DECODE, &a);
+    int ref = -1;
+    for (int i = 0; i < x->n && ref < 0; i++)
+      if (x->entries[i].op == DSV4_OP_SPARSE_DECODE && runs_sm90a(&c, &x->entries[i]))
+        ref = i;
+    int kind = ref >= 0 && !strcmp(x->entries[ref].layout.name, x->entries[item_of(D, PTX)].layout.name) &&
+               x->entries[ref].v_dim == x->entries[item_of(D, PTX)].v_dim;
+    check(kind ? k && !strcmp(k, D) : !k, "a call of the record's bucket runs its entry (where of the default's kind)",
+          k ? k : "none");
+  }
+  dsv4rt_bundle_destroy(x);
 }
 
 /* A bundle the build wrote opens. */
@@ -559,13 +696,23 @@ int main(int argc, char **argv)
   size_t size = 0;
   dsv4_diags d;
   memset(&d, 0, sizeof d);
-  if (dsv4_bundle_build(items, nitems, &base, &size, &d)) {
+  /* two choice records: a decode's winner on an H100, a logits' on another GPU */
+  dsv4_bundle_choice recs[2];
+  memset(recs, 0, sizeof recs);
+  snprintf(recs[0].device, sizeof recs[0].device, "NVIDIA H100 80GB HBM3");
+  recs[0].op = DSV4_OP_SPARSE_DECODE, recs[0].entry = (uint32_t)item_of(D, PTX), recs[0].ndims = 5;
+  recs[0].bucket[0] = 8, recs[0].bucket[1] = 64, recs[0].bucket[2] = 512, recs[0].median_ps = 12345678;
+  snprintf(recs[1].device, sizeof recs[1].device, "Test GPU");
+  recs[1].op = DSV4_OP_PAGED_MQA_LOGITS, recs[1].entry = (uint32_t)item_of(LG, PTX), recs[1].ndims = 3;
+  recs[1].bucket[0] = 64, recs[1].bucket[1] = 1, recs[1].bucket[2] = 4096, recs[1].median_ps = 1000;
+  check_writer(recs);
+  if (dsv4_bundle_build_tuned(items, nitems, recs, 2, &base, &size, &d)) {
     check(0, "the writer builds the base bundle", d.n ? d.items[0].msg : "");
     return 1;
   }
   check_base(base, size);
-  check_writer();
   check_default_rule(base, size);
+  check_installed(base, size);
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
     run_case(&cases[c], base, size);
   for (int i = 2; i < argc; i++)
