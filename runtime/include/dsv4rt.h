@@ -111,6 +111,9 @@ DSV4RT_API uint64_t dsv4rt_buffer_native(const dsv4rt_buffer *buf);
 /* Copy host -> device / device -> host / device -> device (blocking). */
 DSV4RT_API dsv4rt_status dsv4rt_buffer_write(dsv4rt_buffer *buf, size_t offset, const void *src, size_t n);
 DSV4RT_API dsv4rt_status dsv4rt_buffer_read(dsv4rt_buffer *buf, size_t offset, void *dst, size_t n);
+/* Copy the first n bytes of src to dst and wait; DSV4RT_ERR_ALIASING where
+ * the two share memory (one buffer or handle, or overlapping wrapped CUDA
+ * ranges), which neither backend copies defined. */
 DSV4RT_API dsv4rt_status dsv4rt_buffer_copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n);
 /* Queue a device-to-device copy without waiting (for benchmarks). */
 DSV4RT_API dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n);

@@ -218,6 +218,14 @@ static dsv4rt_status copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n
                    src->size, dst->size);
   if (!n)
     return DSV4RT_OK;
+  /* overlapping ranges: undefined for cuMemcpyDtoD, CL_MEM_COPY_OVERLAP for
+   * OpenCL; one buffer or native handle, or (CUDA, natives are addresses)
+   * wrapped ranges that meet */
+  uint64_t p = dst->native, q = src->native;
+  if (dst == src || p == q ||
+      (dst->ctx->be->kind == DSV4RT_BACKEND_CUDA && (p < q ? q - p < (uint64_t)n : p - q < (uint64_t)n)))
+    return rt_fail(dst->ctx, DSV4RT_ERR_ALIASING, "dsv4rt_buffer_copy: dst and src share memory in the %zu bytes copied",
+                   n);
   return (dsv4rt_status)dst->ctx->be->copy(dst->ctx, dst->native, src->native, n, wait);
 }
 

@@ -50,6 +50,9 @@ int main(void)
   CHECK(dsv4rt_buffer_read(a, (size_t)-1, host, 8) == DSV4RT_ERR_OUT_OF_RANGE, "offset overflow");
   CHECK(dsv4rt_buffer_copy(b, a, 200) == DSV4RT_ERR_BUFFER_TOO_SMALL, "copy larger than the destination");
   CHECK(dsv4rt_buffer_copy(a, b, 128) == DSV4RT_OK, "copy: %s", dsv4rt_last_error(ctx));
+  CHECK(dsv4rt_buffer_copy(a, a, 64) == DSV4RT_ERR_ALIASING && strstr(dsv4rt_last_error(ctx), "share memory"),
+        "a copy onto itself is refused: %s", dsv4rt_last_error(ctx));
+  CHECK(dsv4rt_buffer_copy_async(b, b, 8) == DSV4RT_ERR_ALIASING, "an async copy onto itself is refused");
   CHECK(dsv4rt_buffer_size(a) == 256 && dsv4rt_buffer_size(NULL) == 0, "buffer_size");
   dsv4rt_buffer *w = NULL;
   CHECK(dsv4rt_buffer_wrap(ctx, 0, 16, &w) == DSV4RT_ERR_NULL_ARG && w == NULL, "wrap of null memory");
