@@ -241,10 +241,12 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_code_hash(const dsv4rt_bundle *b, i
 
 /* Launch-time options shared by the ops. */
 typedef struct dsv4rt_launch_opts {
-  const char *kernel;     /* a kernel name in the bundle; NULL = the default rule (rt.c rt_default_rank): of
-                             the kernels for this op with the layout of the first that runs on this device, a
-                             matrix form over the portable one; for sparse_decode CTA pairs at 128 heads or
-                             more, else the warpgroup form alone, then the warp form; ties in bundle order */
+  const char *kernel;     /* a kernel name in the bundle; NULL = a tuned bundle's (or lockfile's) winner for
+                             the call's shape, else the default rule (rt.c rt_default_rank): of the kernels
+                             for this op with the layout of the first that runs on this device, warpgroup,
+                             then warp, then row warp-matrix, then portable; CTA pairs first at 128 heads or
+                             more; the logits' batch forms only up to DSV4_LOGITS_MAX_NEXT_N; ties in bundle
+                             order */
   int check_contents;     /* 1: also read every device-resident length and index a kernel uses back to the
                              host (a blocking read, after the work queued before) and refuse the first value
                              outside its contract with DSV4RT_ERR_BAD_CONTENTS, naming array and position:

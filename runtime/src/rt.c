@@ -237,17 +237,20 @@ dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *
 
 /* The default rule: how well entry e suits a call of this shape when the
  * caller names no kernel (higher is better; ties go to the bundle's order,
- * the spec's).  The one place this is decided: a form a matrix unit runs
- * beats the portable one; for sparse_decode, CTA pairs where a token has
- * at least two 64-head groups (V4-Pro's 128 heads: the pair shares each
- * tile's dequantization), else the warpgroup form alone (V4-Flash's 64
- * heads: a pair would dequantize for a CTA of padding), then the warp
- * form.  The split count is decode_splits' (ops.c).  Measured choices
- * from a tuning lockfile replace it where the bundle has them. */
+ * the spec's).  The one place this is decided, from the launch records
+ * alone (no op is named): the warpgroup form, then the warp form, then the
+ * logits' row warp-matrix form, then the portable one; CTA pairs first
+ * where a token has at least two 64-head groups (V4-Pro's 128 heads: the
+ * pair shares each tile's dequantization), else last of the matrix forms
+ * (V4-Flash's 64 heads: a pair would dequantize for a CTA of padding).  A
+ * form whose CTA holds every next_n row of a batch entry cannot take more
+ * than DSV4_LOGITS_MAX_NEXT_N of them: -1 then (MTP with next_n 3 runs
+ * the row forms).  The split count is decode_splits' (ops.c).  Measured
+ * choices from a tuned bundle or lockfile come first where they exist. */
 int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s)
 {
-  if (e->op != DSV4_OP_SPARSE_DECODE)
-    return rt_matrix_form(e) ? 1 : 0;
+  if (e->launch.grid == DSV4_GRID_POSITIONS_BATCH && s && s->next_n > DSV4_LOGITS_MAX_NEXT_N)
+    return -1;
   switch (e->launch.form) {
   case DSV4_FORM_WARPGROUP_PAIR:
     return s && s->heads >= 2 * 64 ? 4 : 1;
@@ -255,6 +258,8 @@ int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s)
     return 3;
   case DSV4_FORM_WARP:
     return 2;
+  case DSV4_FORM_ROW_WARP:
+    return 1;
   default:
     return 0;
   }

@@ -160,6 +160,7 @@ const char *rt_op_name(uint32_t op);
 /* What the default rule knows of a call (0 where an op has no such field). */
 typedef struct {
   int64_t heads, tokens;
+  int64_t next_n; /* paged_mqa_logits: rows of a batch entry */
 } rt_shape;
 /* The default rule's rank of entry e for a call of shape s (rt.c). */
 int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s);
