@@ -22,8 +22,9 @@ torch tensors on the inputs' device) and returned.
 
 ``stream=`` (an int ``CUstream`` handle, or an object with ``.cuda_stream``
 such as ``torch.cuda.Stream``) puts a call's launches on that stream;
-without it they go on ``Context.stream`` (0, the legacy default stream,
-unless set).  ``dsv4c.compat`` has drop-in versions of FlashMLA's, vLLM's and
+without it a call on torch CUDA tensors goes on torch's current stream of
+their device (as a torch op would), and any other call on
+``Context.stream`` (0, the legacy default stream, unless set).  ``dsv4c.compat`` has drop-in versions of FlashMLA's, vLLM's and
 DeepGEMM's entry points.  docs/python.md says how and why.
 """
 
@@ -115,6 +116,24 @@ def _raw(x):
     except TypeError:
         pass
     return x
+
+
+_raw_stream = None
+
+
+def _current(stream, x):
+    """stream where given; else torch's current stream (its raw handle) for a torch CUDA tensor x;
+    else None (the context's)."""
+    global _raw_stream
+    if stream is not None or not (_is_torch(x) and x.is_cuda):
+        return stream
+    if _raw_stream is None:
+        import torch
+
+        # the handle without a Stream object (what Triton launches with), where torch has it
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _raw_stream(x.get_device())
 
 
 def _np():
@@ -227,7 +246,7 @@ class Bundle:
         if out is None:
             out = _empty(indices, tuple(indices.shape) + (self.op_info("dequant_gather", kernel)["dim"],), "bf16")
         self._b.dequant_gather(out=_raw(out), cache=cache, indices=indices, block_size=block_size,
-                               tensor_scale=tensor_scale, kernel=kernel, check_contents=check_contents, stream=stream)
+                               tensor_scale=tensor_scale, kernel=kernel, check_contents=check_contents, stream=_current(stream, indices))
         return out
 
     def paged_gather(self, out, cache, seq_lens, block_table, gather_lens=None, offset=0, *, block_size=None,
@@ -239,7 +258,7 @@ class Bundle:
         self._b.paged_gather(out=_raw(out), cache=_raw(cache), seq_lens=_raw(seq_lens),
                              block_table=_raw(block_table), gather_lens=_raw(gather_lens), offset=offset,
                              block_size=block_size, tensor_scale=tensor_scale, kernel=kernel,
-                             check_contents=check_contents, stream=stream)
+                             check_contents=check_contents, stream=_current(stream, out))
         return out
 
     def kv_insert(self, cache, kv, slot_mapping, positions=None, cos_sin=None, q=None, q_out=None, *,
@@ -256,7 +275,8 @@ class Bundle:
             q_out = _empty(q, (q.shape[0], hp, info["q_dim"]), "bf16", q)
         self._b.kv_insert(cache=_raw(cache), kv=_raw(kv), slot_mapping=_raw(slot_mapping),
                           positions=_raw(positions), cos_sin=_raw(cos_sin), q=_raw(q), q_out=_raw(q_out), eps=eps,
-                          block_size=block_size, kernel=kernel, check_contents=check_contents, stream=stream)
+                          block_size=block_size, kernel=kernel, check_contents=check_contents,
+                          stream=_current(stream, kv))
         return q_out
 
     def sparse_decode(self, q, cache, indices, lens, *, softmax_scale=None, extra_cache=None, extra_indices=None,
@@ -280,7 +300,7 @@ class Bundle:
                               extra_indices=_raw(extra_indices), extra_lens=_raw(extra_lens),
                               attn_sink=_raw(attn_sink), tensor_scale=tensor_scale, block_size=block_size,
                               extra_block_size=extra_block_size, splits=splits, kernel=kernel,
-                              check_contents=check_contents, stream=stream)
+                              check_contents=check_contents, stream=_current(stream, q))
         return out, lse
 
     def paged_mqa_logits(self, q, cache, weights, context_lens, block_table, *, row_len=None, logits=None,
@@ -296,8 +316,8 @@ class Bundle:
             logits = _empty(weights, (q.shape[0] * q.shape[1], row_len), "f32")
         self._b.paged_mqa_logits(logits=_raw(logits), q=q, cache=_raw(cache), weights=_raw(weights),
                                  context_lens=_raw(context_lens), block_table=_raw(block_table),
-                                 block_size=block_size, kernel=kernel, check_contents=check_contents, stream=stream,
-                                 no_tensor_maps=no_tensor_maps)
+                                 block_size=block_size, kernel=kernel, check_contents=check_contents,
+                                 stream=_current(stream, q), no_tensor_maps=no_tensor_maps)
         return logits
 
     def topk(self, logits, context_lens, out=None, *, kernel=None, check_contents=False, stream=None):
@@ -308,7 +328,7 @@ class Bundle:
         if out is None:
             out = _empty(logits, (logits.shape[0], self.op_info("topk", kernel)["topk"]), "i32")
         self._b.topk(out=_raw(out), logits=logits, context_lens=_raw(context_lens), kernel=kernel,
-                     check_contents=check_contents, stream=stream)
+                     check_contents=check_contents, stream=_current(stream, logits))
         return out
 
     def _bench_c_loop(self, op, iters, **kwargs):

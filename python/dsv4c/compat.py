@@ -22,7 +22,7 @@ opened on ``Context("auto")``).
 
 import os
 
-from . import Context, _empty, _is_numpy, _is_torch, _raw
+from . import Context, _current, _empty, _is_numpy, _is_torch, _raw
 
 __all__ = ["configure", "flash_mla_with_kvcache", "get_mla_metadata", "dequantize_and_gather_k_cache",
            "quantize_and_insert_k_cache", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
@@ -76,21 +76,9 @@ def _rule_or(b, op, name):
     return name
 
 
-_raw_stream = None
-
-
 def _stream(x):
-    """torch's current stream for a torch CUDA tensor, else None (the context's)."""
-    global _raw_stream
-    if _is_torch(x) and x.is_cuda:
-        if _raw_stream is None:
-            import torch
-
-            # the handle without a Stream object (what Triton launches with), where torch has it
-            _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-                lambda d: torch.cuda.current_stream(d).cuda_stream)
-        return _raw_stream(x.get_device())
-    return None
+    """torch's current stream for a torch CUDA tensor x, else None (the context's): the package's rule."""
+    return _current(None, x)
 
 
 def _token_bytes(cache):
