@@ -576,8 +576,7 @@ dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i, dsv4rt_ker
   out->v_dim = (int)e->v_dim;
   out->heads = (int)e->heads;
   out->topk = (int)e->topk;
-  out->matrix = e->launch.form == DSV4_FORM_WARP || e->launch.form == DSV4_FORM_WARPGROUP ||
-                e->launch.form == DSV4_FORM_WARPGROUP_PAIR;
+  out->matrix = rt_matrix_form(e);
   out->form = (int)e->launch.form;
   out->cluster = (int)e->launch.cluster;
   out->shared_bytes = (int)e->launch.shared_bytes;

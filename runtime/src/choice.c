@@ -22,8 +22,9 @@
 
 #define NCHOICES ((int)(sizeof ((dsv4rt_bundle *)0)->choices / sizeof ((dsv4rt_bundle *)0)->choices[0]))
 
-/* The shape tuning sees of an op call (lock.h's dims for op). */
-static int call_shape(dsv4_op op, const void *args, dsv4_shape *s)
+/* The shape of an op call (lock.h's dims for op): tuning's bucket and the
+ * default rule's heads and rows (rt.h). */
+int rt_call_shape(dsv4_op op, const void *args, dsv4_shape *s)
 {
   memset(s, 0, sizeof *s);
   s->op = (int)op;
@@ -158,20 +159,16 @@ void rt_install_bundle_choices(dsv4rt_bundle *b)
   free(c), free(bt), free(fr);
 }
 
-const char *rt_tuned_kernel(const dsv4rt_bundle *b, dsv4_op op, const void *args)
+const char *rt_tuned_kernel(const dsv4rt_bundle *b, dsv4_op op, const dsv4_shape *s)
 {
-  dsv4_shape s;
-  if (!b || !b->nchoices || !args || call_shape(op, args, &s))
+  if (!b || !b->nchoices || !s || s->op != (int)op)
     return NULL;
   /* the kind of kernel the default choice would take (the first of the op
    * that runs here, as rt_find): tuning picks among that kind only */
-  int ref = -1;
-  for (int i = 0; i < b->n && ref < 0; i++)
-    if (b->entries[i].op == (uint32_t)op && b->ctx->be->accepts(b->ctx, &b->entries[i]))
-      ref = i;
+  int ref = rt_first_runnable(b, op);
   if (ref < 0)
     return NULL;
-  dsv4_shape bucket = dsv4_shape_bucket(&s);
+  dsv4_shape bucket = dsv4_shape_bucket(s);
   const struct rt_choice *c = lookup(b, &bucket, ref);
   return c ? b->entries[c->entry].name : NULL;
 }
@@ -205,10 +202,7 @@ const char *dsv4rt_bundle_tuned_kernel(const dsv4rt_bundle *b, const char *op, c
   if (s.op == DSV4_OP_SPARSE_DECODE && !s.dim[3])
     s.dim[4] = 0; /* no extra list: no extra block size either */
   dsv4_shape bucket = dsv4_shape_bucket(&s);
-  int ref = -1; /* as rt_tuned_kernel: the kind the default choice takes */
-  for (int i = 0; i < b->n && ref < 0; i++)
-    if (b->entries[i].op == (uint32_t)s.op && b->ctx->be->accepts(b->ctx, &b->entries[i]))
-      ref = i;
+  int ref = rt_first_runnable(b, (dsv4_op)s.op); /* as rt_tuned_kernel: the kind the default choice takes */
   const struct rt_choice *c = ref < 0 ? NULL : lookup(b, &bucket, ref);
   return c ? b->entries[c->entry].name : NULL;
 }

@@ -40,16 +40,12 @@ static dsv4rt_status begin(call *c, dsv4rt_bundle *b, const void *args, dsv4_op 
     return rt_fail(NULL, DSV4RT_ERR_NULL_ARG, "%s: bundle is NULL", fn);
   if (!args)
     return rt_fail(b->ctx, DSV4RT_ERR_NULL_ARG, "%s: args is NULL", fn);
-  rt_shape shape = {0, 0, 0};
-  if (op == DSV4_OP_SPARSE_DECODE)
-    shape.heads = ((const dsv4rt_sparse_decode_args *)args)->heads,
-    shape.tokens = ((const dsv4rt_sparse_decode_args *)args)->n_tokens;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS)
-    shape.next_n = ((const dsv4rt_mqa_logits_args *)args)->next_n;
+  dsv4_shape shape; /* read once: tuning's bucket and the default rule's ranks */
+  const dsv4_shape *sh = rt_call_shape(op, args, &shape) ? NULL : &shape;
   const char *name = opts ? opts->kernel : NULL;
-  if (!name) /* tuning's winner for the call's shape bucket, where a lockfile was loaded (choice.c) */
-    name = rt_tuned_kernel(b, op, args);
-  dsv4rt_status s = rt_find(b, op, name, &shape, &c->e);
+  if (!name) /* tuning's winner for the call's shape bucket (a tuned bundle or a loaded lockfile: choice.c) */
+    name = rt_tuned_kernel(b, op, sh);
+  dsv4rt_status s = rt_find(b, op, name, sh, &c->e);
   if (s) {
     char m[sizeof b->ctx->err];
     memcpy(m, b->ctx->err, sizeof m);

@@ -247,13 +247,13 @@ dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *
  * than DSV4_LOGITS_MAX_NEXT_N of them: -1 then (MTP with next_n 3 runs
  * the row forms).  The split count is decode_splits' (ops.c).  Measured
  * choices from a tuned bundle or lockfile come first where they exist. */
-int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s)
+int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n)
 {
-  if (e->launch.grid == DSV4_GRID_POSITIONS_BATCH && s && s->next_n > DSV4_LOGITS_MAX_NEXT_N)
+  if (e->launch.grid == DSV4_GRID_POSITIONS_BATCH && next_n > DSV4_LOGITS_MAX_NEXT_N)
     return -1;
   switch (e->launch.form) {
   case DSV4_FORM_WARPGROUP_PAIR:
-    return s && s->heads >= 2 * 64 ? 4 : 1;
+    return heads >= 2 * 64 ? 4 : 1;
   case DSV4_FORM_WARPGROUP:
     return 3;
   case DSV4_FORM_WARP:
@@ -265,8 +265,28 @@ int rt_default_rank(const dsv4_bundle_entry *e, const rt_shape *s)
   }
 }
 
-dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const rt_shape *shape, int *entry)
+/* Dim `name` of shape s (lock.h's names), 0 where s has none. */
+static int64_t dim_of(const dsv4_shape *s, const char *name)
 {
+  const char *const *names;
+  int n = s ? dsv4_shape_names(s->op, &names) : 0;
+  for (int i = 0; i < n && i < s->n; i++)
+    if (!strcmp(names[i], name))
+      return s->dim[i];
+  return 0;
+}
+
+int rt_first_runnable(const dsv4rt_bundle *b, dsv4_op op)
+{
+  for (int i = 0; i < b->n; i++)
+    if (b->entries[i].op == (uint32_t)op && b->ctx->be->accepts(b->ctx, &b->entries[i]))
+      return i;
+  return -1;
+}
+
+dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4_shape *shape, int *entry)
+{
+  int64_t heads = dim_of(shape, "H"), next_n = dim_of(shape, "next_n");
   int named = 0;
   for (int i = 0; i < b->n; i++) {
     const dsv4_bundle_entry *e = &b->entries[i];
@@ -278,10 +298,10 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const rt_s
       /* unnamed: the best-ranked entry of the same op, layout and op
        * fields (the first one found fixes them: the caller's buffers are
        * laid out for it) that runs here */
-      int best = rt_default_rank(e, shape);
+      int best = rt_default_rank(e, heads, next_n);
       for (int j = i + 1; !name && j < b->n; j++) {
         const dsv4_bundle_entry *m = &b->entries[j];
-        int r = rt_default_rank(m, shape);
+        int r = rt_default_rank(m, heads, next_n);
         if (r > best && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
             !strcmp(m->layout.name, e->layout.name) && b->ctx->be->accepts(b->ctx, m))
           *entry = j, best = r;

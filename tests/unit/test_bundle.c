@@ -616,7 +616,9 @@ static void check_installed(const uint8_t *base, size_t size)
     dsv4rt_sparse_decode_args a;
     memset(&a, 0, sizeof a);
     a.n_tokens = 7, a.heads = 64, a.topk = 500;
-    const char *k = rt_tuned_kernel(x, DSV4_OP_SPARSE_DECODE, &a);
+    dsv4_shape as;
+    rt_call_shape(DSV4_OP_SPARSE_DECODE, &a, &as);
+    const char *k = rt_tuned_kernel(x, DSV4_OP_SPARSE_DECODE, &as);
     int ref = -1;
     for (int i = 0; i < x->n && ref < 0; i++)
       if (x->entries[i].op == DSV4_OP_SPARSE_DECODE && runs_sm90a(&c, &x->entries[i]))
@@ -667,7 +669,7 @@ static void check_default_rule(const unsigned char *base, size_t size)
   } want[] = {{128, 128, DSV4_FORM_WARPGROUP_PAIR}, {128, 8, DSV4_FORM_WARPGROUP_PAIR}, {64, 128, DSV4_FORM_WARPGROUP},
               {64, 8, DSV4_FORM_WARPGROUP}};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-    rt_shape sh = {want[i].heads, want[i].tokens, 0};
+    dsv4_shape sh = {DSV4_OP_SPARSE_DECODE, 5, {want[i].tokens, want[i].heads, 1024, 0, 0}};
     int e = -1;
     char what[128];
     snprintf(what, sizeof what, "default rule: H %lld, T %lld runs the form %u", want[i].heads, want[i].tokens,
@@ -676,14 +678,14 @@ static void check_default_rule(const unsigned char *base, size_t size)
     check(s == DSV4RT_OK && e >= 0 && x->entries[e].launch.form == want[i].form, what,
           s == DSV4RT_OK && e >= 0 ? x->entries[e].name : dsv4rt_last_error(&stub));
   }
-  rt_shape sh = {128, 128, 0};
+  dsv4_shape sh = {DSV4_OP_SPARSE_DECODE, 5, {128, 128, 1024, 0, 0}};
   int e = -1;
   check(rt_find(x, DSV4_OP_SPARSE_DECODE, D, &sh, &e) == DSV4RT_OK && e >= 0 && !strcmp(x->entries[e].name, D),
         "default rule: a named kernel is that kernel", "");
   /* the logits: the warpgroup form up to DSV4_LOGITS_MAX_NEXT_N rows a
    * batch entry, a row form (here the row warp-matrix one) past it */
   for (int nn = 1; nn <= 4; nn += 3) {
-    rt_shape lsh = {0, 0, nn};
+    dsv4_shape lsh = {DSV4_OP_PAGED_MQA_LOGITS, 3, {64, nn, 4096}};
     unsigned want_form = nn <= DSV4_LOGITS_MAX_NEXT_N ? DSV4_FORM_WARPGROUP : DSV4_FORM_ROW_WARP;
     char what[128];
     snprintf(what, sizeof what, "default rule: logits at next_n %d run the form %u", nn, want_form);
