@@ -1,6 +1,8 @@
 /* dsv4_check.c -- shared checking helpers (see dsv4_check.h). */
 #include "dsv4_check.h"
 
+#include "dsv4_ref.h"
+
 #include <math.h>
 
 #include <stdlib.h>
@@ -29,6 +31,50 @@ void dsv4_rng_bytes(dsv4_rng *r, void *p, size_t n)
     uint64_t v = dsv4_rng_next(r);
     memcpy(q, &v, n);
   }
+}
+
+uint8_t *dsv4_check_random_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride,
+                                 float half)
+{
+  uint8_t *c = malloc((size_t)(nb * stride));
+  if (!c)
+    return NULL;
+  dsv4_rng_bytes(r, c, (size_t)(nb * stride));
+  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t t = 0; t < bs; t++) {
+      uint8_t *blk = c + b * stride, *row = blk + t * L->row_bytes;
+      uint8_t *srow = blk + (tail ? bs * L->row_bytes + t * L->scale_row_bytes : t * L->row_bytes);
+      for (int i = 0; i < L->nseg; i++) {
+        const dsv4_segment *s = &L->seg[i];
+        for (int d = 0; d < s->d1 - s->d0; d++) {
+          uint8_t *p = row + s->offset + d * dsv4_dtype_size(s->type);
+          if (s->type == DSV4_DT_E4M3) {
+            if ((p[0] & 0x7F) == 0x7F)
+              p[0] &= 0xFE; /* no NaN codes */
+            continue;
+          }
+          float x = ((float)(dsv4_rng_next(r) >> 40) / 16777216.0f * 2.0f - 1.0f) * half;
+          if (s->type == DSV4_DT_BF16) {
+            uint16_t h = dsv4_ref_f32_to_bf16(x);
+            memcpy(p, &h, 2);
+          } else
+            memcpy(p, &x, 4);
+        }
+        if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
+          continue;
+        for (int g = 0; g < (s->d1 - s->d0) / s->scale_group; g++) {
+          int e = (int)dsv4_rng_range(r, -9, -5);
+          if (s->scale_type == DSV4_DT_UE8M0)
+            srow[s->scale_offset + g] = (uint8_t)(e + 127);
+          else {
+            uint32_t bits = (uint32_t)(e + 127) << 23;
+            memcpy(srow + s->scale_offset + 4 * g, &bits, 4);
+          }
+        }
+      }
+    }
+  return c;
 }
 
 dsv4_layout dsv4_check_layout_v4(void)

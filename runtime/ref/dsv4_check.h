@@ -30,6 +30,14 @@ static inline int64_t dsv4_rng_range(dsv4_rng *r, int64_t lo, int64_t hi)
 }
 void dsv4_rng_bytes(dsv4_rng *r, void *p, size_t n);
 
+/* A malloc'd cache of nb blocks (stride bytes apart) of bs rows in layout L
+ * holding valid random values: finite e4m3 codes, bf16 / f32 values uniform
+ * in [-half, half), group scales 2^-9 .. 2^-5 (per-tensor scales are the
+ * caller's).  For layouts the reference writer does not write and for
+ * timing caches; NULL when out of memory. */
+uint8_t *dsv4_check_random_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride,
+                                 float half);
+
 /* OPS.md section 1: the DSv4 fp8_ds_mla layout (584 bytes per token). */
 dsv4_layout dsv4_check_layout_v4(void);
 /* OPS.md section 8: DSv3.2 (656 bytes inline: 512 e4m3, 4 fp32 scales, 64 bf16). */

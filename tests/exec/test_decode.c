@@ -71,45 +71,10 @@ static double p_roundoff(const kern *k, int unnamed)
 }
 
 /* A cache of realistic values for any layout: finite e4m3 codes, bf16 in
- * [-2, 2], group scales 2^-9 .. 2^-5. */
+ * [-2, 2), group scales 2^-9 .. 2^-5 (dsv4_check.c). */
 static uint8_t *make_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride)
 {
-  uint8_t *c = malloc((size_t)(nb * stride));
-  dsv4_rng_bytes(&rng, c, (size_t)(nb * stride));
-  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-  for (int64_t b = 0; b < nb; b++)
-    for (int64_t t = 0; t < bs; t++) {
-      uint8_t *blk = c + b * stride, *row = blk + t * L->row_bytes;
-      uint8_t *srow = blk + (tail ? bs * L->row_bytes + t * L->scale_row_bytes : t * L->row_bytes);
-      for (int i = 0; i < L->nseg; i++) {
-        const dsv4_segment *s = &L->seg[i];
-        for (int d = 0; d < s->d1 - s->d0; d++) {
-          uint8_t *p = row + s->offset + d * dsv4_dtype_size(s->type);
-          if (s->type == DSV4_DT_E4M3) {
-            if ((p[0] & 0x7F) == 0x7F)
-              p[0] &= 0xFE; /* no NaN codes */
-          } else if (s->type == DSV4_DT_BF16) {
-            uint16_t h = dsv4_ref_f32_to_bf16((rnd01() - 0.5f) * 4.0f);
-            memcpy(p, &h, 2);
-          } else {
-            float f = (rnd01() - 0.5f) * 4.0f;
-            memcpy(p, &f, 4);
-          }
-        }
-        if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
-          continue;
-        for (int g = 0; g < (s->d1 - s->d0) / s->scale_group; g++) {
-          int e = (int)dsv4_rng_range(&rng, -9, -5);
-          if (s->scale_type == DSV4_DT_UE8M0)
-            srow[s->scale_offset + g] = (uint8_t)(e + 127);
-          else {
-            uint32_t bits = (uint32_t)(e + 127) << 23;
-            memcpy(srow + s->scale_offset + 4 * g, &bits, 4);
-          }
-        }
-      }
-    }
-  return c;
+  return dsv4_check_random_cache(&rng, L, nb, bs, stride, 2.0f);
 }
 
 /* ---- the comparison ---- */

@@ -79,52 +79,12 @@ static float randn(void)
 }
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-/* A cache of valid random values for any layout (finite e4m3 codes, small
- * bf16 / f32, scales 2^-9 .. 2^-5): the timing caches, and the gate's
+/* A cache of valid random values for any layout (finite e4m3 codes, bf16 /
+ * f32 in [-1, 1), scales 2^-9 .. 2^-5): the timing caches, and the gate's
  * where the reference writer does not write the layout (per tensor). */
 static uint8_t *random_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride)
 {
-  uint8_t *c = malloc((size_t)(nb * stride));
-  if (!c)
-    return NULL;
-  dsv4_rng_bytes(&rng, c, (size_t)(nb * stride));
-  int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
-  for (int64_t b = 0; b < nb; b++)
-    for (int64_t t = 0; t < bs; t++) {
-      uint8_t *blk = c + b * stride, *row = blk + t * L->row_bytes;
-      uint8_t *srow = blk + (tail ? bs * L->row_bytes + t * L->scale_row_bytes : t * L->row_bytes);
-      for (int i = 0; i < L->nseg; i++) {
-        const dsv4_segment *s = &L->seg[i];
-        int n = s->d1 - s->d0;
-        if (s->type == DSV4_DT_E4M3) {
-          for (int d = 0; d < n; d++)
-            if ((row[s->offset + d] & 0x7F) == 0x7F)
-              row[s->offset + d] &= 0xFE;
-        } else if (s->type == DSV4_DT_BF16) {
-          for (int d = 0; d < n; d++) {
-            uint16_t h = dsv4_ref_f32_to_bf16((float)(int)(row[s->offset + 2 * d] % 200) / 100.0f - 1.0f);
-            memcpy(row + s->offset + 2 * d, &h, 2);
-          }
-        } else {
-          for (int d = 0; d < n; d++) {
-            float f = (float)(int)(row[s->offset + 4 * d] % 200) / 100.0f - 1.0f;
-            memcpy(row + s->offset + 4 * d, &f, 4);
-          }
-        }
-        if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
-          continue;
-        for (int g = 0; g < n / s->scale_group; g++) {
-          int e = -9 + (int)(dsv4_rng_next(&rng) % 5);
-          if (s->scale_type == DSV4_DT_UE8M0)
-            srow[s->scale_offset + g] = (uint8_t)(e + 127);
-          else {
-            uint32_t bits = (uint32_t)(e + 127) << 23;
-            memcpy(srow + s->scale_offset + 4 * g, &bits, 4);
-          }
-        }
-      }
-    }
-  return c;
+  return dsv4_check_random_cache(&rng, L, nb, bs, stride, 1.0f);
 }
 
 /* A gate cache: rows of randn / 10 clamped to +-1 (FlashMLA's K), written
