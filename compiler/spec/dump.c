@@ -1,59 +1,33 @@
 /* dump.c -- the plan in a stable text form (--emit plan). */
 #include "internal.h"
+#include "lock.h" /* dsv4_text: the growing buffer the lockfile writer uses too */
 
-typedef struct {
-  char *s;
-  size_t n, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) DSV4_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-  va_list ap;
-  for (;;) {
-    va_start(ap, fmt);
-    int m = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (m < 0)
-      return;
-    if (b->s && b->n + (size_t)m < b->cap) {
-      b->n += (size_t)m;
-      return;
-    }
-    size_t cap = (b->cap + (size_t)m + 1) * 2;
-    char *s = realloc(b->s, cap);
-    if (!s)
-      return;
-    b->s = s, b->cap = cap;
-  }
-}
-
-static void dump_layout(sbuf *b, const dsv4_layout *l)
+static void dump_layout(dsv4_text *b, const dsv4_layout *l)
 {
   static const char *place[] = {"none", "block_tail", "inline"};
-  sb_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes, place[l->scale_place]);
+  dsv4_text_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes, place[l->scale_place]);
   if (l->scale_place == DSV4_SCALES_BLOCK_TAIL)
-    sb_printf(b, " (row_bytes %d)", l->scale_row_bytes);
-  sb_printf(b, ", align %d", l->align);
+    dsv4_text_printf(b, " (row_bytes %d)", l->scale_row_bytes);
+  dsv4_text_printf(b, ", align %d", l->align);
   if (l->block_tokens)
-    sb_printf(b, ", block %d tokens in %d bytes (%lld used)", l->block_tokens, l->block_stride,
+    dsv4_text_printf(b, ", block %d tokens in %d bytes (%lld used)", l->block_tokens, l->block_stride,
               (long long)dsv4_layout_min_block_bytes(l, l->block_tokens));
-  sb_printf(b, "\n");
+  dsv4_text_printf(b, "\n");
   for (int i = 0; i < l->nseg; i++) {
     const dsv4_segment *s = &l->seg[i];
-    sb_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type), s->offset);
+    dsv4_text_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type), s->offset);
     if (s->scale_tensor)
-      sb_printf(b, ", scale %s per tensor (launch argument)", dsv4_dtype_name(s->scale_type));
+      dsv4_text_printf(b, ", scale %s per tensor (launch argument)", dsv4_dtype_name(s->scale_type));
     else if (s->scale_type)
-      sb_printf(b, ", scale %s per %d values at byte %d", dsv4_dtype_name(s->scale_type), s->scale_group,
+      dsv4_text_printf(b, ", scale %s per %d values at byte %d", dsv4_dtype_name(s->scale_type), s->scale_group,
                 s->scale_offset);
-    sb_printf(b, "\n");
+    dsv4_text_printf(b, "\n");
   }
 }
 
 /* A target's line: the arch and choose_form's launch record; for the
  * decode's warpgroup forms, the roles. */
-static void dump_launch(sbuf *b, const dsv4_kernel *k, dsv4_target_kind t)
+static void dump_launch(dsv4_text *b, const dsv4_kernel *k, dsv4_target_kind t)
 {
   const dsv4_launch *ln = &k->launch[t];
   static const char *const grids[DSV4_GRID_COUNT] = {
@@ -65,15 +39,15 @@ static void dump_launch(sbuf *b, const dsv4_kernel *k, dsv4_target_kind t)
       [DSV4_GRID_POSITIONS_BATCH] = "ceil(row_len / tokens_per_cta) x batch",
       [DSV4_GRID_ROWS] = "rows",
   };
-  sb_printf(b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
+  dsv4_text_printf(b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
             dsv4_target_name(t), k->target[t].arch, k->target[t].subgroups ? " subgroups" : "",
             dsv4_form_name((int)ln->form), ln->threads, ln->shared_bytes, ln->cluster,
             ln->grid < DSV4_GRID_COUNT && grids[ln->grid] ? grids[ln->grid] : "?",
             ln->second == DSV4_SECOND_COMBINE ? "" : "\n");
   if (ln->second == DSV4_SECOND_COMBINE)
-    sb_printf(b, "; then %s_combine (%u threads) over the splits\n", k->name, ln->second_threads);
+    dsv4_text_printf(b, "; then %s_combine (%u threads) over the splits\n", k->name, ln->second_threads);
   if (ln->form == DSV4_FORM_WARPGROUP || ln->form == DSV4_FORM_WARPGROUP_PAIR)
-    sb_printf(b,
+    dsv4_text_printf(b,
               "    roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
               "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
               dsv4_decode_wg_producers((int)ln->form), dsv4_decode_wg_producer_regs((int)ln->form),
@@ -84,32 +58,32 @@ static void dump_launch(sbuf *b, const dsv4_kernel *k, dsv4_target_kind t)
 
 char *dsv4_plan_dump(const dsv4_plan *p)
 {
-  sbuf b = {0};
-  sb_printf(&b, "spec %s: %d layout(s), %d kernel(s)\n", p->file, p->nlayouts, p->nkernels);
+  dsv4_text b = {0};
+  dsv4_text_printf(&b, "spec %s: %d layout(s), %d kernel(s)\n", p->file, p->nlayouts, p->nkernels);
   for (int i = 0; i < p->nlayouts; i++)
     dump_layout(&b, &p->layouts[i]);
   for (int i = 0; i < p->nkernels; i++) {
     const dsv4_kernel *k = &p->kernels[i];
-    sb_printf(&b,
+    dsv4_text_printf(&b,
               "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d tokens_per_thread %d "
               "interleave %d streaming %d\n",
               k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
               k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming);
     if (k->rope_dims)
-      sb_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
+      dsv4_text_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
     if (k->q_dim)
-      sb_printf(&b, "  q branch: head size %d\n", k->q_dim);
+      dsv4_text_printf(&b, "  q branch: head size %d\n", k->q_dim);
     if (k->op == DSV4_OP_KV_INSERT)
-      sb_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
+      dsv4_text_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
     if (k->op == DSV4_OP_TOPK)
-      sb_printf(&b, "  k %d\n", k->topk);
+      dsv4_text_printf(&b, "  k %d\n", k->topk);
     if (k->op == DSV4_OP_SPARSE_DECODE)
-      sb_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
+      dsv4_text_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
-      sb_printf(&b, "  P for the P V product: %s\n",
+      dsv4_text_printf(&b, "  P for the P V product: %s\n",
                 k->tile.p_format == DSV4_P_BF16 ? "bf16 (rounded once; row sums in fp32)" : "bf16x2 (bf16 hi + lo)");
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.prefetch)
-      sb_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
+      dsv4_text_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         dump_launch(&b, k, (dsv4_target_kind)t);
@@ -120,21 +94,21 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     int expanded = 0;
     for (int v = sw->first; v < sw->first + sw->nvariants; v++)
       expanded += p->variants[v].kernel >= 0;
-    sb_printf(&b, "sweep %s (%s:%d): op %s, %d field(s), %d constraint(s); %d variants: %d expanded, %d rejected\n",
+    dsv4_text_printf(&b, "sweep %s (%s:%d): op %s, %d field(s), %d constraint(s); %d variants: %d expanded, %d rejected\n",
               sw->kernel, sw->file, sw->line, dsv4_op_name(sw->op), sw->nparams, sw->nconstraints, sw->nvariants,
               expanded, sw->nvariants - expanded);
     for (int f = 0; f < sw->nparams; f++) {
-      sb_printf(&b, "  field %s (tag %s):", sw->param[f].field, sw->param[f].tag);
+      dsv4_text_printf(&b, "  field %s (tag %s):", sw->param[f].field, sw->param[f].tag);
       for (int x = 0; x < sw->param[f].nvalues; x++)
-        sb_printf(&b, " %s", sw->param[f].value[x]);
-      sb_printf(&b, "\n");
+        dsv4_text_printf(&b, " %s", sw->param[f].value[x]);
+      dsv4_text_printf(&b, "\n");
     }
     for (int v = sw->first; v < sw->first + sw->nvariants; v++) {
       const dsv4_variant *var = &p->variants[v];
       if (var->kernel >= 0)
-        sb_printf(&b, "  expanded %s\n", var->name);
+        dsv4_text_printf(&b, "  expanded %s\n", var->name);
       else
-        sb_printf(&b, "  rejected %s: %s\n", var->name, var->reason);
+        dsv4_text_printf(&b, "  rejected %s: %s\n", var->name, var->reason);
     }
   }
   return b.s;
