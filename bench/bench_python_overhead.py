@@ -11,7 +11,12 @@ and T 8) it times, in host microseconds a call:
                 own validation and launch, the floor;
   extension     the extension method called directly (dsv4c._dsv4c.Bundle.
                 sparse_decode with keywords): argument parsing, DLPack, checks;
-  Bundle        dsv4c.Bundle.sparse_decode (the Python layer on top);
+  Bundle        dsv4c.Bundle.sparse_decode (the Python layer on top), with
+                stream= given;
+  Bundle cur    the same without stream=: torch's current stream looked up;
+  prepared      a dsv4c.Prepared launched (Bundle.prepare: the arguments
+                read and checked once; each launch looks up torch's current
+                stream and makes the runtime's call);
   compat        dsv4c.compat.flash_mla_with_kvcache (FlashMLA's signature:
                 reshapes, lengths, torch's current stream);
 
@@ -67,13 +72,14 @@ def main():
         CHUNK = 5
     iters = max(CHUNK, a.iters // CHUNK * CHUNK) if cuda else 10
     print("device: %s; bundle %s; %d calls a figure (median of 5 runs)" % (ctx.device_name, spec, iters))
-    print("%-28s %9s %9s %9s %9s %9s %12s" % ("shape", "C loop", "extension", "Bundle", "compat", "device",
-                                              "Bundle - C"))
+    print("%-24s %7s %9s %7s %10s %8s %7s %7s %10s %12s" % (
+        "shape", "C loop", "extension", "Bundle", "Bundle cur", "prepared", "compat", "device", "Bundle - C",
+        "prepared - C"))
     for T, H, topk, xtopk in ((1, 64, 128, 512), (8, 64, 128, 512), (8, 128, 128, 1024)):
         r = run_shape(ctx, b, cuda, T, H, topk, xtopk, iters, a.kernel)
-        print("T %-2d H %-3d %4d + %-4d %6s %9.2f %9.2f %9.2f %9.2f %9s %12.2f" % (
-            T, H, topk, xtopk, "", r["c"], r["ext"], r["bundle"], r["compat"],
-            "%.2f" % r["device"] if r["device"] is not None else "-", r["bundle"] - r["c"]))
+        print("T %-2d H %-3d %4d + %-4d  %7.2f %9.2f %7.2f %10.2f %8.2f %7.2f %7s %10.2f %12.2f" % (
+            T, H, topk, xtopk, r["c"], r["ext"], r["bundle"], r["bundle_cur"], r["prepared"], r["compat"],
+            "%.2f" % r["device"] if r["device"] is not None else "-", r["bundle"] - r["c"], r["prepared"] - r["c"]))
     print("(host microseconds a call; device: microseconds a call on the GPU, CUDA events)")
     return 0
 
@@ -143,6 +149,8 @@ def run_shape(ctx, b, cuda, T, H, topk, xtopk, iters, kernel):
         sync = torch.cuda.synchronize
         stream = torch.cuda.current_stream().cuda_stream
         kw["stream"] = named["stream"] = stream
+    cur = {k: v for k, v in named.items() if k != "stream"}
+    prepared = b.prepare("sparse_decode", pos["q"], pos["cache"], pos["indices"], pos["lens"], **cur)
     q4 = kw["q"].reshape(T, 1, H, 512)
     idx4 = kw["indices"].reshape(T, 1, topk)
     xidx4 = kw["extra_indices"].reshape(T, 1, xtopk)
@@ -150,6 +158,8 @@ def run_shape(ctx, b, cuda, T, H, topk, xtopk, iters, kernel):
     calls = {
         "ext": lambda: raw.sparse_decode(**kw),
         "bundle": lambda: b.sparse_decode(pos["q"], pos["cache"], pos["indices"], pos["lens"], **named),
+        "bundle_cur": lambda: b.sparse_decode(pos["q"], pos["cache"], pos["indices"], pos["lens"], **cur),
+        "prepared": prepared,
         "compat": lambda: compat.flash_mla_with_kvcache(
             q4, kw["cache"], None, None, 512, meta, softmax_scale=kw["softmax_scale"], is_fp8_kvcache=True,
             indices=idx4, attn_sink=kw["attn_sink"], extra_k_cache=kw["extra_cache"],

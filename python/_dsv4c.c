@@ -991,6 +991,28 @@ static int check_overlap(const call *c)
   return 0;
 }
 
+/* OpenCL: every tensor's bytes into its device buffer (outputs too: rows
+ * an op leaves alone keep their values).  CUDA: the buffers are the
+ * tensors' own memory; nothing to do. */
+static dsv4rt_status upload_all(CtxObject *ctx, call *c)
+{
+  dsv4rt_status s = DSV4RT_OK;
+  for (int i = 0; i < c->nt && !s && !ctx->cuda; i++)
+    if (c->t[i].span)
+      s = dsv4rt_buffer_write(c->t[i].buf, 0, c->t[i].data, c->t[i].span);
+  return s;
+}
+
+/* OpenCL: the outputs' device bytes back into the arrays. */
+static dsv4rt_status download_outputs(CtxObject *ctx, call *c)
+{
+  dsv4rt_status s = DSV4RT_OK;
+  for (int i = 0; i < c->nt && !s && !ctx->cuda; i++)
+    if (c->t[i].use == USE_OUT && c->t[i].span)
+      s = dsv4rt_buffer_read(c->t[i].buf, 0, c->t[i].data, c->t[i].span);
+  return s;
+}
+
 /* Phase 2 (no GIL, context locked): device buffers for every tensor. */
 static dsv4rt_status bind_all(CtxObject *ctx, call *c)
 {
@@ -1006,10 +1028,10 @@ static dsv4rt_status bind_all(CtxObject *ctx, call *c)
     }
     if (ctx->cuda)
       s = dsv4rt_buffer_wrap(ctx->ctx, (uint64_t)(uintptr_t)t->data, size, &t->buf);
-    else if (!(s = dsv4rt_buffer_create(ctx->ctx, size, &t->buf)))
-      s = dsv4rt_buffer_write(t->buf, 0, t->data, t->span);
+    else
+      s = dsv4rt_buffer_create(ctx->ctx, size, &t->buf);
   }
-  return s;
+  return s ? s : upload_all(ctx, c);
 }
 
 static void unbind_all(call *c)
@@ -1101,9 +1123,8 @@ static PyObject *run(BundleObject *self, call *c, tview **tv, long iters, double
   }
   if (!s && secs) /* the bench loop: wait for the work (not timed) */
     s = dsv4rt_synchronize(ctx->ctx);
-  for (int i = 0; i < c->nt && !s && !ctx->cuda; i++) /* OpenCL: outputs back into the arrays */
-    if (c->t[i].use == USE_OUT && c->t[i].span)
-      s = dsv4rt_buffer_read(c->t[i].buf, 0, c->t[i].data, c->t[i].span);
+  if (!s)
+    s = download_outputs(ctx, c);
   if (s)
     snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
   unbind_all(c);
@@ -1533,6 +1554,219 @@ static PyObject *Bundle_bench_c_loop(BundleObject *self, PyObject *args)
   return PyFloat_FromDouble(secs / (double)iters);
 }
 
+/* ---- prepared calls ---- */
+
+/* A call whose arguments were parsed, checked and bound once
+ * (Bundle._prepare): each launch then costs the runtime's own call plus
+ * the stream's lookup.  It holds its tensors (the kwargs dict, and on
+ * OpenCL their buffer views) until closed or freed; their memory must stay
+ * where it was (no resize_ / set_ on a torch tensor), as for a CUDA graph.
+ * On OpenCL each launch copies the arrays' current bytes in and the
+ * outputs back, as an op call does. */
+typedef struct {
+  PyObject_HEAD
+  BundleObject *bundle;
+  call *c; /* NULL once closed */
+  tview *tv[MAXT];
+  PyObject *keep;      /* the kwargs: what holds the tensors */
+  PyObject *outputs;   /* what a launch returns */
+  PyObject *stream_fn; /* callable(device) -> the stream handle (torch's current), or NULL */
+  PyObject *stream_dev;
+  int fixed_stream; /* prepared with stream=: every launch goes there unless it names one */
+} PreparedObject;
+
+static PyObject *PreparedType;
+static void free_self(PyObject *self);
+
+static void Prepared_free_call(PreparedObject *self)
+{
+  if (!self->c)
+    return;
+  CtxObject *ctx = self->bundle->ctx;
+  Py_BEGIN_ALLOW_THREADS
+  PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
+  unbind_all(self->c);
+  PyThread_release_lock(ctx->lock);
+  Py_END_ALLOW_THREADS
+  release_all(self->c);
+  PyMem_Free(self->c);
+  self->c = NULL;
+}
+
+/* _prepare(op, kwargs, outputs, stream_fn, device) -> Prepared */
+static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
+{
+  const char *opname;
+  PyObject *kw, *outputs, *fn, *dev;
+  if (!PyArg_ParseTuple(args, "sO!OOO:_prepare", &opname, &PyDict_Type, &kw, &outputs, &fn, &dev))
+    return NULL;
+  int op = op_index(opname);
+  if (op < 0)
+    return NULL;
+  if (!self->b) {
+    PyErr_SetString(PyExc_ValueError, "the bundle is closed");
+    return NULL;
+  }
+  if (fn != Py_None && !PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "_prepare: stream_fn must be callable or None");
+    return NULL;
+  }
+  PyObject *keep = PyDict_Copy(kw), *empty = PyTuple_New(0);
+  PreparedObject *p = NULL;
+  call *c = PyMem_Malloc(sizeof *c);
+  if (!keep || !empty || !c) {
+    Py_XDECREF(keep), Py_XDECREF(empty), PyMem_Free(c);
+    return PyErr_NoMemory();
+  }
+  tview *tv[MAXT] = {0};
+  c->nt = 0;
+  PyObject *so = PyDict_GetItemString(keep, "stream"); /* borrowed */
+  int fixed = so && so != Py_None;
+  int bad = parsers[op](self, empty, keep, c, tv) || check_overlap(c);
+  Py_DECREF(empty);
+  if (!bad) {
+    CtxObject *ctx = self->ctx;
+    dsv4rt_status s;
+    char msg[1024] = "";
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
+    s = bind_all(ctx, c);
+    if (s) {
+      snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
+      unbind_all(c);
+    } else
+      fill_buffers(ctx, c, tv);
+    PyThread_release_lock(ctx->lock);
+    Py_END_ALLOW_THREADS
+    if (s) {
+      raise_status(s, msg);
+      bad = 1;
+    }
+  }
+  if (bad || !(p = PyObject_New(PreparedObject, (PyTypeObject *)PreparedType))) {
+    release_all(c);
+    PyMem_Free(c);
+    Py_DECREF(keep);
+    return NULL;
+  }
+  p->bundle = self, Py_INCREF((PyObject *)self);
+  p->c = c, memcpy(p->tv, tv, sizeof tv);
+  p->keep = keep;
+  p->outputs = (Py_INCREF(outputs), outputs);
+  p->stream_fn = fn == Py_None ? NULL : (Py_INCREF(fn), fn);
+  p->stream_dev = (Py_INCREF(dev), dev);
+  p->fixed_stream = fixed;
+  return (PyObject *)p;
+}
+
+/* prepared(stream=None): launch; returns the outputs. */
+static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *kw)
+{
+  PyObject *so = NULL;
+  if ((args && PyTuple_Size(args)) || (kw && PyDict_Size(kw))) {
+    static char *kwl[] = {"stream", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Prepared", kwl, &so))
+      return NULL;
+  }
+  if (!self->c) {
+    PyErr_SetString(PyExc_ValueError, "the prepared call is closed");
+    return NULL;
+  }
+  BundleObject *b = self->bundle;
+  CtxObject *ctx = b->ctx;
+  call *c = self->c;
+  uint64_t stream = ctx->stream;
+  if (so && so != Py_None) {
+    if (parse_stream(ctx, so, &stream))
+      return NULL;
+  } else if (self->fixed_stream)
+    stream = c->stream;
+  else if (self->stream_fn) {
+    PyObject *h = PyObject_CallFunctionObjArgs(self->stream_fn, self->stream_dev, NULL);
+    if (!h)
+      return NULL;
+    stream = PyLong_AsUnsignedLongLong(h);
+    Py_DECREF(h);
+    if (stream == (uint64_t)-1 && PyErr_Occurred())
+      return NULL;
+  }
+  dsv4rt_status s;
+  char msg[1024] = "";
+  Py_BEGIN_ALLOW_THREADS
+  PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
+  if (!b->b) {
+    s = DSV4RT_ERR_INVALID_ARG;
+    snprintf(msg, sizeof msg, "the bundle is closed");
+  } else {
+    s = dsv4rt_set_stream(ctx->ctx, stream);
+    if (!s)
+      s = upload_all(ctx, c);
+    if (!s)
+      s = launch_once(b, c);
+    if (!s)
+      s = download_outputs(ctx, c);
+    if (s)
+      snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
+  }
+  PyThread_release_lock(ctx->lock);
+  Py_END_ALLOW_THREADS
+  if (s)
+    return raise_status(s, msg);
+  Py_INCREF(self->outputs);
+  return self->outputs;
+}
+
+static PyObject *Prepared_close(PreparedObject *self, PyObject *unused)
+{
+  (void)unused;
+  Prepared_free_call(self);
+  Py_CLEAR(self->keep);
+  Py_RETURN_NONE;
+}
+
+static void Prepared_dealloc(PreparedObject *self)
+{
+  Prepared_free_call(self);
+  Py_XDECREF(self->keep), Py_XDECREF(self->outputs), Py_XDECREF(self->stream_fn), Py_XDECREF(self->stream_dev);
+  Py_XDECREF((PyObject *)self->bundle);
+  free_self((PyObject *)self);
+}
+
+static PyObject *Prepared_get_outputs(PreparedObject *self, void *unused)
+{
+  (void)unused;
+  Py_INCREF(self->outputs);
+  return self->outputs;
+}
+
+static PyObject *Prepared_get_op(PreparedObject *self, void *unused)
+{
+  (void)unused;
+  if (!self->c)
+    Py_RETURN_NONE;
+  return PyUnicode_FromString(op_names[self->c->op]);
+}
+
+static PyMethodDef Prepared_methods[] = {
+    {"close", (PyCFunction)Prepared_close, METH_NOARGS, "close(): unbind and let go of the tensors now"},
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef Prepared_getset[] = {
+    {"outputs", (getter)Prepared_get_outputs, NULL, "what each launch returns (the op's outputs)", NULL},
+    {"op", (getter)Prepared_get_op, NULL, "the op (None once closed)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+static PyType_Slot Prepared_slots[] = {
+    {Py_tp_dealloc, (void *)Prepared_dealloc},
+    {Py_tp_call, (void *)Prepared_call},
+    {Py_tp_doc, (void *)"An op call checked and bound once (Bundle.prepare); call it (stream=None) to launch."},
+    {Py_tp_methods, Prepared_methods},
+    {Py_tp_getset, Prepared_getset},
+    {0, NULL},
+};
+static PyType_Spec Prepared_spec = {"dsv4c._dsv4c.Prepared", sizeof(PreparedObject), 0, Py_TPFLAGS_DEFAULT,
+                                    Prepared_slots};
+
 static PyObject *info_dict(BundleObject *self, int i)
 {
   const char *name, *op, *target, *arch;
@@ -1664,6 +1898,8 @@ static PyMethodDef Bundle_methods[] = {
      "check_contents=False, stream=None, no_tensor_maps=False)"},
     {"topk", (PyCFunction)(void (*)(void))Bundle_topk, METH_VARARGS | METH_KEYWORDS,
      "topk(out, logits, context_lens, kernel=None, check_contents=False, stream=None)"},
+    {"_prepare", (PyCFunction)Bundle_prepare, METH_VARARGS,
+     "_prepare(op, kwargs, outputs, stream_fn, device) -> Prepared: the op's arguments checked and bound once"},
     {"_bench_c_loop", (PyCFunction)Bundle_bench_c_loop, METH_VARARGS,
      "_bench_c_loop(op, iters, kwargs) -> host seconds per runtime call, the arguments taken once"},
     {"entries", (PyCFunction)Bundle_entries, METH_NOARGS, "entries() -> one dict per (kernel, target) entry"},
@@ -1878,6 +2114,8 @@ PyMODINIT_FUNC PyInit__dsv4c(void)
     return NULL;
   if (!BundleType && !(BundleType = PyType_FromSpec(&Bundle_spec)))
     return NULL;
+  if (!PreparedType && !(PreparedType = PyType_FromSpec(&Prepared_spec)))
+    return NULL;
   PyObject *m = PyModule_Create(&moddef);
   if (!m)
     return NULL;
@@ -1893,7 +2131,8 @@ PyMODINIT_FUNC PyInit__dsv4c(void)
   Py_XDECREF(bases);
   if (!ArgumentError || PyModule_AddObjectRef(m, "Error", Error) ||
       PyModule_AddObjectRef(m, "ArgumentError", ArgumentError) ||
-      PyModule_AddObjectRef(m, "Context", CtxType) || PyModule_AddObjectRef(m, "Bundle", BundleType)) {
+      PyModule_AddObjectRef(m, "Context", CtxType) || PyModule_AddObjectRef(m, "Bundle", BundleType) ||
+      PyModule_AddObjectRef(m, "Prepared", PreparedType)) {
     Py_DECREF(m);
     return NULL;
   }

@@ -31,9 +31,9 @@ DeepGEMM's entry points.  docs/python.md says how and why.
 import sys as _sys
 
 from . import _dsv4c
-from ._dsv4c import ArgumentError, Error
+from ._dsv4c import ArgumentError, Error, Prepared
 
-__all__ = ["Context", "Bundle", "Error", "ArgumentError", "OPS"]
+__all__ = ["Context", "Bundle", "Prepared", "Error", "ArgumentError", "OPS"]
 __version__ = "0.1.0"
 
 OPS = ("dequant_gather", "paged_gather", "kv_insert", "sparse_decode", "paged_mqa_logits", "topk")
@@ -236,33 +236,63 @@ class Bundle:
             info = self._infos[key] = self._b.op_info(op, kernel)
         return info
 
+    # ---- calls prepared once, launched many times ----
+
+    def prepare(self, op, *args, **kwargs):
+        """A call of `op` (one of OPS; the op method's arguments) checked and bound once: returns a
+        ``dsv4c.Prepared``; calling it (``p()`` or ``p(stream=s)``) launches and returns the op's
+        outputs (``p.outputs``, the same objects each time).  Outputs not given are allocated here.
+        A launch costs the runtime's own call plus the stream's lookup (docs/python.md): what a
+        serving engine that keeps its buffers in place (as CUDA graphs require) calls each step.
+        Without ``stream=`` (here or at the launch), a launch on torch CUDA tensors goes on torch's
+        current stream at the time of the launch.  The prepared call holds its tensors; their memory
+        must stay where it is (no ``resize_`` / ``set_``).  On OpenCL each launch copies the arrays'
+        current contents in and the outputs back.  ``p.close()`` lets them go."""
+        if op not in OPS:
+            raise ValueError("prepare: unknown op %r (one of %s)" % (op, ", ".join(OPS)))
+        return getattr(self, op)(*args, _prepare=True, **kwargs)
+
+    def _run(self, op, kw, result, x, stream, prepare):
+        """Call the extension's `op` with kw (and the stream rule of _current), or prepare it."""
+        if not prepare:
+            kw["stream"] = _current(stream, x)
+            getattr(self._b, op)(**kw)
+            return result
+        fn = dev = None
+        if stream is None and _is_torch(x) and x.is_cuda:
+            _current(None, x)  # (sets _raw_stream)
+            fn, dev = _raw_stream, x.get_device()
+        kw["stream"] = stream
+        return self._b._prepare(op, kw, result, fn, dev)
+
     # ---- the ops (OPS.md sections 2-5) ----
 
     def dequant_gather(self, cache, indices, out=None, *, block_size=None, tensor_scale=1.0, kernel=None,
-                       check_contents=False, stream=None):
+                       check_contents=False, stream=None, _prepare=False):
         """out[i, :] = the dequantized cache slot indices[i] (a negative index: zeros), OPS.md 2a.
         indices: int32, any shape; out: bf16 indices.shape + (dim,).  Returns out."""
         cache, indices = _raw(cache), _raw(indices)
         if out is None:
             out = _empty(indices, tuple(indices.shape) + (self.op_info("dequant_gather", kernel)["dim"],), "bf16")
-        self._b.dequant_gather(out=_raw(out), cache=cache, indices=indices, block_size=block_size,
-                               tensor_scale=tensor_scale, kernel=kernel, check_contents=check_contents, stream=_current(stream, indices))
-        return out
+        return self._run("dequant_gather", dict(out=_raw(out), cache=cache, indices=indices, block_size=block_size,
+                                                tensor_scale=tensor_scale, kernel=kernel,
+                                                check_contents=check_contents), out, indices, stream, _prepare)
 
     def paged_gather(self, out, cache, seq_lens, block_table, gather_lens=None, offset=0, *, block_size=None,
-                     tensor_scale=1.0, kernel=None, check_contents=False, stream=None):
+                     tensor_scale=1.0, kernel=None, check_contents=False, stream=None, _prepare=False):
         """vLLM's dequantize_and_gather_k_cache, OPS.md 2b: for request r < R = len(seq_lens) and
         i < g_r, out[r, offset + i] = dequant(position seq_lens[r] - g_r + i through block_table).
         out: bf16 [>= R, rows, dim], any row strides (multiples of 8 elements), last dim contiguous;
         other rows untouched.  Returns out."""
-        self._b.paged_gather(out=_raw(out), cache=_raw(cache), seq_lens=_raw(seq_lens),
-                             block_table=_raw(block_table), gather_lens=_raw(gather_lens), offset=offset,
-                             block_size=block_size, tensor_scale=tensor_scale, kernel=kernel,
-                             check_contents=check_contents, stream=_current(stream, out))
-        return out
+        return self._run("paged_gather", dict(out=_raw(out), cache=_raw(cache), seq_lens=_raw(seq_lens),
+                                              block_table=_raw(block_table), gather_lens=_raw(gather_lens),
+                                              offset=offset, block_size=block_size, tensor_scale=tensor_scale,
+                                              kernel=kernel, check_contents=check_contents), out, out, stream,
+                         _prepare)
 
     def kv_insert(self, cache, kv, slot_mapping, positions=None, cos_sin=None, q=None, q_out=None, *,
-                  padded_heads=None, eps=1e-6, block_size=None, kernel=None, check_contents=False, stream=None):
+                  padded_heads=None, eps=1e-6, block_size=None, kernel=None, check_contents=False, stream=None,
+                  _prepare=False):
         """The cache writer, OPS.md 5: RoPE (kernels with RoPE: positions int64 [N], cos_sin f32
         [max_pos, rope_dims]), quantize and write kv (bf16 [N, dim]) rows n < len(slot_mapping) with
         slot_mapping[n] >= 0 (int64) into the cache.  Kernels with a q branch also write q_out [N,
@@ -273,15 +303,15 @@ class Bundle:
             info = self.op_info("kv_insert", kernel)
             hp = q.shape[1] if padded_heads is None else padded_heads
             q_out = _empty(q, (q.shape[0], hp, info["q_dim"]), "bf16", q)
-        self._b.kv_insert(cache=_raw(cache), kv=_raw(kv), slot_mapping=_raw(slot_mapping),
-                          positions=_raw(positions), cos_sin=_raw(cos_sin), q=_raw(q), q_out=_raw(q_out), eps=eps,
-                          block_size=block_size, kernel=kernel, check_contents=check_contents,
-                          stream=_current(stream, kv))
-        return q_out
+        return self._run("kv_insert", dict(cache=_raw(cache), kv=_raw(kv), slot_mapping=_raw(slot_mapping),
+                                           positions=_raw(positions), cos_sin=_raw(cos_sin), q=_raw(q),
+                                           q_out=_raw(q_out), eps=eps, block_size=block_size, kernel=kernel,
+                                           check_contents=check_contents), q_out, kv, stream, _prepare)
 
     def sparse_decode(self, q, cache, indices, lens, *, softmax_scale=None, extra_cache=None, extra_indices=None,
                       extra_lens=None, attn_sink=None, out=None, lse=None, tensor_scale=1.0, block_size=None,
-                      extra_block_size=None, splits=0, kernel=None, check_contents=False, stream=None):
+                      extra_block_size=None, splits=0, kernel=None, check_contents=False, stream=None,
+                      _prepare=False):
         """Sparse MLA decode with FlashMLA's semantics, OPS.md 3: q bf16 [T, H, dim]; indices int32
         [T, topk] (-1 skipped) with lens int32 [T]; optionally the extra (compressed) cache with its
         own indices and lens, one joint softmax; attn_sink f32 [H] in the denominator only.
@@ -295,16 +325,17 @@ class Bundle:
                 out = _empty(q, (T, H, self.op_info("sparse_decode", kernel)["v_dim"]), "bf16", q)
             if lse is None:
                 lse = _empty(q, (T, H), "f32")
-        self._b.sparse_decode(out=_raw(out), lse=lse, q=q, cache=_raw(cache), indices=_raw(indices),
-                              lens=_raw(lens), softmax_scale=softmax_scale, extra_cache=_raw(extra_cache),
-                              extra_indices=_raw(extra_indices), extra_lens=_raw(extra_lens),
-                              attn_sink=_raw(attn_sink), tensor_scale=tensor_scale, block_size=block_size,
-                              extra_block_size=extra_block_size, splits=splits, kernel=kernel,
-                              check_contents=check_contents, stream=_current(stream, q))
-        return out, lse
+        return self._run("sparse_decode", dict(out=_raw(out), lse=lse, q=q, cache=_raw(cache),
+                                               indices=_raw(indices), lens=_raw(lens), softmax_scale=softmax_scale,
+                                               extra_cache=_raw(extra_cache), extra_indices=_raw(extra_indices),
+                                               extra_lens=_raw(extra_lens), attn_sink=_raw(attn_sink),
+                                               tensor_scale=tensor_scale, block_size=block_size,
+                                               extra_block_size=extra_block_size, splits=splits, kernel=kernel,
+                                               check_contents=check_contents), (out, lse), q, stream, _prepare)
 
     def paged_mqa_logits(self, q, cache, weights, context_lens, block_table, *, row_len=None, logits=None,
-                         block_size=None, kernel=None, check_contents=False, stream=None, no_tensor_maps=False):
+                         block_size=None, kernel=None, check_contents=False, stream=None, no_tensor_maps=False,
+                         _prepare=False):
         """The indexer's logits, OPS.md 4: q e4m3 [B, next_n, heads, dim] (uint8 bits or float8_e4m3fn),
         weights f32 [B * next_n, heads], context_lens int32 [B, next_n], block_table int32 [B, max_blocks];
         logits f32 [B * next_n, row_len] (row stride from stride(0)), -inf past each row's context.
@@ -314,22 +345,21 @@ class Bundle:
             if row_len is None:
                 raise TypeError("paged_mqa_logits: pass logits= or row_len=")
             logits = _empty(weights, (q.shape[0] * q.shape[1], row_len), "f32")
-        self._b.paged_mqa_logits(logits=_raw(logits), q=q, cache=_raw(cache), weights=_raw(weights),
-                                 context_lens=_raw(context_lens), block_table=_raw(block_table),
-                                 block_size=block_size, kernel=kernel, check_contents=check_contents,
-                                 stream=_current(stream, q), no_tensor_maps=no_tensor_maps)
-        return logits
+        return self._run("paged_mqa_logits", dict(logits=_raw(logits), q=q, cache=_raw(cache), weights=_raw(weights),
+                                                  context_lens=_raw(context_lens), block_table=_raw(block_table),
+                                                  block_size=block_size, kernel=kernel, check_contents=check_contents,
+                                                  no_tensor_maps=no_tensor_maps), logits, q, stream, _prepare)
 
-    def topk(self, logits, context_lens, out=None, *, kernel=None, check_contents=False, stream=None):
+    def topk(self, logits, context_lens, out=None, *, kernel=None, check_contents=False, stream=None,
+             _prepare=False):
         """out[r, :K] = the positions of the K largest logits[r, k], k < context_lens[r] (any order);
         rows with context <= K get 0..ctx-1 then -1.  K is the kernel's (op_info('topk')['topk']).
         Returns out (int32 [rows, K])."""
         logits = _raw(logits)
         if out is None:
             out = _empty(logits, (logits.shape[0], self.op_info("topk", kernel)["topk"]), "i32")
-        self._b.topk(out=_raw(out), logits=logits, context_lens=_raw(context_lens), kernel=kernel,
-                     check_contents=check_contents, stream=_current(stream, logits))
-        return out
+        return self._run("topk", dict(out=_raw(out), logits=logits, context_lens=_raw(context_lens), kernel=kernel,
+                                      check_contents=check_contents), out, logits, stream, _prepare)
 
     def _bench_c_loop(self, op, iters, **kwargs):
         """Host seconds per runtime call of `op` in a C loop (arguments taken once): the C side of

@@ -599,6 +599,80 @@ class TestIndexer(Case):
                      status=dsv4c.ERR_NO_KERNEL)
 
 
+# ---- prepared calls ----
+
+
+class TestPrepared(Case):
+    def decode(self, c):
+        kw = dict(softmax_scale=c["scale"], attn_sink=c["sink"], extra_cache=R.token_view(c["xcache"], c["xbs"]),
+                  extra_indices=c["xidx"], extra_lens=c["xlens"])
+        return (c["q"], R.token_view(c["main"], c["bs"]), c["idx"], c["lens"]), kw
+
+    def test_launches_follow_the_inputs(self):
+        """A prepared decode gives the op call's answer, and each launch reads the inputs' current
+        contents (fresh values written in place between launches) into the same outputs."""
+        b = B["decode"]
+        c = decode_case(rng(70))
+        args, kw = self.decode(c)
+        p = b.prepare("sparse_decode", *args, **kw)
+        self.assertIsInstance(p, dsv4c.Prepared)
+        self.assertEqual(p.op, "sparse_decode")
+        out, lse = p.outputs
+        out[...], lse[...] = 0xA5A5, np.nan  # poisoned: the launch must write them
+        got = p()
+        self.assertIs(got[0], out)
+        self.assertIs(got[1], lse)
+        ro, rl = decode_ref(c)
+        TestSparseDecode.check(self, out, lse, ro, rl)
+        self.assertBits(out, b.sparse_decode(*args, **kw)[0], "prepared against the op call")
+        c2 = decode_case(rng(71))  # new contents, same shapes, written into the same arrays
+        for k in ("q", "main", "idx", "lens", "xcache", "xidx", "xlens", "sink"):
+            c[k][...] = c2[k]
+        out[...] = 0xA5A5
+        p(stream=0)
+        ro, rl = decode_ref(c)
+        TestSparseDecode.check(self, out, lse, ro, rl)
+        p.close()
+        self.assertIsNone(p.op)
+        self.assertRaises(ValueError, p)
+
+    def test_other_ops(self):
+        g = rng(72)
+        raw, _ = R.v4_cache(g, 2, 16)
+        idx = g.integers(-1, 32, size=40).astype(np.int32)
+        p = B["decode"].prepare("dequant_gather", R.token_view(raw, 16), idx)
+        self.assertTrue(np.array_equal(p(), R.v4_dequant(raw, 16, idx)))
+        idx[...] = g.integers(-1, 32, size=40)
+        self.assertTrue(np.array_equal(p(), R.v4_dequant(raw, 16, idx)))
+
+    def test_refusals(self):
+        """Prepare checks what the op call checks, before anything is bound; a launch refuses a bad
+        stream and a closed bundle."""
+        b = B["decode"]
+        c = decode_case(rng(73))
+        (q, cache, idx, lens), kw = self.decode(c)
+        out, lse = poison((5, 8, 512), np.uint16), poison((5, 8), np.float32)
+        kw.update(out=out, lse=lse)
+        self.refuses(ValueError, lambda: b.prepare("sparse_decode", q[:, :, :256].copy(), cache, idx, lens, **kw),
+                     out, lse, match="q")
+        self.refuses(TypeError, lambda: b.prepare("sparse_decode", q, cache, idx.astype(np.int64), lens, **kw),
+                     out, lse, match="indices")
+        self.refuses(ValueError, lambda: b.prepare("sparse_decode", q, cache, idx, lens, **dict(kw, out=q)),
+                     out, lse, match="out")
+        self.assertRaises(ValueError, lambda: b.prepare("no_such_op"))
+        p = b.prepare("sparse_decode", q, cache, idx, lens, **kw)
+        self.refuses(ValueError, lambda: p(stream=1), out, lse, match="stream")
+        self.refuses(TypeError, lambda: p(1, 2), out, lse)
+        bad = lens.copy()
+        bad[2] = 500
+        p2 = b.prepare("sparse_decode", q, cache, idx, bad, check_contents=True, **kw)
+        self.refuses(dsv4c.ArgumentError, p2, out, lse, status=dsv4c.ERR_BAD_CONTENTS, match="lens[2]")
+        b2 = CTX.open_bundle(os.path.join(KERNELS, "decode.dsv4b"))
+        p3 = b2.prepare("sparse_decode", q, cache, idx, lens, **kw)
+        b2.close()
+        self.refuses(dsv4c.Error, p3, out, lse, match="closed")
+
+
 # ---- threads ----
 
 

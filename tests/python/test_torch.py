@@ -356,6 +356,34 @@ class TestDecode(Case):
         self.assertEqual(tuple(out.shape), (4, 2, 64, 512))
         self.check(out.reshape(8, 64, 512), lse.transpose(1, 2).reshape(8, 64), c)
 
+    def test_prepared(self):
+        """A prepared decode: the op call's answer; each launch on torch's current stream of that moment
+        (a side stream that the default stream then waits for); new contents written in place between
+        launches are what the next launch reads."""
+        b = B["sparse_decode"]
+        c = decode_inputs(gen(25), 8, 64)
+        p = b.prepare("sparse_decode", c["q"], view3(c["cache"], 64), c["idx"], c["lens"], softmax_scale=c["scale"],
+                      extra_cache=view3(c["xcache"], c["xbs"]), extra_indices=c["xidx"], extra_lens=c["xlens"],
+                      attn_sink=c["sink"])
+        out, lse = p.outputs
+        out.fill_(float("nan")), lse.fill_(float("nan"))
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.default_stream())
+        with torch.cuda.stream(s):
+            got = p()
+        torch.cuda.default_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        self.assertIs(got[0], out)
+        self.check(out, lse, c)
+        c2 = decode_inputs(gen(26), 8, 64)
+        for k in ("q", "cache", "idx", "lens", "xcache", "xidx", "xlens", "sink"):
+            c[k].copy_(c2[k])
+        out.fill_(float("nan"))
+        p()
+        torch.cuda.synchronize()
+        self.check(out, lse, c)
+        p.close()
+
     def test_refusals(self):
         b = B["decode"]
         c = decode_inputs(gen(30), 4, 64)
