@@ -171,3 +171,58 @@ int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, 
   double base = fmax(abs_tol, rel_tol * (fabs(want) + 1e-6));
   return err < base + (u_p + (double)n * 0x1p-24) * pv_abs;
 }
+
+int dsv4_check_lse_cond_ok(double err, double want, double abs_tol, double rel_tol, int dim, double lse_abs)
+{
+  double base = fmax(abs_tol, rel_tol * (fabs(want) + 1e-6));
+  return err < base + (2.0 * sqrt((double)dim) + 8.0) * 0x1p-24 * lse_abs;
+}
+
+double dsv4_rng_randn(dsv4_rng *r)
+{
+  double u1 = ((double)(dsv4_rng_next(r) >> 11) + 1.0) * 0x1p-53, u2 = (double)(dsv4_rng_next(r) >> 11) * 0x1p-53;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+uint8_t *dsv4_check_flashmla_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride,
+                                   float sigma)
+{
+  int64_t n = nb * bs;
+  uint8_t *c = calloc(1, (size_t)(nb * stride));
+  uint16_t *kv = malloc((size_t)(n * L->dim) * 2 + 2);
+  int64_t *slots = malloc((size_t)n * 8 + 8);
+  int ok = c && kv && slots;
+  for (int64_t i = 0; ok && i < n * L->dim; i++) {
+    double v = dsv4_rng_randn(r) * sigma;
+    kv[i] = dsv4_ref_f32_to_bf16((float)(v > 1 ? 1 : v < -1 ? -1 : v));
+  }
+  for (int64_t i = 0; ok && i < n; i++)
+    slots[i] = i;
+  if (ok && dsv4_ref_kv_insert(L, kv, n, slots, n, NULL, NULL, 0, 0, 0, c, nb, bs, stride))
+    ok = 0;
+  free(kv), free(slots);
+  if (!ok) {
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
+void dsv4_check_nan_row(const dsv4_layout *L, uint8_t *cache, int64_t bs, int64_t stride, int64_t slot)
+{
+  uint8_t *row = cache + (slot / bs) * stride + (slot % bs) * L->row_bytes; /* the values (scales stay) */
+  for (int i = 0; i < L->nseg; i++) {
+    const dsv4_segment *s = &L->seg[i];
+    for (int d = 0; d < s->d1 - s->d0; d++) {
+      if (s->type == DSV4_DT_E4M3)
+        row[s->offset + d] = 0x7F;
+      else if (s->type == DSV4_DT_BF16) {
+        uint16_t h = 0x7FC0;
+        memcpy(row + s->offset + 2 * d, &h, 2);
+      } else {
+        float f = NAN;
+        memcpy(row + s->offset + 4 * d, &f, 4);
+      }
+    }
+  }
+}

@@ -38,6 +38,22 @@ void dsv4_rng_bytes(dsv4_rng *r, void *p, size_t n);
 uint8_t *dsv4_check_random_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride,
                                  float half);
 
+/* N(0, 1) from r (Box-Muller, double precision). */
+double dsv4_rng_randn(dsv4_rng *r);
+
+/* FlashMLA's K (OPS.md section 3: its tests/lib.py): a malloc'd cache of nb
+ * blocks (stride bytes apart) of bs rows, each value bf16(randn * sigma)
+ * clamped to +-1 (FlashMLA draws sigma 1/10), written by the reference
+ * writer (dsv4_ref_kv_insert).  NULL when out of memory or when the writer
+ * does not write layout L (a per-tensor scale: the caller's). */
+uint8_t *dsv4_check_flashmla_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride,
+                                   float sigma);
+
+/* Every value of cache row `slot` set to NaN (e4m3 0x7F, bf16 0x7FC0, f32
+ * NaN): what a decode that reads a row no valid index names (even to mask
+ * it) carries into its output, as FlashMLA's tests poison them. */
+void dsv4_check_nan_row(const dsv4_layout *L, uint8_t *cache, int64_t bs, int64_t stride, int64_t slot);
+
 /* OPS.md section 1: the DSv4 fp8_ds_mla layout (584 bytes per token). */
 dsv4_layout dsv4_check_layout_v4(void);
 /* OPS.md section 8: DSv3.2 (656 bytes inline: 512 e4m3, 4 fp32 scales, 64 bf16). */
@@ -63,6 +79,13 @@ int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_t
  * bf16 hi + lo), n the row's participating entries and pv_abs = sum_j p_j |V_j| from
  * dsv4_ref_sparse_decode_cond. */
 int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs);
+
+/* The same for lse on those inputs (dsv4_ref_sparse_decode_cond's lse_abs): err < max(abs_tol, rel_tol
+ * (|want| + 1e-6)) + (2 sqrt(dim) + 8) 2^-24 lse_abs.  2 sqrt(dim) u is the forward error of a blocked
+ * fp32 dot product of dim terms (blocks of sqrt(dim)); 8 u the exp, log and the sum m + ln S.  FlashMLA's
+ * fixed lse tolerance (abs 1e-6) cannot hold where lse = m + ln S is near 0 with |m| of a few units: fp32
+ * rounds each term to 2^-24 |m|. */
+int dsv4_check_lse_cond_ok(double err, double want, double abs_tol, double rel_tol, int dim, double lse_abs);
 
 /* Fill n bf16 values with the pattern v. */
 void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v);

@@ -662,11 +662,11 @@ static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int
                          const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs, int64_t extra_stride,
                          const int32_t *extra_indices, const int32_t *extra_lens, int64_t extra_topk,
                          const float *attn_sink, float softmax_scale, float tensor_scale,
-                         uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid)
+                         uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid, float *lse_abs)
 {
   int use_extra = extra != NULL && extra_topk != 0;
   int64_t D, nmax = 0, *cnt = NULL;
-  double *kbuf = NULL, *sbuf = NULL, *acc = NULL, *aacc = NULL;
+  double *kbuf = NULL, *sbuf = NULL, *abuf = NULL, *acc = NULL, *aacc = NULL;
   uint16_t *tmp = NULL;
   unsigned char *raw = NULL;
   int has_raw = 0, rc = 1;
@@ -697,11 +697,12 @@ static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int
     goto done;
   kbuf = malloc((size_t)(nmax > 0 ? nmax : 1) * (size_t)D * sizeof(double));
   sbuf = malloc((size_t)(nmax > 0 ? nmax : 1) * sizeof(double));
+  abuf = malloc((size_t)(nmax > 0 ? nmax : 1) * sizeof(double));
   acc = malloc((size_t)D * sizeof(double));
   aacc = malloc((size_t)D * sizeof(double));
   tmp = malloc((size_t)D * sizeof(uint16_t));
   raw = calloc((size_t)D, 1);
-  if (!kbuf || !sbuf || !acc || !aacc || !tmp || !raw)
+  if (!kbuf || !sbuf || !abuf || !acc || !aacc || !tmp || !raw)
     goto done;
   for (int32_t s = 0; s < l->nseg; s++)
     if (l->seg[s].scale_type != DSV4_DT_NONE && l->seg[s].scale_tensor)
@@ -741,19 +742,22 @@ static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int
         for (int64_t d = 0; d < v_dim; d++)
           o[d] = 0;
         lse[t * H + h] = INFINITY;
+        if (lse_abs)
+          lse_abs[t * H + h] = 0.0f;
         continue;
       }
       for (int64_t j = 0; j < n; j++) {
         const double *kj = kbuf + j * D;
-        double dp = 0.0, dr = 0.0;
+        double dp = 0.0, dr = 0.0, ap = 0.0, ar = 0.0;
         for (int64_t d = 0; d < D; d++) {
           double x = (double)dsv4_ref_bf16_to_f32(qr[d]) * kj[d];
           if (raw[d])
-            dr += x;
+            dr += x, ar += fabs(x);
           else
-            dp += x;
+            dp += x, ap += fabs(x);
         }
         sbuf[j] = has_raw ? softmax_scale * (dp + (double)tensor_scale * dr) : softmax_scale * dp;
+        abuf[j] = fabs((double)softmax_scale) * (ap + fabs((double)tensor_scale) * ar);
         if (sbuf[j] > m)
           m = sbuf[j];
       }
@@ -761,6 +765,8 @@ static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int
         for (int64_t d = 0; d < v_dim; d++)
           o[d] = 0;
         lse[t * H + h] = -INFINITY;
+        if (lse_abs)
+          lse_abs[t * H + h] = 0.0f;
         continue;
       }
       for (int64_t j = 0; j < n; j++)
@@ -784,6 +790,12 @@ static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int
         for (int64_t d = 0; d < v_dim; d++)
           pa[d] = f32_from_double((raw[d] ? fabs((double)tensor_scale) * aacc[d] : aacc[d]) / den);
       lse[t * H + h] = f32_from_double(ls);
+      if (lse_abs) { /* what lse's fp32 arithmetic rounds: the two terms of m + ln S, and the scores' summands */
+        double a = fabs(m) + fabs(ls - m);
+        for (int64_t j = 0; j < n; j++)
+          a += exp(sbuf[j] - ls) * abuf[j];
+        lse_abs[t * H + h] = f32_from_double(a);
+      }
     }
   }
   rc = 0;
@@ -791,6 +803,7 @@ done:
   free(cnt);
   free(kbuf);
   free(sbuf);
+  free(abuf);
   free(acc);
   free(aacc);
   free(tmp);
@@ -808,7 +821,7 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
 {
   return sparse_decode(l, v_dim, q, T, H, cache, num_blocks, bs, block_stride, indices, lens, topk, extra,
                        extra_num_blocks, extra_bs, extra_stride, extra_indices, extra_lens, extra_topk, attn_sink,
-                       softmax_scale, tensor_scale, out, lse, NULL, NULL);
+                       softmax_scale, tensor_scale, out, lse, NULL, NULL, NULL);
 }
 
 int dsv4_ref_sparse_decode_cond(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
@@ -817,13 +830,14 @@ int dsv4_ref_sparse_decode_cond(const dsv4_layout *l, int v_dim, const uint16_t 
                                 const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs,
                                 int64_t extra_stride, const int32_t *extra_indices, const int32_t *extra_lens,
                                 int64_t extra_topk, const float *attn_sink, float softmax_scale,
-                                float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid)
+                                float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid,
+                                float *lse_abs)
 {
   if (!pv_abs || !n_valid)
     return 1;
   return sparse_decode(l, v_dim, q, T, H, cache, num_blocks, bs, block_stride, indices, lens, topk, extra,
                        extra_num_blocks, extra_bs, extra_stride, extra_indices, extra_lens, extra_topk, attn_sink,
-                       softmax_scale, tensor_scale, out, lse, pv_abs, n_valid);
+                       softmax_scale, tensor_scale, out, lse, pv_abs, n_valid, lse_abs);
 }
 
 /* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */

@@ -154,15 +154,20 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
  * folded in on per-tensor dims, as out has it), 0 for rows with no participating entry or every score -inf;
  * n_valid [T], the participating entries of each token (both lists).  The bound on an output is then
  * max(abs, rel |ref|) + (u_P + n_valid 2^-24) pv_abs, u_P the unit roundoff of the kernel's P format
- * (dsv4_check_cond_ok).  Returns nonzero, with nothing written, where dsv4_ref_sparse_decode would, or
- * when pv_abs or n_valid is NULL. */
+ * (dsv4_check_cond_ok).  lse_abs [T, H] (may be NULL) is lse's counterpart: |m| + |lse - m| + sum_j w_j
+ * a_j, with m the largest score, w_j = exp(s_j - lse) (no sink), a_j = |softmax_scale| sum_d |q_d K_j[d]|
+ * (|tensor_scale| on per-tensor dims): the magnitudes lse's fp32 arithmetic rounds (the two terms of
+ * m + ln S, which cancel where lse is near 0, and each score's summands); 0 where lse is +-inf.  The bound
+ * on lse is then max(abs, rel |ref|) + (2 sqrt(dim) + 8) 2^-24 lse_abs (dsv4_check_lse_cond_ok).  Returns
+ * nonzero, with nothing written, where dsv4_ref_sparse_decode would, or when pv_abs or n_valid is NULL. */
 int dsv4_ref_sparse_decode_cond(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
                                 const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
                                 const int32_t *indices, const int32_t *lens, int64_t topk,
                                 const uint8_t *extra, int64_t extra_num_blocks, int64_t extra_bs,
                                 int64_t extra_stride, const int32_t *extra_indices, const int32_t *extra_lens,
                                 int64_t extra_topk, const float *attn_sink, float softmax_scale,
-                                float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid);
+                                float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid,
+                                float *lse_abs);
 
 /* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */
 

@@ -202,57 +202,52 @@ static int check_insert(dsv4rt_bundle *b, int e, const char *name)
   return rc;
 }
 
-/* Sparse decode on a random cache: FlashMLA's tolerances.  Returns 1 on
- * mismatch, 0 when it matched, -1 when this layout has no check here. */
+/* Sparse decode with FlashMLA's rule on FlashMLA's input distribution
+ * (OPS.md section 3, the inputs its tolerances hold on: q randn clamped to
+ * +-1, K randn / 10 clamped and written by the reference writer,
+ * softmax_scale dim^-0.55, sinks +inf, -inf and finite, every row no valid
+ * index names NaN).  Returns 1 on mismatch, 0 when it matched, -1 when
+ * this layout has no check here. */
 static int check_decode(dsv4rt_bundle *b, int e, const char *name)
 {
   dsv4_layout L;
   dsv4rt_kernel_info info;
   dsv4rt_bundle_entry_layout(b, e, &L);
   dsv4rt_bundle_entry_info(b, e, &info);
-  int64_t T = 4, H = 64, D = L.dim, V = info.v_dim, nb = 8, bs = 64, topk = 128, stride;
-  uint8_t *cache = make_cache(nb, bs, &stride);
-  if (strcmp(L.name, "fp8_ds_mla_v4")) { /* the random cache above is DSv4's */
+  int64_t T = 4, H = 64, D = L.dim, V = info.v_dim, nb = 8, bs = 64, topk = 128;
+  int64_t stride = dsv4_layout_min_block_bytes(&L, bs);
+  uint8_t *cache = dsv4_check_flashmla_cache(&rng, &L, nb, bs, stride, 0.1f);
+  if (!cache) { /* a per-tensor scale: the writer's inputs are the caller's */
     printf("  %-22s layout %s: no check for this layout here\n", name, L.name);
-    free(cache);
     return -1;
   }
-  /* attention wants finite keys of a sane size: no NaN codes, RoPE dims in
-   * [-2, 2], group scales 2^-9 .. 2^-5 as the writer gives bf16 rows of
-   * order 1.  (The gathers' wider scales, up to 2^13, make scores of order
-   * 1e6: two near-equal winners then swap weight on the last bits of any
-   * fp32 sum, so no kernel summing in another order than the reference,
-   * tensor cores included, stays within FlashMLA's tolerances there.) */
-  for (int64_t blk = 0; blk < nb; blk++)
-    for (int64_t t = 0; t < bs; t++) {
-      uint8_t *row = cache + blk * stride + t * 576;
-      for (int j = 0; j < 7; j++)
-        cache[blk * stride + bs * 576 + t * 8 + j] = (uint8_t)dsv4_rng_range(&rng, 118, 122);
-      for (int d = 0; d < 448; d++)
-        if ((row[d] & 0x7F) == 0x7F)
-          row[d] &= 0xFE;
-      for (int d = 0; d < 64; d++) {
-        uint16_t h = dsv4_ref_f32_to_bf16(((float)(dsv4_rng_next(&rng) >> 40) / 16777216.0f - 0.5f) * 4.0f);
-        memcpy(row + 448 + 2 * d, &h, 2);
-      }
-    }
   uint16_t *q = malloc((size_t)(T * H * D) * 2), *want = malloc((size_t)(T * H * V) * 2), *got = malloc((size_t)(T * H * V) * 2);
-  for (int64_t i = 0; i < T * H * D; i++)
-    q[i] = dsv4_ref_f32_to_bf16((float)(dsv4_rng_next(&rng) >> 40) / 16777216.0f - 0.5f);
+  for (int64_t i = 0; i < T * H * D; i++) {
+    double v = dsv4_rng_randn(&rng);
+    q[i] = dsv4_ref_f32_to_bf16((float)(v > 1 ? 1 : v < -1 ? -1 : v));
+  }
   int32_t idx[4 * 128], lens[4] = {128, 77, 0, 128};
-  for (int64_t i = 0; i < T * topk; i++)
+  unsigned char used[8 * 64] = {0};
+  for (int64_t i = 0; i < T * topk; i++) {
     idx[i] = dsv4_rng_range(&rng, 0, 9) ? (int32_t)dsv4_rng_range(&rng, 0, nb * bs - 1) : -1;
+    if (idx[i] >= 0 && i % topk < lens[i / topk])
+      used[idx[i]] = 1;
+  }
+  for (int64_t s = 0; s < nb * bs; s++)
+    if (!used[s])
+      dsv4_check_nan_row(&L, cache, bs, stride, s);
   float sink[64], lw[4 * 64], lg[4 * 64];
   for (int h = 0; h < H; h++)
-    sink[h] = h == 3 ? INFINITY : (float)(dsv4_rng_next(&rng) >> 40) / 16777216.0f;
+    sink[h] = h % 3 == 0 ? INFINITY : h % 3 == 1 ? -INFINITY : (float)dsv4_rng_randn(&rng);
+  float scale = powf((float)D, -0.55f);
   dsv4_ref_sparse_decode(&L, (int)V, q, T, H, cache, nb, bs, stride, idx, lens, topk, NULL, 0, 1, 0, NULL, NULL, 0, sink,
-                         0.0441941738f, 1, want, lw);
+                         scale, 1, want, lw);
   dsv4rt_buffer *qb = dev(q, (size_t)(T * H * D) * 2), *cb = dev(cache, (size_t)(nb * stride)),
                 *ib = dev(idx, sizeof idx), *lb = dev(lens, sizeof lens), *sb = dev(sink, sizeof sink),
                 *ob = dev(NULL, (size_t)(T * H * V) * 2), *lsb = dev(NULL, sizeof lg);
   dsv4rt_sparse_decode_args a = {.out = ob, .lse = lsb, .q = qb, .n_tokens = T, .heads = H, .cache = cb,
                                  .num_blocks = nb, .block_size = bs, .block_stride = stride, .indices = ib, .lens = lb,
-                                 .topk = topk, .attn_sink = sb, .softmax_scale = 0.0441941738f, .tensor_scale = 1};
+                                 .topk = topk, .attn_sink = sb, .softmax_scale = scale, .tensor_scale = 1};
   dsv4rt_launch_opts o = {.kernel = name, .check_contents = 1};
   double ms = 0;
   dsv4rt_status s = dsv4rt_sparse_decode(b, &a, &o);

@@ -93,6 +93,7 @@ typedef struct {
   const int64_t *n_valid; /* per token */
   size_t per_token;       /* values a token */
   double u_p;
+  int lse_dim; /* > 0: the values are lse and pv_abs its lse_abs (dsv4_check_lse_cond_ok, dim lse_dim) */
 } rule;
 
 static int anomaly(float v) { return isnan(v) ? 3 : isinf(v) ? (v > 0 ? 1 : 2) : 0; }
@@ -106,7 +107,10 @@ static void close_enough(const char *what, const float *got, const float *want, 
     double g = ag ? 0.0 : got[i], w = aw ? 0.0 : want[i], err = fabs(g - w);
     double lim = fmax(r->abs_tol, r->rel_tol * (fabs(w) + 1e-6));
     int ok;
-    if (r->pv_abs) {
+    if (r->pv_abs && r->lse_dim > 0) {
+      ok = ag == aw && dsv4_check_lse_cond_ok(err, w, r->abs_tol, r->rel_tol, r->lse_dim, r->pv_abs[i]);
+      lim += (2.0 * sqrt((double)r->lse_dim) + 8.0) * 0x1p-24 * r->pv_abs[i];
+    } else if (r->pv_abs) {
       double cond = (r->u_p + (double)r->n_valid[i / r->per_token] * 0x1p-24) * r->pv_abs[i];
       ok = ag == aw && dsv4_check_cond_ok(err, w, r->abs_tol, r->rel_tol, r->u_p, r->n_valid[i / r->per_token],
                                           r->pv_abs[i]);
@@ -147,7 +151,8 @@ typedef struct {
   /* what the kernel's output is held to */
   const uint16_t *want;
   const float *lwant;
-  float *pv_abs; /* sum_j p_j |V_j| (the reference's) */
+  float *pv_abs;  /* sum_j p_j |V_j| (the reference's) */
+  float *lse_abs; /* lse's counterpart (dsv4_ref_sparse_decode_cond) */
   int64_t *n_valid;
   int owned; /* 1: the host arrays above are this case's (freed with it) */
   /* device */
@@ -167,11 +172,12 @@ static int reference(dcase *c, int keep_want)
   float *l = malloc((size_t)(c->T * c->H) * 4 + 4);
   c->pv_abs = malloc((size_t)n * 4 + 4);
   c->n_valid = malloc((size_t)c->T * 8 + 8);
+  c->lse_abs = malloc((size_t)(c->T * c->H) * 4 + 4);
   int has_x = c->x.cache && c->x.topk;
   int rc = dsv4_ref_sparse_decode_cond(c->L, c->V, c->q, c->T, c->H, c->m.cache, c->m.nb, c->m.bs, c->m.stride, c->m.idx,
                                        c->m.lens, c->m.topk, has_x ? c->x.cache : NULL, c->x.nb, c->x.bs, c->x.stride,
                                        has_x ? c->x.idx : NULL, has_x ? c->x.lens : NULL, has_x ? c->x.topk : 0, c->sink,
-                                       c->scale, c->ts, o, l, c->pv_abs, c->n_valid);
+                                       c->scale, c->ts, o, l, c->pv_abs, c->n_valid, c->lse_abs);
   if (keep_want)
     free(o), free(l);
   else
@@ -205,7 +211,7 @@ static void dcase_free(dcase *c)
   dsv4rt_buffer_destroy(c->qb), dsv4rt_buffer_destroy(c->cb), dsv4rt_buffer_destroy(c->ib), dsv4rt_buffer_destroy(c->lb),
       dsv4rt_buffer_destroy(c->xcb), dsv4rt_buffer_destroy(c->xib), dsv4rt_buffer_destroy(c->xlb),
       dsv4rt_buffer_destroy(c->sb), dsv4rt_buffer_destroy(c->ob), dsv4rt_buffer_destroy(c->lseb);
-  free(c->got), free(c->lgot), free(c->fo), free(c->fw), free(c->pv_abs), free(c->n_valid);
+  free(c->got), free(c->lgot), free(c->fo), free(c->fw), free(c->pv_abs), free(c->n_valid), free(c->lse_abs);
   if (c->owned) {
     free(c->m.cache), free(c->m.idx), free(c->m.lens), free(c->x.cache), free(c->x.idx), free(c->x.lens);
     free(c->q), free(c->sink), free((void *)c->want), free((void *)c->lwant);
@@ -248,7 +254,9 @@ static void check_outputs(const char *label, dcase *c, const rule *r)
   snprintf(what, sizeof what, "%s: out", label);
   close_enough(what, c->fo, c->fw, n, r);
   snprintf(what, sizeof what, "%s: lse", label);
-  rule lr = {LSE_ABS, LSE_REL, -1, NULL, NULL, 1, 0};
+  rule lr = {LSE_ABS, LSE_REL, -1, NULL, NULL, 1, 0, 0};
+  if (r->pv_abs) /* the condition-aware inputs: lse's own bound (OPS.md's fixed one cannot hold there) */
+    lr.pv_abs = c->lse_abs, lr.lse_dim = c->L->dim;
   close_enough(what, c->lgot, c->lwant, nl, &lr);
 }
 
@@ -268,7 +276,7 @@ static void run_case(const kern *k, const char *name, dcase *c, int splits, int 
   CHECK(s == DSV4RT_OK, "%s: launch: %s", label, dsv4rt_last_error(ctx));
   if (s)
     return;
-  rule r = {OUT_ABS, OUT_REL, OUT_COS, NULL, NULL, (size_t)(c->H * c->V), p_roundoff(k, !name)};
+  rule r = {OUT_ABS, OUT_REL, OUT_COS, NULL, NULL, (size_t)(c->H * c->V), p_roundoff(k, !name), 0};
   if (cond)
     r.cos_tol = -1, r.pv_abs = c->pv_abs, r.n_valid = c->n_valid;
   check_outputs(label, c, &r);
@@ -332,7 +340,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
   char what[128];
   snprintf(what, sizeof what, "realistic random T=%lld H=%lld extra=%s topk=%lld", (long long)T, (long long)H,
            with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none", (long long)topk);
-  rule r = {OUT_ABS, OUT_REL, -1, c.pv_abs, c.n_valid, (size_t)(H * c.V), p_roundoff(k, unnamed)};
+  rule r = {OUT_ABS, OUT_REL, -1, c.pv_abs, c.n_valid, (size_t)(H * c.V), p_roundoff(k, unnamed), 0};
   for (int si = 0; si < runs; si++) {
     const char *name = unnamed ? NULL : k->name;
     if (si < runs - 1) {
@@ -360,7 +368,7 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     check_outputs(label, &c2, &r2);
   }
   dsv4rt_buffer_destroy(c2.qb), dsv4rt_buffer_destroy(c2.ob), dsv4rt_buffer_destroy(c2.lseb);
-  free(c2.q), free((void *)c2.want), free((void *)c2.lwant), free(c2.pv_abs), free(c2.n_valid), free(c2.got),
+  free(c2.q), free((void *)c2.want), free((void *)c2.lwant), free(c2.pv_abs), free(c2.n_valid), free(c2.lse_abs), free(c2.got),
       free(c2.lgot);
   dcase_free(&c);
 }

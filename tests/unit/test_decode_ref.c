@@ -602,7 +602,7 @@ static void test_cond(void)
   static float pv[T0 * H0 * DIM];
   static int32_t idx[T0 * K0], eidx[T0 * E0];
   int32_t lens[T0] = {K0, 9, 0}, elens[T0] = {E0, 3, 0};
-  float sink[H0], lse[T0 * H0], lse2[T0 * H0];
+  float sink[H0], lse[T0 * H0], lse2[T0 * H0], la[T0 * H0];
   int64_t nv[T0];
   char msg[200] = "";
   int bad = 0;
@@ -618,7 +618,7 @@ static void test_cond(void)
   int rc = run(DIM, q, T0, H0, idx, lens, K0, eidx, elens, E0, sink, 1.0f, out, lse);
   int rc2 = dsv4_ref_sparse_decode_cond(&L, DIM, q, T0, H0, cache_a, A_NB, A_BS, A_ST, idx, lens, K0, cache_b, B_NB,
                                         B_BS, B_ST, eidx, elens, E0, sink, 0.044194173824159216f, 1.0f, out2, lse2, pv,
-                                        nv);
+                                        nv, la);
   check(rc == 0 && rc2 == 0 && !memcmp(out, out2, sizeof out) && !memcmp(lse, lse2, sizeof lse),
         "cond: out and lse bit-identical to dsv4_ref_sparse_decode", "");
   for (int t = 0; t < T0 && rc2 == 0; t++) {
@@ -634,12 +634,15 @@ static void test_cond(void)
       snprintf(msg, sizeof msg, "t %d: n_valid %lld, want %d", t, (long long)nv[t], n);
     for (int h = 0; h < H0; h++) {
       const uint16_t *qh = q + (t * H0 + h) * DIM;
-      double s[K0 + E0], mx = -INFINITY, se = 0, a[DIM] = {0};
+      double s[K0 + E0], sa[K0 + E0], mx = -INFINITY, se = 0, a[DIM] = {0};
       for (int j = 0; j < n; j++) {
-        double dot = 0;
-        for (int d = 0; d < DIM; d++)
-          dot += (double)dsv4_ref_bf16_to_f32(qh[d]) * dsv4_ref_bf16_to_f32(kdq[(int64_t)sl[j] * DIM + d]);
+        double dot = 0, adot = 0;
+        for (int d = 0; d < DIM; d++) {
+          double x = (double)dsv4_ref_bf16_to_f32(qh[d]) * dsv4_ref_bf16_to_f32(kdq[(int64_t)sl[j] * DIM + d]);
+          dot += x, adot += fabs(x);
+        }
         s[j] = 0.044194173824159216f * dot;
+        sa[j] = 0.044194173824159216f * adot;
         mx = s[j] > mx ? s[j] : mx;
       }
       for (int j = 0; j < n; j++)
@@ -648,6 +651,11 @@ static void test_cond(void)
       for (int j = 0; j < n; j++)
         for (int d = 0; d < DIM; d++)
           a[d] += exp(s[j] - mx) / den * fabs(dsv4_ref_bf16_to_f32(kdq[(int64_t)sl[j] * DIM + d]));
+      double ls = mx + log(se), wa = n ? fabs(mx) + fabs(ls - mx) : 0.0;
+      for (int j = 0; j < n; j++)
+        wa += exp(s[j] - ls) * sa[j];
+      if (!(fabs(la[t * H0 + h] - wa) <= 1e-6 * wa) && !bad++)
+        snprintf(msg, sizeof msg, "t %d h %d: lse_abs %.9g, want %.9g", t, h, la[t * H0 + h], wa);
       for (int d = 0; d < DIM; d++) {
         double got = pv[(t * H0 + h) * DIM + d];
         if (!(fabs(got - a[d]) <= 1e-6 * a[d] + 1e-30) && !bad++)
@@ -656,15 +664,20 @@ static void test_cond(void)
     }
   }
   check(rc2 == 0 && !bad, "cond: n_valid counts both lists; pv_abs = sum_j p_j |V_j| with the sink in p_j "
-        "(0 for a sink of +inf and for the empty row)", msg);
+        "(0 for a sink of +inf and for the empty row); lse_abs = |m| + |lse - m| + sum_j w_j |s_j| terms", msg);
   check(dsv4_ref_sparse_decode_cond(&L, DIM, q, T0, H0, cache_a, A_NB, A_BS, A_ST, idx, lens, K0, NULL, 0, 0, 0, NULL,
-                                    NULL, 0, sink, 0.04f, 1.0f, out2, lse2, NULL, nv) != 0,
+                                    NULL, 0, sink, 0.04f, 1.0f, out2, lse2, NULL, nv, NULL) != 0,
         "cond: pv_abs NULL refused", "");
   /* the bound itself: FlashMLA's element rule plus (u_P + n 2^-24) pv_abs */
   check(dsv4_check_cond_ok(1e-3 + 0.9 * (0x1p-8 + 10 * 0x1p-24) * 0.5, 0.01, 1e-3, 2.01 / 128, 0x1p-8, 10, 0.5) &&
             !dsv4_check_cond_ok(1e-3 + 1.1 * (0x1p-8 + 10 * 0x1p-24) * 0.5, 0.01, 1e-3, 2.01 / 128, 0x1p-8, 10, 0.5) &&
             dsv4_check_cond_ok(0.9 * 2.01 / 128 * 3.0, 3.0, 1e-3, 2.01 / 128, 0x1p-16, 1, 0.0),
         "dsv4_check_cond_ok: max(abs, rel |want|) + (u_P + n 2^-24) sum p |V|", "");
+  double c512 = (2 * sqrt(512.0) + 8) * 0x1p-24;
+  check(dsv4_check_lse_cond_ok(1e-6 + 0.9 * c512 * 8.0, 8e-5, 1e-6, 8.0 / 65536, 512, 8.0) &&
+            !dsv4_check_lse_cond_ok(1e-6 + 1.1 * c512 * 8.0, 8e-5, 1e-6, 8.0 / 65536, 512, 8.0) &&
+            !dsv4_check_lse_cond_ok(1.5e-6, 8e-5, 1e-6, 8.0 / 65536, 512, 0.0),
+        "dsv4_check_lse_cond_ok: max(abs, rel |want|) + (2 sqrt(dim) + 8) 2^-24 lse_abs", "");
 }
 
 int main(int argc, char **argv)

@@ -87,49 +87,12 @@ static uint8_t *random_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64
   return dsv4_check_random_cache(&rng, L, nb, bs, stride, 1.0f);
 }
 
-/* A gate cache: rows of randn / 10 clamped to +-1 (FlashMLA's K), written
- * by the reference writer where it takes the layout. */
+/* A gate cache: FlashMLA's K (randn / 10 clamped to +-1) written by the
+ * reference writer where it takes the layout, else valid random values. */
 static uint8_t *gate_cache(const dsv4_layout *L, int64_t nb, int64_t bs, int64_t stride, float sigma)
 {
-  int64_t n = nb * bs;
-  uint8_t *c = calloc(1, (size_t)(nb * stride));
-  uint16_t *kv = malloc((size_t)(n * L->dim) * 2);
-  int64_t *slots = malloc((size_t)n * 8);
-  int ok = c && kv && slots;
-  for (int64_t i = 0; ok && i < n * L->dim; i++)
-    kv[i] = dsv4_ref_f32_to_bf16(clampf(randn() * sigma, -1, 1));
-  for (int64_t i = 0; ok && i < n; i++)
-    slots[i] = i;
-  if (ok && dsv4_ref_kv_insert(L, kv, n, slots, n, NULL, NULL, 0, 0, 0, c, nb, bs, stride)) {
-    free(c);
-    c = random_cache(L, nb, bs, stride);
-  }
-  free(kv), free(slots);
-  if (!ok) {
-    free(c);
-    return NULL;
-  }
-  return c;
-}
-
-/* Set a row's values to NaN (what a kernel that reads it carries into its output). */
-static void nan_row(const dsv4_layout *L, uint8_t *cache, int64_t bs, int64_t stride, int64_t slot)
-{
-  uint8_t *row = cache + (slot / bs) * stride + (slot % bs) * L->row_bytes;
-  for (int i = 0; i < L->nseg; i++) {
-    const dsv4_segment *s = &L->seg[i];
-    for (int d = 0; d < s->d1 - s->d0; d++) {
-      if (s->type == DSV4_DT_E4M3)
-        row[s->offset + d] = 0x7F;
-      else if (s->type == DSV4_DT_BF16) {
-        uint16_t h = 0x7FC0;
-        memcpy(row + s->offset + 2 * d, &h, 2);
-      } else {
-        float f = NAN;
-        memcpy(row + s->offset + 4 * d, &f, 4);
-      }
-    }
-  }
+  uint8_t *c = dsv4_check_flashmla_cache(&rng, L, nb, bs, stride, sigma);
+  return c ? c : random_cache(L, nb, bs, stride);
 }
 
 /* An index list of T rows of width w over n slots for the gate: lengths 0,
@@ -202,10 +165,10 @@ static int make_decode(tune_inputs *in, const tune_opts *o, char *err, size_t er
   gate_lists(T, in->xtopk, max64(1, in->xnb * in->xbs), in->xidx, in->xlens, xnamed);
   for (int64_t s = 0; s < in->nb * in->bs; s++)
     if (!named[s])
-      nan_row(L, in->cache, in->bs, in->stride, s);
+      dsv4_check_nan_row(L, in->cache, in->bs, in->stride, s);
   for (int64_t s = 0; in->xtopk && s < in->xnb * in->xbs; s++)
     if (!xnamed[s])
-      nan_row(L, in->xcache, in->xbs, in->xstride, s);
+      dsv4_check_nan_row(L, in->xcache, in->xbs, in->xstride, s);
   free(named), free(xnamed);
   for (int64_t h = 0; h < H; h++) {
     int u = (int)(dsv4_rng_next(&rng) % 3);
