@@ -20,6 +20,19 @@ for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant v4_sparse_decode_c
          fm_sparse_decode_c128_h128 fm_sparse_decode_c4_h128 fm_sparse_decode_c4_h64 fm_sparse_decode_odd_blocks_h64 \
          fm_sparse_decode_swa_only_h128; do cp -r "$shared/golden/$g" .gpu/golden/; done
 cp bench/gpu_run.sh bench/peer_flashmla.py .gpu/
+# the tuner and the sweeps it measures (gzip: the decode sweep's PTX is 43 MB; gpu_run.sh tune unpacks it)
+cp "$build"/bin/dsv4c-tune bench/tune_shapes_decode.txt .gpu/
+if [ "${DSV4_PACK_SWEEPS:-1}" = 1 ]; then
+  tmp=$(mktemp -d) && mkdir "$tmp/sweep"
+  for s in decode_sweep logits_sweep; do "$build"/bin/dsv4c bench/$s.lua -I specs -t ptx -o "$tmp/sweep" --no-ptxas >/dev/null; done
+  tar -C "$tmp" -czf .gpu/sweep.tar.gz sweep/decode_sweep.dsv4b sweep/decode_sweep.sweep.json \
+    sweep/logits_sweep.dsv4b sweep/logits_sweep.sweep.json && rm -rf "$tmp"
+fi
+# the Python package (and the shared runtime it links), its torch tests, the overhead benchmark
+mkdir -p .gpu/python/dsv4c .gpu/lib
+cp python/dsv4c/*.py "$build"/python/dsv4c/_dsv4c.abi3.so .gpu/python/dsv4c/
+cp -P "$build"/runtime/libdsv4rt.so* .gpu/lib/
+cp tests/python/test_torch.py tests/python/flashmla_matrix.py bench/bench_python_overhead.py .gpu/
 # the peer, built and timed on the device in the same command as ours (gpu_run.sh decode)
 if [ -d "$shared/peers/flashmla" ]; then mkdir -p .gpu/peers && cp -r "$shared/peers/flashmla" .gpu/peers/; fi
 d=$(git rev-parse --git-dir); mkdir -p "$d/info"; grep -qx "/.gpu/" "$d/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$d/info/exclude"

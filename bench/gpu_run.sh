@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|python|tune decode|logits [OPTS]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
@@ -29,7 +29,33 @@ if [ "$what" = decode ]; then
   echo "== bench_decode"
   DSV4_BENCH_SHAPE=${3:-} DSV4_BENCH_MM_TFLOPS=$mm ./bench_decode sparse_decode.dsv4b cuda ${2:-}
   rc=$?
+  if [ -f tuned/decode_sweep.dsv4b ]; then # issue 27: the tuned bundle's choice (dsv4c --lock), same run
+    echo "== bench_decode, the tuned bundle (dsv4c bench/decode_sweep.lua --lock decode.lock)"
+    DSV4_BENCH_SHAPE=${3:-} DSV4_BENCH_MM_TFLOPS=$mm ./bench_decode tuned/decode_sweep.dsv4b cuda "" | grep -v "^device\|^ceilings"
+  fi
   echo "== bf16 matrix product again, after: $(mm_rate) TFLOP/s"
+  exit $rc
+fi
+if [ "$what" = python ]; then
+  # issue 28: the Python package on torch CUDA tensors, and its host overhead beside the C call
+  export LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python
+  echo "== tests/python/test_torch.py"
+  python3 test_torch.py . 2>&1 | grep -v Warning | tail -${DSV4_TAIL:-25}
+  echo "== bench/bench_python_overhead.py"
+  python3 bench_python_overhead.py . --iters ${DSV4_PY_ITERS:-3000}
+  exit 0
+fi
+if [ "$what" = tune ]; then
+  # issue 27: dsv4c-tune over a sweep at its shapes; the lockfile, report and plots into ${OUT:-out}.
+  #   gpu_run.sh tune decode|logits [--more dsv4c-tune options]; resumes from lock/<sweep>.lock if carried
+  sw=${2:-decode}; shift 2
+  [ -d /tmp/sweep ] || tar -C /tmp -xzf sweep.tar.gz || exit 1
+  out=${OUT:-$PWD/out}; mkdir -p "$out"
+  [ -f "lock/${sw}.lock" ] && cp "lock/${sw}.lock" "$out/${sw}.lock"
+  shapes=v4; [ "$sw" = decode ] && shapes=tune_shapes_decode.txt
+  ./dsv4c-tune /tmp/sweep/${sw}_sweep.dsv4b --lock "$out/${sw}.lock" --shapes "$shapes" "$@" >"$out/${sw}.log" 2>&1
+  rc=$?
+  echo "dsv4c-tune exit $rc"; grep -v -E "^dsv4c-tune: [0-9]+/[0-9]+ " "$out/${sw}.log" | tail -25
   exit $rc
 fi
 if [ "$what" = sanitize ]; then
@@ -68,7 +94,7 @@ if [ "$what" != bench ]; then
   ./test_validate . kernels_amdgcn cuda | grep -E "FAIL|passed"
   echo "== test_faults (missing or old drivers, failed allocations and loads)"
   ./test_faults decode.dsv4b "$PWD/libfake_libcuda.so" | grep -E "FAIL|skipped|passed"
-  if command -v compute-sanitizer >/dev/null; then
+  if command -v compute-sanitizer >/dev/null && [ "${DSV4_MEMCHECK:-1}" = 1 ]; then
     echo "== compute-sanitizer memcheck"
     compute-sanitizer --tool memcheck --print-limit 5 ./test_gather decode.dsv4b golden cuda 2>&1 | tail -2
     compute-sanitizer --tool memcheck --print-limit 5 ./test_insert insert.dsv4b gather_layouts.dsv4b golden cuda 2>&1 | tail -2
