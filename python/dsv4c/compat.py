@@ -36,6 +36,7 @@ def configure(*bundles):
     """Use these dsv4c.Bundle objects (searched in order) for the entry points below."""
     _bundles[:] = bundles
     _chosen.clear()
+    _rules.clear()
 
 
 def _configured():
@@ -67,13 +68,17 @@ def _find(op, key, **want):
                                  " (%s)" % key[1] if isinstance(key[1], str) else ""))
 
 
+_rules = {}  # (bundle, op, name) -> what _rule_or answers (kernels() builds a dict an entry: not per call)
+
+
 def _rule_or(b, op, name):
     """None (the runtime's default rule picks the form: runtime/src/rt.c rt_default_rank) where `name` is
     the first kernel of `op` in `b` that runs here, whose layout the rule then keeps; else `name`."""
-    for k in b.kernels():
-        if k["op"] == op and k["runs"]:
-            return None if k["name"] == name else name
-    return name
+    key = (b, op, name)
+    if key not in _rules:
+        first = next((k["name"] for k in b.kernels() if k["op"] == op and k["runs"]), name)
+        _rules[key] = None if first == name else name
+    return _rules[key]
 
 
 def _stream(x):
