@@ -46,16 +46,22 @@ if [ "$what" = python ]; then
   exit 0
 fi
 if [ "$what" = tune ]; then
-  # issue 27: dsv4c-tune over a sweep at its shapes; the lockfile, report and plots into ${OUT:-out}.
+  # issue 27: dsv4c-tune over a sweep at its shapes.  The lockfile and the report come back in $OUT
+  # (<sweep>.lock, <sweep>.md), the plots and the log in one archive (a call brings back 8 files).
   #   gpu_run.sh tune decode|logits [--more dsv4c-tune options]; resumes from lock/<sweep>.lock if carried
   sw=${2:-decode}; shift 2
   [ -d /tmp/sweep ] || tar -C /tmp -xzf sweep.tar.gz || exit 1
-  out=${OUT:-$PWD/out}; mkdir -p "$out"
-  [ -f "lock/${sw}.lock" ] && cp "lock/${sw}.lock" "$out/${sw}.lock"
+  out=${OUT:-$PWD/out}; work=/tmp/tune-$sw; mkdir -p "$out" "$work"
+  [ -f "lock/${sw}.lock" ] && cp "lock/${sw}.lock" "$work/${sw}.lock"
   shapes=v4; [ "$sw" = decode ] && shapes=tune_shapes_decode.txt
-  ./dsv4c-tune /tmp/sweep/${sw}_sweep.dsv4b --lock "$out/${sw}.lock" --shapes "$shapes" "$@" >"$out/${sw}.log" 2>&1
+  # DSV4_TUNE_SECONDS: stop (SIGINT: the lockfile is written as results come in) so that what was
+  # measured still comes back; carry it as .gpu/lock/<sweep>.lock and the next call resumes
+  timeout -s INT "${DSV4_TUNE_SECONDS:-100000}" \
+    ./dsv4c-tune /tmp/sweep/${sw}_sweep.dsv4b --lock "$work/${sw}.lock" --shapes "$shapes" "$@" >"$work/${sw}.log" 2>&1
   rc=$?
-  echo "dsv4c-tune exit $rc"; grep -v -E "^dsv4c-tune: [0-9]+/[0-9]+ " "$out/${sw}.log" | tail -25
+  echo "dsv4c-tune exit $rc"; grep -v -E "^dsv4c-tune: [0-9]+/[0-9]+ " "$work/${sw}.log" | tail -25
+  cp "$work/${sw}.lock" "$work/${sw}.md" "$out/" 2>/dev/null
+  tar -C /tmp -czf "$out/tune-${sw}.tar.gz" "tune-$sw"
   exit $rc
 fi
 if [ "$what" = sanitize ]; then
