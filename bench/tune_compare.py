@@ -66,7 +66,6 @@ def main(paths):
             win = min(ok, key=lambda n: (ok[n], n))
             picks = {k: ok.get(v) for k, v in SHIPPED[op].items()}
             best = min((n for n in picks if picks[n] is not None), key=lambda n: picks[n], default=None)
-            sweep = win.split("__")[0]
             dflt = DEFAULT.get("sd" if op == "sparse_decode" else "lgm")
             r = rule(op, bucket)
             rows.append((op, d["shape"], d["device"], win, ok[win], ok.get(dflt), picks.get(r), r, best,

@@ -169,6 +169,7 @@ typedef struct {
   int64_t shape[MAXDIM], strides[MAXDIM]; /* strides in elements */
   uint8_t code, bits;
   int itemsize, readonly;
+  int via_torch; /* read through torch's own accessors */
   size_t span; /* bytes from data to the end of the last element (0: empty) */
   size_t need; /* device bytes the op addresses, when more than span (a cache's last block) */
   /* what to release */
@@ -590,7 +591,9 @@ static int device_error(tview *t, CtxObject *c)
  * shape, stride(), dtype, is_cuda / get_device()), the facts DLPack would
  * carry.  Only where torch is already imported; docs/python.md. */
 
-static PyObject *torch_tensor; /* torch.Tensor, once torch is imported */
+static PyObject *torch_tensor;    /* torch.Tensor, once torch is imported */
+static PyObject *torch_stream_fn; /* torch._C._cuda_getCurrentRawStream (device -> handle), where torch has it */
+static PyObject *torch_module;
 static PyObject *torch_dtypes; /* torch dtype -> code << 8 | bits */
 /* the accessors' names, interned once (a str made per call costs as much as the call) */
 static PyObject *s_is_cuda, *s_get_device, *s_dtype, *s_shape, *s_stride, *s_data_ptr;
@@ -631,7 +634,39 @@ static int torch_ready(void)
     return 0;
   }
   torch_tensor = type, torch_dtypes = map;
+  PyObject *tc = PyObject_GetAttrString(torch, "_C");
+  torch_stream_fn = tc ? PyObject_GetAttrString(tc, "_cuda_getCurrentRawStream") : NULL;
+  Py_XDECREF(tc);
+  PyErr_Clear();
+  torch_module = torch, Py_INCREF(torch);
   return 1;
+}
+
+/* torch's current stream of CUDA device `device` (its raw handle): the stream
+ * a call on torch CUDA tensors launches on when it names none, as a torch op
+ * would (docs/python.md, Streams). */
+static int torch_current_stream(int device, uint64_t *out)
+{
+  PyObject *d = PyLong_FromLong(device), *h = NULL;
+  if (!d)
+    return -1;
+  if (torch_stream_fn)
+    h = PyObject_CallFunctionObjArgs(torch_stream_fn, d, NULL);
+  else { /* a torch without the raw accessor: torch.cuda.current_stream(d).cuda_stream */
+    PyObject *cu = PyObject_GetAttrString(torch_module, "cuda");
+    PyObject *st = cu ? PyObject_CallMethod(cu, "current_stream", "O", d) : NULL;
+    h = st ? PyObject_GetAttrString(st, "cuda_stream") : NULL;
+    Py_XDECREF(cu), Py_XDECREF(st);
+  }
+  Py_DECREF(d);
+  if (!h)
+    return -1;
+  unsigned long long v = PyLong_AsUnsignedLongLong(h);
+  Py_DECREF(h);
+  if (v == (unsigned long long)-1 && PyErr_Occurred())
+    return -1;
+  *out = v;
+  return 0;
 }
 
 /* A tuple of ints into v (n of them, at most MAXDIM). */
@@ -734,6 +769,7 @@ static int acquire(CtxObject *c, PyObject *obj, int cls, int use, uint64_t strea
   if (torch_ready() && PyObject_IsInstance(obj, torch_tensor) == 1) {
     if (from_torch(obj, t))
       return -1;
+    t->via_torch = 1;
     if (c->cuda ? !(t->device_type == DL_CUDA && t->device_id == c->device) : t->device_type != DL_CPU)
       return device_error(t, c);
   } else if (c->cuda) {
@@ -822,6 +858,8 @@ typedef struct {
   dsv4rt_kernel_info info;
   const char *kernel; /* the name the caller gave, or NULL */
   uint64_t stream;
+  int stream_given; /* stream= named one; else torch CUDA tensors take torch's current stream */
+  int torch_cuda;   /* a tensor was a torch CUDA tensor */
   tview t[MAXT];
   int nt;
   dsv4rt_launch_opts opts;
@@ -856,7 +894,10 @@ static int tensor(call *c, CtxObject *ctx, PyObject *obj, const char *name, int 
   }
   tview *t = slot(c, name);
   *out = t;
-  return acquire(ctx, obj, cls, use, c->stream, t);
+  if (acquire(ctx, obj, cls, use, c->stream, t))
+    return -1;
+  c->torch_cuda |= t->via_torch && t->device_type == DL_CUDA;
+  return 0;
 }
 
 static void release_all(call *c)
@@ -1176,6 +1217,7 @@ static int begin_call(BundleObject *self, call *c, int op, const char *kernel, i
   c->opts.kernel = kernel, c->opts.check_contents = check_contents;
   if (parse_stream(self->ctx, stream, &c->stream))
     return -1;
+  c->stream_given = stream && stream != Py_None;
   return resolve(self, c);
 }
 
@@ -1498,7 +1540,8 @@ static PyObject *op_call(BundleObject *self, int op, PyObject *args, PyObject *k
   tview *tv[MAXT] = {0};
   c->nt = 0;
   PyObject *r;
-  if (parsers[op](self, args, kw, c, tv)) {
+  if (parsers[op](self, args, kw, c, tv) ||
+      (!c->stream_given && c->torch_cuda && self->ctx->cuda && torch_current_stream(self->ctx->device, &c->stream))) {
     release_all(c);
     r = NULL;
   } else
@@ -1569,10 +1612,9 @@ typedef struct {
   call *c; /* NULL once closed */
   tview *tv[MAXT];
   PyObject *keep;      /* the kwargs: what holds the tensors */
-  PyObject *outputs;   /* what a launch returns */
-  PyObject *stream_fn; /* callable(device) -> the stream handle (torch's current), or NULL */
-  PyObject *stream_dev;
-  int fixed_stream; /* prepared with stream=: every launch goes there unless it names one */
+  PyObject *outputs; /* what a launch returns */
+  int fixed_stream;  /* prepared with stream=: every launch goes there unless it names one */
+  int torch_cuda;    /* else torch CUDA tensors: torch's current stream at each launch */
 } PreparedObject;
 
 static PyObject *PreparedType;
@@ -1593,22 +1635,18 @@ static void Prepared_free_call(PreparedObject *self)
   self->c = NULL;
 }
 
-/* _prepare(op, kwargs, outputs, stream_fn, device) -> Prepared */
+/* _prepare(op, kwargs, outputs) -> Prepared */
 static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
 {
   const char *opname;
-  PyObject *kw, *outputs, *fn, *dev;
-  if (!PyArg_ParseTuple(args, "sO!OOO:_prepare", &opname, &PyDict_Type, &kw, &outputs, &fn, &dev))
+  PyObject *kw, *outputs;
+  if (!PyArg_ParseTuple(args, "sO!O:_prepare", &opname, &PyDict_Type, &kw, &outputs))
     return NULL;
   int op = op_index(opname);
   if (op < 0)
     return NULL;
   if (!self->b) {
     PyErr_SetString(PyExc_ValueError, "the bundle is closed");
-    return NULL;
-  }
-  if (fn != Py_None && !PyCallable_Check(fn)) {
-    PyErr_SetString(PyExc_TypeError, "_prepare: stream_fn must be callable or None");
     return NULL;
   }
   PyObject *keep = PyDict_Copy(kw), *empty = PyTuple_New(0);
@@ -1620,8 +1658,6 @@ static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
   }
   tview *tv[MAXT] = {0};
   c->nt = 0;
-  PyObject *so = PyDict_GetItemString(keep, "stream"); /* borrowed */
-  int fixed = so && so != Py_None;
   int bad = parsers[op](self, empty, keep, c, tv) || check_overlap(c);
   Py_DECREF(empty);
   if (!bad) {
@@ -1653,9 +1689,8 @@ static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
   p->c = c, memcpy(p->tv, tv, sizeof tv);
   p->keep = keep;
   p->outputs = (Py_INCREF(outputs), outputs);
-  p->stream_fn = fn == Py_None ? NULL : (Py_INCREF(fn), fn);
-  p->stream_dev = (Py_INCREF(dev), dev);
-  p->fixed_stream = fixed;
+  p->fixed_stream = c->stream_given;
+  p->torch_cuda = c->torch_cuda && self->ctx->cuda;
   return (PyObject *)p;
 }
 
@@ -1681,15 +1716,8 @@ static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *k
       return NULL;
   } else if (self->fixed_stream)
     stream = c->stream;
-  else if (self->stream_fn) {
-    PyObject *h = PyObject_CallFunctionObjArgs(self->stream_fn, self->stream_dev, NULL);
-    if (!h)
-      return NULL;
-    stream = PyLong_AsUnsignedLongLong(h);
-    Py_DECREF(h);
-    if (stream == (uint64_t)-1 && PyErr_Occurred())
-      return NULL;
-  }
+  else if (self->torch_cuda && torch_current_stream(ctx->device, &stream))
+    return NULL;
   dsv4rt_status s;
   char msg[1024] = "";
   Py_BEGIN_ALLOW_THREADS
@@ -1727,7 +1755,7 @@ static PyObject *Prepared_close(PreparedObject *self, PyObject *unused)
 static void Prepared_dealloc(PreparedObject *self)
 {
   Prepared_free_call(self);
-  Py_XDECREF(self->keep), Py_XDECREF(self->outputs), Py_XDECREF(self->stream_fn), Py_XDECREF(self->stream_dev);
+  Py_XDECREF(self->keep), Py_XDECREF(self->outputs);
   Py_XDECREF((PyObject *)self->bundle);
   free_self((PyObject *)self);
 }
@@ -1899,7 +1927,7 @@ static PyMethodDef Bundle_methods[] = {
     {"topk", (PyCFunction)(void (*)(void))Bundle_topk, METH_VARARGS | METH_KEYWORDS,
      "topk(out, logits, context_lens, kernel=None, check_contents=False, stream=None)"},
     {"_prepare", (PyCFunction)Bundle_prepare, METH_VARARGS,
-     "_prepare(op, kwargs, outputs, stream_fn, device) -> Prepared: the op's arguments checked and bound once"},
+     "_prepare(op, kwargs, outputs) -> Prepared: the op's arguments checked and bound once"},
     {"_bench_c_loop", (PyCFunction)Bundle_bench_c_loop, METH_VARARGS,
      "_bench_c_loop(op, iters, kwargs) -> host seconds per runtime call, the arguments taken once"},
     {"entries", (PyCFunction)Bundle_entries, METH_NOARGS, "entries() -> one dict per (kernel, target) entry"},

@@ -95,18 +95,26 @@ class Context:
 _PLAIN = set()  # dtypes seen that are passed as they are
 
 
+_TT = ()  # torch.Tensor once a torch tensor was seen: the extension reads its every dtype itself
+
+
 def _raw(x):
     """x, or a view of it as raw bits where its dtype has no DLPack or
-    buffer-protocol code the extension reads (torch float8 before DLPack 1.1
-    exporters; NumPy's ml_dtypes bfloat16 and float8)."""
-    if x is None:
-        return None
+    buffer-protocol code the extension reads (NumPy's ml_dtypes bfloat16 and
+    float8; other exporters' float8).  torch tensors pass as they are: the
+    extension reads them through torch's own accessors, float8 included."""
+    global _TT
+    if x is None or type(x) is _TT:
+        return x
     dt = getattr(x, "dtype", None)
     if dt is None or dt in _PLAIN:
         return x
     name = str(dt)
     short = name.rsplit(".", 1)[-1]
     torch = name.startswith("torch.")
+    if torch and type(x) is _sys.modules["torch"].Tensor:
+        _TT = type(x)
+        return x
     if short.startswith("float8_"):
         return x.view(_sys.modules["torch"].uint8 if torch else _np().uint8)
     if short == "bfloat16" and not torch:
@@ -116,24 +124,6 @@ def _raw(x):
     except TypeError:
         pass
     return x
-
-
-_raw_stream = None
-
-
-def _current(stream, x):
-    """stream where given; else torch's current stream (its raw handle) for a torch CUDA tensor x;
-    else None (the context's)."""
-    global _raw_stream
-    if stream is not None or not (_is_torch(x) and x.is_cuda):
-        return stream
-    if _raw_stream is None:
-        import torch
-
-        # the handle without a Stream object (what Triton launches with), where torch has it
-        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-            lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _raw_stream(x.get_device())
 
 
 def _np():
@@ -253,17 +243,13 @@ class Bundle:
         return getattr(self, op)(*args, _prepare=True, **kwargs)
 
     def _run(self, op, kw, result, x, stream, prepare):
-        """Call the extension's `op` with kw (and the stream rule of _current), or prepare it."""
-        if not prepare:
-            kw["stream"] = _current(stream, x)
-            getattr(self._b, op)(**kw)
-            return result
-        fn = dev = None
-        if stream is None and _is_torch(x) and x.is_cuda:
-            _current(None, x)  # (sets _raw_stream)
-            fn, dev = _raw_stream, x.get_device()
+        """Call the extension's `op` with kw, or prepare it.  stream None: the extension's rule
+        (torch's current stream for torch CUDA tensors, else Context.stream)."""
         kw["stream"] = stream
-        return self._b._prepare(op, kw, result, fn, dev)
+        if prepare:
+            return self._b._prepare(op, kw, result)
+        getattr(self._b, op)(**kw)
+        return result
 
     # ---- the ops (OPS.md sections 2-5) ----
 

@@ -22,7 +22,7 @@ opened on ``Context("auto")``).
 
 import os
 
-from . import Context, _current, _empty, _is_numpy, _is_torch, _raw
+from . import Context, _empty, _is_numpy, _raw
 
 __all__ = ["configure", "flash_mla_with_kvcache", "get_mla_metadata", "dequantize_and_gather_k_cache",
            "quantize_and_insert_k_cache", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
@@ -79,11 +79,6 @@ def _rule_or(b, op, name):
         first = next((k["name"] for k in b.kernels() if k["op"] == op and k["runs"]), name)
         _rules[key] = None if first == name else name
     return _rules[key]
-
-
-def _stream(x):
-    """torch's current stream for a torch CUDA tensor x, else None (the context's): the package's rule."""
-    return _current(None, x)
 
 
 def _token_bytes(cache):
@@ -194,7 +189,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         xl = _full(xi, (T,), xtopk) if extra_topk_length is None else _repeat(extra_topk_length, s_q)
     out, lse = b_.sparse_decode(_flat(_packed(q), T, h, d), k_cache, idx, lens, softmax_scale=softmax_scale,
                                 extra_cache=extra_k_cache, extra_indices=xi, extra_lens=xl, attn_sink=attn_sink,
-                                kernel=_rule_or(b_, "sparse_decode", name), stream=_stream(q))
+                                kernel=_rule_or(b_, "sparse_decode", name))
     out = out.reshape(b, s_q, h, info["v_dim"])
     lse = lse.reshape(b, s_q, h)
     lse = lse.transpose(0, 2, 1) if _is_numpy(lse) else lse.transpose(1, 2)
@@ -214,8 +209,7 @@ def dequantize_and_gather_k_cache(out, k_cache, seq_lens, gather_lens, block_tab
         raise NotImplementedError("dequantize_and_gather_k_cache: FNUZ e4m3 caches (ROCm gfx942's SWA writer) have "
                                   "no layout in dsv4rt (specs/layouts.lua reads OCP e4m3fn only)")
     b, name = _find("paged_gather", "the DSv4 fp8_ds_mla cache", layout="fp8_ds_mla_v4")
-    b.paged_gather(out, k_cache, seq_lens, block_table, gather_lens, offset, block_size=block_size, kernel=name,
-                   stream=_stream(out))
+    b.paged_gather(out, k_cache, seq_lens, block_table, gather_lens, offset, block_size=block_size, kernel=name)
 
 
 def quantize_and_insert_k_cache(k, k_cache, slot_mapping, block_size=64, is_ue8m0=True, use_fnuz=False):
@@ -231,7 +225,7 @@ def quantize_and_insert_k_cache(k, k_cache, slot_mapping, block_size=64, is_ue8m
         raise NotImplementedError("quantize_and_insert_k_cache: FNUZ e4m3 caches have no layout in dsv4rt")
     b, name = _find("kv_insert", "vLLM's plain DSv4 writer (no RoPE, no q; specs/insert.lua's kv_quant_insert_v4)",
                     layout="fp8_ds_mla_v4", rope_dims=0, q_dim=0, quant_floor=0)
-    b.kv_insert(k_cache, k, slot_mapping, block_size=block_size, kernel=name, stream=_stream(k))
+    b.kv_insert(k_cache, k, slot_mapping, block_size=block_size, kernel=name)
 
 
 # ---- DeepGEMM ----
@@ -271,8 +265,7 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     L = int(max_context_len)
     stride = (L + 255) // 256 * 256
     logits = _empty(weights, (B * nn, max(stride, 1)), "f32")[:, :L]
-    b.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits=logits, kernel=name,
-                       stream=_stream(weights))
+    b.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits=logits, kernel=name)
     return logits
 
 
