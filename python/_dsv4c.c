@@ -1615,6 +1615,7 @@ typedef struct {
   PyObject *outputs; /* what a launch returns */
   int fixed_stream;  /* prepared with stream=: every launch goes there unless it names one */
   int torch_cuda;    /* else torch CUDA tensors: torch's current stream at each launch */
+  int busy;          /* launches in flight in other threads (the GIL let go): close waits for none */
 } PreparedObject;
 
 static PyObject *PreparedType;
@@ -1689,7 +1690,7 @@ static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
   p->c = c, memcpy(p->tv, tv, sizeof tv);
   p->keep = keep;
   p->outputs = (Py_INCREF(outputs), outputs);
-  p->fixed_stream = c->stream_given;
+  p->fixed_stream = c->stream_given, p->busy = 0;
   p->torch_cuda = c->torch_cuda && self->ctx->cuda;
   return (PyObject *)p;
 }
@@ -1720,6 +1721,7 @@ static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *k
     return NULL;
   dsv4rt_status s;
   char msg[1024] = "";
+  self->busy++;
   Py_BEGIN_ALLOW_THREADS
   PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
   if (!b->b) {
@@ -1738,6 +1740,7 @@ static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *k
   }
   PyThread_release_lock(ctx->lock);
   Py_END_ALLOW_THREADS
+  self->busy--;
   if (s)
     return raise_status(s, msg);
   Py_INCREF(self->outputs);
@@ -1747,6 +1750,10 @@ static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *k
 static PyObject *Prepared_close(PreparedObject *self, PyObject *unused)
 {
   (void)unused;
+  if (self->busy) { /* another thread is launching it: its call must not lose its buffers under it */
+    PyErr_SetString(PyExc_RuntimeError, "the prepared call is being launched in another thread; close it after");
+    return NULL;
+  }
   Prepared_free_call(self);
   Py_CLEAR(self->keep);
   Py_RETURN_NONE;

@@ -702,6 +702,34 @@ class TestThreads(Case):
             t.join()
         self.assertFalse(errors, errors[:3])
 
+    def test_prepared_from_threads(self):
+        """One prepared call launched from several threads at once (each launch under the context's
+        lock, the GIL let go): every launch gives the reference's answer, and close() afterwards
+        lets go of the tensors."""
+        g = rng(10)
+        raw, _ = R.v4_cache(g, 2, 16)
+        idx = g.integers(-1, 32, size=64).astype(np.int32)
+        ref = R.v4_dequant(raw, 16, idx)
+        p = B["decode"].prepare("dequant_gather", R.token_view(raw, 16), idx)
+        errors = []
+
+        def work():
+            try:
+                for _ in range(10):
+                    if not np.array_equal(p(), ref):
+                        errors.append("wrong result")
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertFalse(errors, errors[:3])
+        p.close()
+        self.assertRaises(ValueError, p)
+
 
 if __name__ == "__main__":
     argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != KERNELS]
