@@ -24,6 +24,8 @@
  * time: warm-up launches, then reps device-timed batches of launches
  * (dsv4rt_timer_start / stop); the median, min and max of a launch.
  */
+#include <pthread.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +81,49 @@ static float randn(void)
 }
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+/* fn over rows [0, n) split in one contiguous part a core: the host reference in double precision is
+ * the tuner's slowest host work (a V4-Pro T 512 shape's 64 tokens: about 14 s on one core), and its
+ * rows are independent.  Threads end before any worker is forked.  Nonzero if any part failed. */
+typedef struct {
+  int (*fn)(void *, int64_t, int64_t);
+  void *arg;
+  int64_t r0, r1;
+  int rc;
+} par_part;
+
+static void *par_run(void *p)
+{
+  par_part *j = p;
+  j->rc = j->fn(j->arg, j->r0, j->r1);
+  return NULL;
+}
+
+static int par_rows(int64_t n, int (*fn)(void *, int64_t, int64_t), void *arg)
+{
+  enum { MAXT = 32 };
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = (int)(cores < 1 ? 1 : cores > MAXT ? MAXT : cores), rc = 0;
+  if (nt > n)
+    nt = (int)n;
+  if (nt <= 1)
+    return n > 0 ? fn(arg, 0, n) : 0;
+  par_part j[MAXT];
+  pthread_t th[MAXT];
+  int started[MAXT];
+  for (int i = 0; i < nt; i++) {
+    j[i] = (par_part){fn, arg, n * i / nt, n * (i + 1) / nt, 0};
+    started[i] = pthread_create(&th[i], NULL, par_run, &j[i]) == 0;
+    if (!started[i]) /* no thread to be had: this part here */
+      j[i].rc = fn(arg, j[i].r0, j[i].r1);
+  }
+  for (int i = 0; i < nt; i++) {
+    if (started[i])
+      pthread_join(th[i], NULL);
+    rc |= j[i].rc;
+  }
+  return rc;
+}
+
 /* A cache of valid random values for any layout (finite e4m3 codes, bf16 /
  * f32 in [-1, 1), scales 2^-9 .. 2^-5): the timing caches, and the gate's
  * where the reference writer does not write the layout (per tensor). */
@@ -125,6 +170,47 @@ static int pick_rows(int64_t n, int max, int64_t *rows)
   for (int i = 0; i < k; i++)
     rows[i] = k == n ? i : (int64_t)((double)i * (double)(n - 1) / (double)(k - 1));
   return k;
+}
+
+/* The decode's reference over rows [r0, r1) of the picked tokens (a token's output depends on its own q
+ * and lists only). */
+typedef struct {
+  const dsv4_layout *L;
+  int V;
+  int64_t H, D;
+  tune_inputs *in;
+  const uint16_t *qs;
+  const int32_t *is, *ls, *xs, *xls;
+} decode_ref;
+
+static int decode_ref_rows(void *arg, int64_t r0, int64_t r1)
+{
+  const decode_ref *d = arg;
+  tune_inputs *in = d->in;
+  return dsv4_ref_sparse_decode(d->L, d->V, d->qs + r0 * d->H * d->D, r1 - r0, d->H, in->cache, in->nb, in->bs,
+                                in->stride, d->is + r0 * in->topk, d->ls + r0, in->topk, in->xcache, in->xnb, in->xbs,
+                                in->xstride, d->xs + r0 * in->xtopk, d->xls + r0, in->xtopk, in->sink, in->scale,
+                                in->tscale, in->want + r0 * d->H * d->V, in->lwant + r0 * d->H);
+}
+
+/* The logits' reference over batch entries [k0, k1) of the picked ones. */
+typedef struct {
+  const dsv4_layout *L;
+  int64_t nn, H, D, Lr;
+  tune_inputs *in;
+  const uint8_t *qs;
+  const float *ws;
+  const int32_t *cs, *bts;
+} logits_ref;
+
+static int logits_ref_rows(void *arg, int64_t k0, int64_t k1)
+{
+  const logits_ref *d = arg;
+  tune_inputs *in = d->in;
+  return dsv4_ref_paged_mqa_logits(d->L, d->qs + k0 * d->nn * d->H * d->D, k1 - k0, d->nn, d->H, in->lcache, in->lnb,
+                                   64, in->lstride, d->ws + k0 * d->nn * d->H, d->cs + k0 * d->nn,
+                                   d->bts + k0 * in->lmaxb, in->lmaxb, in->lwant_rows + k0 * d->nn * in->rstride, d->Lr,
+                                   in->rstride);
 }
 
 static int make_decode(tune_inputs *in, const tune_opts *o, char *err, size_t errlen)
@@ -193,9 +279,8 @@ static int make_decode(tune_inputs *in, const tune_opts *o, char *err, size_t er
     memcpy(xs + r * in->xtopk, in->xidx + t * in->xtopk, (size_t)in->xtopk * 4);
     ls[r] = in->lens[t], xls[r] = in->xlens[t];
   }
-  if (!rc && dsv4_ref_sparse_decode(L, V, qs, R, H, in->cache, in->nb, in->bs, in->stride, is, ls, in->topk, in->xcache,
-                                    in->xnb, in->xbs, in->xstride, xs, xls, in->xtopk, in->sink, in->scale, in->tscale,
-                                    in->want, in->lwant)) {
+  decode_ref dr = {L, V, H, D, in, qs, is, ls, xs, xls};
+  if (!rc && par_rows(R, decode_ref_rows, &dr)) {
     snprintf(err, errlen, "the reference refused the decode inputs");
     rc = 1;
   } else if (rc)
@@ -282,8 +367,8 @@ static int make_logits(tune_inputs *in, const tune_opts *o, char *err, size_t er
     memcpy(cs + k * nn, in->ctx + b * nn, (size_t)nn * 4);
     memcpy(bts + k * in->lmaxb, in->bt + b * in->lmaxb, (size_t)in->lmaxb * 4);
   }
-  if (!rc && dsv4_ref_paged_mqa_logits(L, qs, Bs, nn, H, in->lcache, in->lnb, 64, in->lstride, ws, cs, bts, in->lmaxb,
-                                       in->lwant_rows, Lr, in->rstride)) {
+  logits_ref lr = {L, nn, H, D, Lr, in, qs, ws, cs, bts};
+  if (!rc && par_rows(Bs, logits_ref_rows, &lr)) {
     snprintf(err, errlen, "the reference refused the logits inputs");
     rc = 1;
   } else if (rc)
