@@ -29,10 +29,12 @@ if [ "${DSV4_PACK_SWEEPS:-1}" = 1 ]; then
     sweep/logits_sweep.dsv4b sweep/logits_sweep.sweep.json && rm -rf "$tmp"
 fi
 # the Python package (and the shared runtime it links), its torch tests, the overhead benchmark
-mkdir -p .gpu/python/dsv4c .gpu/lib
-cp python/dsv4c/*.py "$build"/python/dsv4c/_dsv4c.abi3.so .gpu/python/dsv4c/
-cp -P "$build"/runtime/libdsv4rt.so* .gpu/lib/
-cp tests/python/test_torch.py tests/python/flashmla_matrix.py bench/bench_python_overhead.py .gpu/
+if [ -f "$build"/python/dsv4c/_dsv4c.abi3.so ]; then # (built where Python's development files were found)
+  mkdir -p .gpu/python/dsv4c .gpu/lib
+  cp python/dsv4c/*.py "$build"/python/dsv4c/_dsv4c.abi3.so .gpu/python/dsv4c/
+  cp -P "$build"/runtime/libdsv4rt.so* .gpu/lib/
+  cp tests/python/test_torch.py tests/python/flashmla_matrix.py bench/bench_python_overhead.py .gpu/
+fi
 # the peer, built and timed on the device in the same command as ours (gpu_run.sh decode)
 if [ -d "$shared/peers/flashmla" ]; then mkdir -p .gpu/peers && cp -r "$shared/peers/flashmla" .gpu/peers/; fi
 d=$(git rev-parse --git-dir); mkdir -p "$d/info"; grep -qx "/.gpu/" "$d/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$d/info/exclude"
