@@ -1072,7 +1072,7 @@ static dsv4rt_status bind_all(CtxObject *ctx, call *c)
     else
       s = dsv4rt_buffer_create(ctx->ctx, size, &t->buf);
   }
-  return s ? s : upload_all(ctx, c);
+  return s;
 }
 
 static void unbind_all(call *c)
@@ -1137,6 +1137,26 @@ static double now_s(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Phase 2 for bound buffers (no GIL, the context's lock held): the stream
+ * set, the tensors' bytes in (OpenCL), `iters` launches (*secs, when
+ * given, their host seconds; the work then waited for, untimed), the
+ * outputs back (OpenCL).  An op call and each prepared launch. */
+static dsv4rt_status launch_bound(BundleObject *self, call *c, uint64_t stream, long iters, double *secs)
+{
+  CtxObject *ctx = self->ctx;
+  dsv4rt_status s = dsv4rt_set_stream(ctx->ctx, stream);
+  if (!s)
+    s = upload_all(ctx, c);
+  double t0 = now_s();
+  for (long i = 0; i < iters && !s; i++)
+    s = launch_once(self, c);
+  if (secs)
+    *secs = now_s() - t0;
+  if (!s && secs) /* the bench loop: wait for the work (not timed) */
+    s = dsv4rt_synchronize(ctx->ctx);
+  return s ? s : download_outputs(ctx, c);
+}
+
 /* Phases 2 and 3: bind, launch `iters` times (1 for an op call; the bench
  * loop times them, *secs the host seconds of the launches), copy outputs
  * back (OpenCL), unbind, release.  NULL with an exception, or Py_None. */
@@ -1151,21 +1171,11 @@ static PyObject *run(BundleObject *self, call *c, tview **tv, long iters, double
   char msg[1024] = "";
   Py_BEGIN_ALLOW_THREADS
   PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
-  s = dsv4rt_set_stream(ctx->ctx, c->stream);
-  if (!s)
-    s = bind_all(ctx, c);
+  s = bind_all(ctx, c);
   if (!s) {
     fill_buffers(ctx, c, tv);
-    double t0 = now_s();
-    for (long i = 0; i < iters && !s; i++)
-      s = launch_once(self, c);
-    if (secs)
-      *secs = now_s() - t0;
+    s = launch_bound(self, c, c->stream, iters, secs);
   }
-  if (!s && secs) /* the bench loop: wait for the work (not timed) */
-    s = dsv4rt_synchronize(ctx->ctx);
-  if (!s)
-    s = download_outputs(ctx, c);
   if (s)
     snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
   unbind_all(c);
@@ -1728,13 +1738,7 @@ static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *k
     s = DSV4RT_ERR_INVALID_ARG;
     snprintf(msg, sizeof msg, "the bundle is closed");
   } else {
-    s = dsv4rt_set_stream(ctx->ctx, stream);
-    if (!s)
-      s = upload_all(ctx, c);
-    if (!s)
-      s = launch_once(b, c);
-    if (!s)
-      s = download_outputs(ctx, c);
+    s = launch_bound(b, c, stream, 1, NULL);
     if (s)
       snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
   }
