@@ -166,16 +166,24 @@ int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_t
   return err < abs_tol || err / (fabs(want) + 1e-6) < rel_tol;
 }
 
+double dsv4_check_cond_bound(double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs)
+{
+  return fmax(abs_tol, rel_tol * (fabs(want) + 1e-6)) + (u_p + (double)n * 0x1p-24) * pv_abs;
+}
+
 int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs)
 {
-  double base = fmax(abs_tol, rel_tol * (fabs(want) + 1e-6));
-  return err < base + (u_p + (double)n * 0x1p-24) * pv_abs;
+  return err < dsv4_check_cond_bound(want, abs_tol, rel_tol, u_p, n, pv_abs);
+}
+
+double dsv4_check_lse_cond_bound(double want, double abs_tol, double rel_tol, int dim, double lse_abs)
+{
+  return fmax(abs_tol, rel_tol * (fabs(want) + 1e-6)) + (2.0 * sqrt((double)dim) + 8.0) * 0x1p-24 * lse_abs;
 }
 
 int dsv4_check_lse_cond_ok(double err, double want, double abs_tol, double rel_tol, int dim, double lse_abs)
 {
-  double base = fmax(abs_tol, rel_tol * (fabs(want) + 1e-6));
-  return err < base + (2.0 * sqrt((double)dim) + 8.0) * 0x1p-24 * lse_abs;
+  return err < dsv4_check_lse_cond_bound(want, abs_tol, rel_tol, dim, lse_abs);
 }
 
 double dsv4_rng_randn(dsv4_rng *r)

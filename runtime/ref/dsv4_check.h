@@ -79,6 +79,8 @@ int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_t
  * bf16 hi + lo), n the row's participating entries and pv_abs = sum_j p_j |V_j| from
  * dsv4_ref_sparse_decode_cond. */
 int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs);
+/* The bound itself (what err must stay below). */
+double dsv4_check_cond_bound(double want, double abs_tol, double rel_tol, double u_p, int64_t n, double pv_abs);
 
 /* The same for lse on those inputs (dsv4_ref_sparse_decode_cond's lse_abs): err < max(abs_tol, rel_tol
  * (|want| + 1e-6)) + (2 sqrt(dim) + 8) 2^-24 lse_abs.  2 sqrt(dim) u is the forward error of a blocked
@@ -86,6 +88,8 @@ int dsv4_check_cond_ok(double err, double want, double abs_tol, double rel_tol, 
  * fixed lse tolerance (abs 1e-6) cannot hold where lse = m + ln S is near 0 with |m| of a few units: fp32
  * rounds each term to 2^-24 |m|. */
 int dsv4_check_lse_cond_ok(double err, double want, double abs_tol, double rel_tol, int dim, double lse_abs);
+/* The bound itself (what err must stay below). */
+double dsv4_check_lse_cond_bound(double want, double abs_tol, double rel_tol, int dim, double lse_abs);
 
 /* Fill n bf16 values with the pattern v. */
 void dsv4_check_fill16(uint16_t *p, size_t n, uint16_t v);

@@ -107,14 +107,11 @@ static void close_enough(const char *what, const float *got, const float *want, 
     double g = ag ? 0.0 : got[i], w = aw ? 0.0 : want[i], err = fabs(g - w);
     double lim = fmax(r->abs_tol, r->rel_tol * (fabs(w) + 1e-6));
     int ok;
-    if (r->pv_abs && r->lse_dim > 0) {
-      ok = ag == aw && dsv4_check_lse_cond_ok(err, w, r->abs_tol, r->rel_tol, r->lse_dim, r->pv_abs[i]);
-      lim += (2.0 * sqrt((double)r->lse_dim) + 8.0) * 0x1p-24 * r->pv_abs[i];
-    } else if (r->pv_abs) {
-      double cond = (r->u_p + (double)r->n_valid[i / r->per_token] * 0x1p-24) * r->pv_abs[i];
-      ok = ag == aw && dsv4_check_cond_ok(err, w, r->abs_tol, r->rel_tol, r->u_p, r->n_valid[i / r->per_token],
-                                          r->pv_abs[i]);
-      lim += cond;
+    if (r->pv_abs) { /* the condition-aware bounds (dsv4_check_cond_ok / dsv4_check_lse_cond_ok) */
+      lim = r->lse_dim > 0 ? dsv4_check_lse_cond_bound(w, r->abs_tol, r->rel_tol, r->lse_dim, r->pv_abs[i])
+                           : dsv4_check_cond_bound(w, r->abs_tol, r->rel_tol, r->u_p, r->n_valid[i / r->per_token],
+                                                   r->pv_abs[i]);
+      ok = ag == aw && err < lim;
     } else
       ok = ag == aw && dsv4_check_flashmla_ok(err, w, r->abs_tol, r->rel_tol);
     if (ag == aw && err / lim > worst)
