@@ -378,11 +378,7 @@ static void random_case(const kern *k, int64_t T, int64_t H, int with_extra, int
 /* ---- FlashMLA's distribution (its rule) ---- */
 
 /* N(0, 1) (Box-Muller). */
-static double randn(void)
-{
-  double u1 = ((double)(dsv4_rng_next(&rng) >> 11) + 1.0) * 0x1p-53, u2 = (double)(dsv4_rng_next(&rng) >> 11) * 0x1p-53;
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+static double randn(void) { return dsv4_rng_randn(&rng); }
 
 static float clampf(double v, double lim) { return (float)(v > lim ? lim : v < -lim ? -lim : v); }
 

@@ -72,13 +72,7 @@ struct tune_device {
 
 static dsv4_rng rng;
 static float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
-static float randn(void)
-{
-  float u = rnd01(), v = rnd01();
-  if (u < 1e-7f)
-    u = 1e-7f;
-  return sqrtf(-2.0f * logf(u)) * cosf(6.28318530718f * v);
-}
+static float randn(void) { return (float)dsv4_rng_randn(&rng); }
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 /* fn over rows [0, n) split in one contiguous part a core: the host reference in double precision is
