@@ -677,56 +677,43 @@ class TestPrepared(Case):
 
 
 class TestThreads(Case):
-    def test_concurrent_calls(self):
-        """Calls from several threads on one context (the extension's lock; GIL released)."""
-        g = rng(9)
+    def gather_case(self, k):
+        g = rng(k)
         raw, _ = R.v4_cache(g, 2, 16)
-        cache = R.token_view(raw, 16)
         idx = g.integers(-1, 32, size=64).astype(np.int32)
-        ref = R.v4_dequant(raw, 16, idx)
+        return R.token_view(raw, 16), idx, R.v4_dequant(raw, 16, idx)
+
+    def in_threads(self, call, ref, threads=4, calls=10):
+        """call() from several threads at once, `calls` times each: every result equals ref, nothing raises."""
         errors = []
 
         def work():
             try:
-                for _ in range(10):
-                    out = B["decode"].dequant_gather(cache, idx)
-                    if not np.array_equal(out, ref):
+                for _ in range(calls):
+                    if not np.array_equal(call(), ref):
                         errors.append("wrong result")
             except Exception as e:  # noqa: BLE001 (reported below)
                 errors.append(repr(e))
 
-        ts = [threading.Thread(target=work) for _ in range(4)]
+        ts = [threading.Thread(target=work) for _ in range(threads)]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
         self.assertFalse(errors, errors[:3])
+
+    def test_concurrent_calls(self):
+        """Calls from several threads on one context (the extension's lock; GIL released)."""
+        cache, idx, ref = self.gather_case(9)
+        self.in_threads(lambda: B["decode"].dequant_gather(cache, idx), ref)
 
     def test_prepared_from_threads(self):
         """One prepared call launched from several threads at once (each launch under the context's
         lock, the GIL let go): every launch gives the reference's answer, and close() afterwards
         lets go of the tensors."""
-        g = rng(10)
-        raw, _ = R.v4_cache(g, 2, 16)
-        idx = g.integers(-1, 32, size=64).astype(np.int32)
-        ref = R.v4_dequant(raw, 16, idx)
-        p = B["decode"].prepare("dequant_gather", R.token_view(raw, 16), idx)
-        errors = []
-
-        def work():
-            try:
-                for _ in range(10):
-                    if not np.array_equal(p(), ref):
-                        errors.append("wrong result")
-            except Exception as e:  # noqa: BLE001 (reported below)
-                errors.append(repr(e))
-
-        ts = [threading.Thread(target=work) for _ in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        self.assertFalse(errors, errors[:3])
+        cache, idx, ref = self.gather_case(10)
+        p = B["decode"].prepare("dequant_gather", cache, idx)
+        self.in_threads(p, ref)
         p.close()
         self.assertRaises(ValueError, p)
 
