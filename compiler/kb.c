@@ -266,6 +266,17 @@ LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte)
   return bits_to_f32(kb, LLVMBuildSelect(b, zero, kb_i32(kb, 0x00400000), bits, ""));
 }
 
+/* UE8M0 as bf16 (the same 8-bit exponent field): b << 7; b = 0 is the
+ * bf16 subnormal 2^-127 (0x0040), 255 is +inf, as kb_ue8m0_to_f32. */
+LLVMValueRef kb_ue8m0_to_bf16x2(dsv4_kb *kb, LLVMValueRef byte)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef x = LLVMBuildZExt(b, byte, kb->i32, "");
+  LLVMValueRef bits = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, x, kb_i32(kb, 0), ""), kb_i32(kb, 0x40),
+                                      LLVMBuildShl(b, x, kb_i32(kb, 7), ""), "");
+  return LLVMBuildOr(b, bits, LLVMBuildShl(b, bits, kb_i32(kb, 16), ""), "s2");
+}
+
 LLVMValueRef kb_bf16_to_f32(dsv4_kb *kb, LLVMValueRef h)
 {
   LLVMValueRef x = LLVMBuildZExt(kb->b, h, kb->i32, "");

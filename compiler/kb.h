@@ -48,6 +48,10 @@ typedef struct dsv4_target_ir {
   LLVMValueRef (*cvt_bf16x2)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi); /* -> i32 (lo in bits 0..15) */
   /* Optional: the same of max(x, 0) (a NaN stays NaN), or NULL. */
   LLVMValueRef (*cvt_bf16x2_relu)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi);
+  /* Optional: two bf16 products, each rounded once to nearest even, bf16
+   * subnormals kept (i32-packed pairs, lo in bits 0..15); NULL or a NULL
+   * result where the target has no such instruction. */
+  LLVMValueRef (*mul_bf16x2)(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b);
   /* Optional streaming (read-once / write-once) accesses that keep data out
    * of the caches; NULL: plain accesses.  Loads take 2 or 4 words. */
   LLVMValueRef (*load_stream)(dsv4_kb *kb, LLVMValueRef bptr, int words); /* -> <words x i32> */
@@ -262,6 +266,7 @@ LLVMValueRef kb_call(dsv4_kb *kb, const char *name, LLVMTypeRef ret, LLVMTypeRef
 /* Numeric conversions, in plain integer/float IR (bit-exact by construction). */
 LLVMValueRef kb_e4m3_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);   /* OCP e4m3fn */
 LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);  /* 2^(b-127) */
+LLVMValueRef kb_ue8m0_to_bf16x2(dsv4_kb *kb, LLVMValueRef byte_i8); /* the same, exactly, as an i32 bf16 pair */
 LLVMValueRef kb_bf16_to_f32(dsv4_kb *kb, LLVMValueRef bits_i16);
 LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f);         /* RNE, NaN -> 0x7FC0 */
 /* Two at a time, through the target's instructions where it has them

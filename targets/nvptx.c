@@ -110,6 +110,17 @@ static LLVMValueRef ptx_cvt_bf16x2_relu(dsv4_kb *kb, LLVMValueRef lo, LLVMValueR
   return cvt_f32x2(kb, 80, "cvt.rn.relu.bf16x2.f32 $0, $1, $2;", "=r,f,f", kb->i32, lo, hi);
 }
 
+/* sm_90+: mul.rn.bf16x2 (round to nearest even; subnormals are not flushed:
+ * PTX's bf16 arithmetic has no .ftz). */
+static LLVMValueRef ptx_mul_bf16x2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c)
+{
+  if (arch_number(kb->arch) < 90)
+    return NULL;
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef args[2] = {a, c};
+  return asm_call(kb, "mul.rn.bf16x2 $0, $1, $2;", "=r,r,r", kb->i32, ps, args, 2, 0);
+}
+
 /* Read-once data: non-coherent, no L1 allocation; 2 or 4 words. */
 static LLVMValueRef ptx_load_stream(dsv4_kb *kb, LLVMValueRef bptr, int words)
 {
@@ -608,6 +619,7 @@ static const dsv4_target_ir ptx_ir = {
     .cvt_e4m3x2 = ptx_cvt_e4m3x2,
     .cvt_bf16x2 = ptx_cvt_bf16x2,
     .cvt_bf16x2_relu = ptx_cvt_bf16x2_relu,
+    .mul_bf16x2 = ptx_mul_bf16x2,
     .load_stream = ptx_load_stream,
     .cvt_e4m3x2_from_f32 = ptx_cvt_e4m3x2_from_f32,
     .lane_reduce = ptx_lane_reduce,

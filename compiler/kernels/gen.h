@@ -58,10 +58,15 @@ typedef struct {
  * first, then conversions and stores.  tensor_scale (f32) scales segments
  * whose layout scale is per tensor.  The _split form emits between(kb, arg)
  * (when not NULL) after the loads and before the stores: a wait for the
- * destination to be free, which the loads need not wait for. */
+ * destination to be free, which the loads need not wait for.  With
+ * `operand` the rows feed a matrix product rather than an output, so the
+ * values must be the same but not the bits of a NaN: an e4m3 segment with
+ * UE8M0 group scales then takes the scale in bf16 arithmetic where the
+ * target has it (mul_bf16x2: e4m3 and 2^k are exact in bf16, so one bf16
+ * rounding of their product is OPS.md's fp32 product rounded once). */
 void dsv4_emit_dequant_tokens_split(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                                     LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n,
-                                    void (*between)(dsv4_kb *kb, void *arg), void *arg);
+                                    void (*between)(dsv4_kb *kb, void *arg), void *arg, int operand);
 void dsv4_emit_dequant_tokens(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                               LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n);
 

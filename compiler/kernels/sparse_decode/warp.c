@@ -137,7 +137,7 @@ static void dequant_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x)
   }
   dsv4_kernel kd = *k;
   kd.tile.streaming = 0; /* shared memory on both sides */
-  dsv4_emit_dequant_tokens(kb, &kd, ln, kb_i64(kb, SD_TILE), sd_f32(kb, 1.0), tok, passes);
+  dsv4_emit_dequant_tokens_split(kb, &kd, ln, kb_i64(kb, SD_TILE), sd_f32(kb, 1.0), tok, passes, NULL, NULL, 1); /* a matrix operand */
 }
 
 /* S (s_tiles n-tiles of 8 rows: this warp's part of the tile) = q K^T. */

@@ -180,7 +180,7 @@ static void wg_produce(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, LLVMValueRe
   kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
   for (int u0 = 0; u0 < r.passes; u0 += GROUP)
     dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, sd_f32(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP,
-                                   h && u0 == 0 ? wg_await_free : NULL, &w);
+                                   h && u0 == 0 ? wg_await_free : NULL, &w, 1);
   if (pf)
     wg_prefetch(kb, x, &r1, idx1);
 }
