@@ -24,8 +24,8 @@ import sys
 # shipped kernel -> the sweep variant with the same tile (bench/decode_sweep.lua, bench/logits_sweep.lua)
 SHIPPED = {
     "sparse_decode": {
-        "sparse_decode_v4_mma": "sd__h64_i8_pbf16_pair0_pf0_v64",
-        "sparse_decode_v4_mma_bf16x2": "sd__h64_i8_pbf16x2_pair0_pf0_v64",
+        "sparse_decode_v4_mma": "sd__h64_i8_pbf16_pair0_pf1_v64",
+        "sparse_decode_v4_mma_bf16x2": "sd__h64_i8_pbf16x2_pair0_pf1_v64",
         "sparse_decode_v4_mma_pair": "sd__h64_i8_pbf16_pair1_pf1_v64",
         "sparse_decode_v4_mma_pair_bf16x2": "sd__h64_i8_pbf16x2_pair1_pf1_v64",
         "sparse_decode_v4_mma_sm90": "sdw__h64_i8_pbf16_v64",

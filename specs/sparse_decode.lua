@@ -56,6 +56,10 @@ kernel {
 -- tile (narrower lanes take several passes a tile and are slower; see
 -- docs/kernels.md).
 --
+-- The DSv4 kernels' producers prefetch each next tile's rows into the L2
+-- (tile.prefetch; the warpgroup forms only), so that a kernel's time does
+-- not depend on whether the cache fits the L2 (docs/kernels.md).
+--
 -- P, the softmax numerators the P V product takes (tile.p): "bf16" rounds
 -- them once to bf16, FlashMLA's arithmetic (its rule holds on its own
 -- input distribution, OPS.md section 3); each kernel has a "_bf16x2" twin
@@ -70,10 +74,7 @@ for _, v in ipairs {
   -- the warpgroup form in CTA pairs (clusters of two): a token's two
   -- 64-head CTAs each dequantize half of every K tile for both (FlashMLA's
   -- "crossover"); for 128 heads (an odd head group runs beside a CTA of
-  -- padding heads, so 64 heads take the kernel above); its producers
-  -- prefetch the next tile's rows into the L2 (tile.prefetch), so that its
-  -- time does not depend on whether the cache fits the L2; the kernel
-  -- above has none, as there the prefetch costs more than it hides
+  -- padding heads, so 64 heads take the kernel above)
   { "sparse_decode_v4_mma_pair", L.fp8_ds_mla_v4, nil, nil, true },
   -- the warp-matrix form of the DSv4 cache on the same GPU (sm_90 has no
   -- wgmma), for the benchmark's side-by-side and the tests
@@ -84,8 +85,8 @@ for _, v in ipairs {
       name = p == "bf16" and v[1] or v[1] .. "_bf16x2",
       op = "sparse_decode",
       layout = v[2],
-      tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5], prefetch = v[5],
-               p = p },
+      tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5],
+               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil, p = p },
       v_dim = v[3],
       targets = v[4] or mma,
     }
