@@ -50,15 +50,15 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
  * (DSV4_FORM_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
  * a token, each dequantizing half of every tile for both) also four
  * barrier objects of 8 bytes. */
-/* Producer warps: four alone, eight in CTA pairs (the compiler's
- * kernel_regs.h says why). */
-#define DSV4_DECODE_WG_PRODUCERS 4
-#define DSV4_DECODE_WG_PAIR_PRODUCERS 8
+/* Producer warps of a form: eight in both (alone a thread takes two rows
+ * of a tile, in CTA pairs one; the compiler's kernel_regs.h says why). */
+#define DSV4_DECODE_WG_PRODUCERS 8
 #define DSV4_DECODE_WG_HEADS 64
 #define DSV4_DECODE_WG_VDIM 512
 static inline int dsv4_decode_wg_producers(int form)
 {
-  return form == DSV4_FORM_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCERS : DSV4_DECODE_WG_PRODUCERS;
+  (void)form;
+  return DSV4_DECODE_WG_PRODUCERS;
 }
 static inline int dsv4_decode_wg_threads(int form) { return 2 * 128 + 32 * dsv4_decode_wg_producers(form); }
 static inline int dsv4_decode_wg_shared_bytes(int dim)

@@ -9,10 +9,11 @@
  * warps: what the others give back must cover what one takes,
  * 4 (L + F) + p P <= cap x threads / 32, or a setmaxnreg.inc waits forever.
  * The lead holds S (32 registers) and its share of O (LEAD_DIMS of V), the
- * follower the rest of O.  In CTA pairs eight producer warps at 72
- * registers do one row a thread a tile; alone four at 136 (64 rows a tile
- * spill at 72).  How these values were chosen, with the measurements:
- * docs/perf-log.md. */
+ * follower the rest of O.  Eight producer warps at 72 registers in both
+ * forms: one row a thread a tile in CTA pairs, two alone (four warps at
+ * 136 until the producers' instructions were cut: eight then spilled, and
+ * since measured 15-17% faster at V4-Flash).  How these values were
+ * chosen, with the measurements: docs/perf-log.md. */
 #ifndef DSV4_KERNEL_REGS_H
 #define DSV4_KERNEL_REGS_H
 
@@ -21,13 +22,13 @@
 #define DSV4_DECODE_WG_LEAD_DIMS 256 /* V dims whose P V the lead computes; the follower the rest */
 #define DSV4_DECODE_WG_LEAD_REGS 208
 #define DSV4_DECODE_WG_FOLLOW_REGS 160
-#define DSV4_DECODE_WG_PRODUCER_REGS 136      /* four producer warps (alone) */
-#define DSV4_DECODE_WG_PAIR_PRODUCER_REGS 72  /* eight producer warps (CTA pairs) */
+#define DSV4_DECODE_WG_PRODUCER_REGS 72 /* a producer thread, both forms */
 
 /* Registers a producer thread of the form `matrix` takes. */
 static inline int dsv4_decode_wg_producer_regs(int matrix)
 {
-  return matrix == DSV4_FORM_WARPGROUP_PAIR ? DSV4_DECODE_WG_PAIR_PRODUCER_REGS : DSV4_DECODE_WG_PRODUCER_REGS;
+  (void)matrix;
+  return DSV4_DECODE_WG_PRODUCER_REGS;
 }
 
 #endif

@@ -542,10 +542,11 @@ static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_dec
 }
 
 /* split-KV (warp-matrix kernels): enough CTAs to fill the device when the
- * (token, head group) pairs alone do not, at most one a tile; then the
- * fewest splits with the same longest share (T 8 at 1152 indices: 6 splits
- * of 3 tiles, not 8 of 2 or 3: fewer partials to write and merge, measured
- * 2% faster on the H200). */
+ * (token, head group) pairs alone do not, at most one a tile.  (Until the
+ * twenty-first session it then took the fewest splits with the same
+ * longest share, T 8 at 1152 indices 6 splits of 3 tiles rather than 8 of
+ * 2 or 3: 2% faster then; with the cheaper producers 8 measured 4% faster,
+ * docs/perf-log.md.) */
 static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, const dsv4rt_launch_opts *opts)
 {
   int64_t groups = (a->heads + c->en->tokens_per_cta - 1) / c->en->tokens_per_cta * a->n_tokens;
@@ -556,12 +557,7 @@ static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, 
   int units = c->ctx->units;
   int64_t S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= units ? units / groups : 1;
   S = S > tiles ? tiles : S;
-  S = S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
-  if (!(opts && opts->splits) && tiles > 0) {
-    int64_t share = (tiles + S - 1) / S;
-    S = (tiles + share - 1) / share;
-  }
-  return S;
+  return S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
 }
 
 dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,
