@@ -50,8 +50,9 @@ static inline int dsv4_logits_wg_shared_bytes(int dim, int heads)
  * (DSV4_FORM_WARPGROUP_PAIR: clusters of two, the two 64-head groups of
  * a token, each dequantizing half of every tile for both) also four
  * barrier objects of 8 bytes. */
-/* Producer warps of a form: eight in both (alone a thread takes two rows
- * of a tile, in CTA pairs one; the compiler's kernel_regs.h says why). */
+/* Producer warps of a form: eight in both (with 64-value lanes a thread
+ * takes two rows of a tile alone, one in CTA pairs; the compiler's
+ * kernel_regs.h says why). */
 #define DSV4_DECODE_WG_PRODUCERS 8
 #define DSV4_DECODE_WG_HEADS 64
 #define DSV4_DECODE_WG_VDIM 512

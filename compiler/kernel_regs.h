@@ -24,10 +24,10 @@
 #define DSV4_DECODE_WG_FOLLOW_REGS 160
 #define DSV4_DECODE_WG_PRODUCER_REGS 72 /* a producer thread, both forms */
 
-/* Registers a producer thread of the form `matrix` takes. */
-static inline int dsv4_decode_wg_producer_regs(int matrix)
+/* Registers a producer thread of `form` takes. */
+static inline int dsv4_decode_wg_producer_regs(int form)
 {
-  (void)matrix;
+  (void)form;
   return DSV4_DECODE_WG_PRODUCER_REGS;
 }
 

@@ -62,8 +62,12 @@ typedef struct {
  * `operand` the rows feed a matrix product rather than an output, so the
  * values must be the same but not the bits of a NaN: an e4m3 segment with
  * UE8M0 group scales then takes the scale in bf16 arithmetic where the
- * target has it (mul_bf16x2: e4m3 and 2^k are exact in bf16, so one bf16
- * rounding of their product is OPS.md's fp32 product rounded once). */
+ * target has it (mul_bf16x2: e4m3 and 2^k are exact in bf16, and so is
+ * their fp32 product (4 significant bits, none below 2^-136; fp32
+ * overflows only where bf16 does), so one bf16 rounding of the exact
+ * product is OPS.md's fp32 product rounded once).  n <= 8 (MAX_TOK in
+ * dequant.c): the gathers' tokens_per_thread, the warp form's passes and
+ * the producers' groups are held to it. */
 void dsv4_emit_dequant_tokens_split(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,
                                     LLVMValueRef tensor_scale, const dsv4_lane_token *t, int n,
                                     void (*between)(dsv4_kb *kb, void *arg), void *arg, int operand);

@@ -115,7 +115,7 @@ static void wg_rescale(dsv4_kb *kb, LLVMValueRef (*o)[4], int nb, const LLVMValu
 /* O += P V over V dims d0 .. d0 + 8 nb of K buffer kbuf: with bf16x2 P's
  * lo part then its hi part (P buffer pb), with bf16 its one part, 4
  * k-steps a part; products of at most 256 columns (128 in CTAs of over
- * 384 threads), all in flight before the wait. */
+ * 384 threads: both forms have 512 today), all in flight before the wait. */
 static void wg_pv(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb, LLVMValueRef (*o)[4])
 {
   /* ptxas compiles every instruction within the launch's register cap

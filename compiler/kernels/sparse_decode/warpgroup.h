@@ -17,7 +17,7 @@
  *             P (tile.p: bf16, or hi + lo bf16 parts, as in the warp
  *             form) and each row's rescale factor -> shared memory, for
  *             the follower
- *             O_lead += P V[:, 0 .. LEAD_DIMS)        (wgmma m64n256k16, m64n128k16 in 512-thread CTAs;
+ *             O_lead += P V[:, 0 .. LEAD_DIMS)        (wgmma m64n128k16 in 512-thread CTAs, as both forms are;
  *                                                      V N-major: the K tile itself)
  *   follower: O_follow *= the lead's factors; O_follow += P V[:, LEAD_DIMS .. 512)
  *

@@ -172,7 +172,7 @@ static void wg_produce(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, LLVMValueRe
   tile_tokens(kb, &r, idx, kbuf, tok);
   /* in pairs the wait goes between the first group's loads and its stores;
    * alone before them (four rows' loads a thread held across the wait spilled,
-   * and the buffer is mostly free by then) */
+   * and the buffer is mostly free by then; not measured again at two rows) */
   wg_free_wait w = {.x = x, .i = i, .h = h, .buf = buf, .lane = r.lane, .tok = tok, .n = r.passes};
   if (!h)
     wg_await_free(kb, &w);
