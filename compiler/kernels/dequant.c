@@ -183,6 +183,19 @@ static LLVMValueRef element(dsv4_kb *kb, const piece *c, LLVMValueRef *raw, int 
   return LLVMBuildExtractElement(kb->b, raw[j / c->per], kb_i32(kb, j % c->per), "");
 }
 
+/* Values j and j + 1 of an e4m3 piece as f32 (exact): from the 16-bit half
+ * of the chunk they lie in, no bytes taken apart, when chunks hold whole
+ * pairs; else byte by byte. */
+static void e4m3_pair(dsv4_kb *kb, const piece *c, LLVMValueRef *raw, int j, LLVMValueRef *f)
+{
+  LLVMBuilderRef b = kb->b;
+  if (c->per % 2 == 0) {
+    LLVMValueRef h = LLVMBuildBitCast(b, raw[j / c->per], LLVMVectorType(kb->i16, (unsigned)(c->per / 2)), "");
+    kb_e4m3x2_pair_to_f32(kb, LLVMBuildExtractElement(b, h, kb_i32(kb, j % c->per / 2), ""), f);
+  } else
+    kb_e4m3x2_to_f32(kb, element(kb, c, raw, j), element(kb, c, raw, j + 1), f);
+}
+
 /* A matrix operand's piece of e4m3 values with a UE8M0 scale (gen.h:
  * dsv4_emit_dequant_tokens_split's `operand`) into out[] as bf16, each pair
  * widened exactly to bf16 and multiplied by the scale's bf16 pair (one
@@ -196,8 +209,7 @@ static int bf16_product(dsv4_kb *kb, const piece *c, LLVMValueRef *raw, LLVMValu
     return 0;
   LLVMValueRef s2 = kb_ue8m0_to_bf16x2(kb, sraw), f[2];
   for (int j = 0; j < c->w; j += 2) {
-    LLVMValueRef h = LLVMBuildBitCast(b, raw[j / c->per], LLVMVectorType(kb->i16, (unsigned)(c->per / 2)), "");
-    kb_e4m3x2_pair_to_f32(kb, LLVMBuildExtractElement(b, h, kb_i32(kb, j % c->per / 2), ""), f);
+    e4m3_pair(kb, c, raw, j, f);
     LLVMValueRef p = kb->t->cvt_bf16x2(kb, f[0], f[1]);
     LLVMValueRef m = p ? kb->t->mul_bf16x2(kb, p, s2) : NULL;
     if (!m)
@@ -229,11 +241,7 @@ static void convert_store(dsv4_kb *kb, const dsv4_kernel *k, const piece *c, LLV
   } else {
     for (int j = 0; j < w; j++) {
       if (s->type == DSV4_DT_E4M3 && j % 2 == 0 && j + 1 < w) {
-        if (c->per % 2 == 0) { /* the pair lies in one chunk: its 16-bit half, no bytes taken apart */
-          LLVMValueRef h = LLVMBuildBitCast(b, raw[j / c->per], LLVMVectorType(kb->i16, (unsigned)(c->per / 2)), "");
-          kb_e4m3x2_pair_to_f32(kb, LLVMBuildExtractElement(b, h, kb_i32(kb, j % c->per / 2), ""), &f[j]);
-        } else
-          kb_e4m3x2_to_f32(kb, element(kb, c, raw, j), element(kb, c, raw, j + 1), &f[j]);
+        e4m3_pair(kb, c, raw, j, &f[j]);
         j++;
         continue;
       }
