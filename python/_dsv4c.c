@@ -642,6 +642,20 @@ static int torch_ready(void)
   return 1;
 }
 
+/* A stream handle h (a new reference, taken; NULL: an error is set) as an
+ * unsigned 64-bit value into *out; -1 with the error set. */
+static int take_handle(PyObject *h, uint64_t *out)
+{
+  if (!h)
+    return -1;
+  unsigned long long v = PyLong_AsUnsignedLongLong(h);
+  Py_DECREF(h);
+  if (v == (unsigned long long)-1 && PyErr_Occurred())
+    return -1;
+  *out = v;
+  return 0;
+}
+
 /* torch's current stream of CUDA device `device` (its raw handle): the stream
  * a call on torch CUDA tensors launches on when it names none, as a torch op
  * would (docs/python.md, Streams). */
@@ -659,14 +673,7 @@ static int torch_current_stream(int device, uint64_t *out)
     Py_XDECREF(cu), Py_XDECREF(st);
   }
   Py_DECREF(d);
-  if (!h)
-    return -1;
-  unsigned long long v = PyLong_AsUnsignedLongLong(h);
-  Py_DECREF(h);
-  if (v == (unsigned long long)-1 && PyErr_Occurred())
-    return -1;
-  *out = v;
-  return 0;
+  return take_handle(h, out);
 }
 
 /* A tuple of ints into v (n of them, at most MAXDIM). */
@@ -1206,11 +1213,8 @@ static int parse_stream(CtxObject *ctx, PyObject *o, uint64_t *out)
                  (PyObject *)Py_TYPE(o));
     return -1;
   }
-  if (!h)
-    return -1;
-  unsigned long long v = PyLong_AsUnsignedLongLong(h);
-  Py_DECREF(h);
-  if (v == (unsigned long long)-1 && PyErr_Occurred())
+  uint64_t v;
+  if (take_handle(h, &v))
     return -1;
   if (v && !ctx->cuda) {
     PyErr_SetString(PyExc_ValueError, "stream: an OpenCL context has one queue; pass None or 0");
