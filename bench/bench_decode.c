@@ -24,7 +24,9 @@
  * forms by name, and "auto" (no name: the runtime's rule, ops.c).  Every
  * output is checked against the reference (FlashMLA's element rule) first.
  * DSV4_BENCH_SPLITS=n forces the split count; DSV4_BENCH_SHAPE=NAME runs
- * the shapes whose label contains NAME; DSV4_BENCH_SMALL runs one small
+ * the shapes whose label contains NAME, DSV4_BENCH_SHAPE=T,H,NX[;T,H,NX...]
+ * shapes of T tokens, H heads and NX compressed indices each (64-token
+ * blocks; time against tiles a CTA); DSV4_BENCH_SMALL runs one small
  * shape with small caches (CI, CPU).
  */
 #include <math.h>
@@ -234,6 +236,23 @@ int main(int argc, char **argv)
   printf("\n%-20s %-34s %9s %8s %9s %7s %8s\n", "shape", "kernel", "time us", "TFLOP/s", "floor us", "x floor",
          "issue us");
   const char *only = getenv("DSV4_BENCH_SHAPE");
+  if (only && !small && strchr(only, ',')) { /* T,H,NX;... */
+    static char labels[16][80];
+    int n = 0;
+    for (const char *p = only; p && *p && n < 16; n++) {
+      long long t, h, nx;
+      if (sscanf(p, "%lld,%lld,%lld", &t, &h, &nx) != 3 || t < 1 || h < 1 || nx < 0) {
+        fprintf(stderr, "bench_decode: DSV4_BENCH_SHAPE: '%s' is not T,H,NX\n", p);
+        return 2;
+      }
+      snprintf(labels[n], sizeof labels[n], "T %lld H %lld NX %lld", t, h, nx);
+      shape_t sh = {labels[n], t, h, nx, 0, 0};
+      run_shape(&sh, names, nk);
+      p = strchr(p, ';');
+      p = p ? p + 1 : NULL;
+    }
+    only = "\x01"; /* no named shape */
+  }
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     shape_t sh = shapes[s];
     if (small) {

@@ -130,6 +130,9 @@ static int sparse_decode_form(choice *c)
     return refuse(c, "tile", "sets pair = true, whose CTA pairs move 16-byte pieces: values_per_thread / interleave "
                   "must be 8, and a row's %d lanes must divide the %d producer threads", k->layout.dim /
                   k->tile.values_per_thread, 32 * dsv4_decode_wg_producers(form));
+  if (k->tile.longest_first && form != DSV4_FORM_WARPGROUP_PAIR)
+    return refuse(c, "tile", "sets longest_first = true, which needs CTA pairs (tile.pair in the warpgroup form: "
+                  "alone, a ranked token held in a register made the producers spill)");
   int wg = form != DSV4_FORM_WARP;
   const char *wg_only = k->tile.prefetch && !wg ? "prefetch" : k->tile.pair && !wg ? "pair" : NULL;
   if (wg_only)

@@ -72,6 +72,15 @@ typedef struct dsv4_target_ir {
   LLVMValueRef (*shfl_xor)(dsv4_kb *kb, LLVMValueRef v, int mask);
   LLVMValueRef (*shfl_idx)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src_lane); /* f32 v of lane src_lane */
   LLVMValueRef (*vote_any)(dsv4_kb *kb, LLVMValueRef pred); /* optional: i1, pred holds in some lane of the (whole) warp */
+  /* Optional: *mask (i32) gets the lanes of the (whole) warp whose v (i32)
+   * equals this lane's; returns 0 when the target or arch has none (a NULL
+   * mask asks only that). */
+  int (*match_any)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef *mask);
+  /* Optional, for choices made at run time (never at compile time): the
+   * CTAs of the grid (i32), and an upper bound on the device's processors
+   * (i32; PTX %nsmid); NULL where the target has none. */
+  LLVMValueRef (*grid_ctas)(dsv4_kb *kb);
+  LLVMValueRef (*units)(dsv4_kb *kb);
   /* Optional bf16 warp matrix units.  mma_bf16_16x8x16: D[16x8] = A[16x16]
    * * B[16x8] + C in f32, bf16 pairs packed in i32 in the PTX m16n8k16
    * fragment layout (a: 4 x i32, b: 2 x i32, c/d: 4 x f32).  ldmatrix_x4:

@@ -44,6 +44,7 @@ typedef struct {
   int matrix;            /* tile.matrix: 1 asks for a matrix form (which one: the launch record's form) */
   int pair;              /* tile.pair (sparse_decode): a token's two 64-head CTAs share each tile's dequantization */
   int prefetch;          /* tile.prefetch (sparse_decode's warpgroup form): the next K tile's rows into the L2 */
+  int longest_first;     /* tile.longest_first (sparse_decode in CTA pairs): tokens taken in decreasing tile counts */
   int p_format;          /* tile.p (sparse_decode's matrix forms): DSV4_P_BF16 or DSV4_P_BF16X2 */
   int threads;           /* derived: the threads of the tile's portable geometry (the spec checker's bound);
                             a launch takes its launch record's */

@@ -60,6 +60,12 @@ kernel {
 -- (tile.prefetch; the warpgroup forms only), so that a kernel's time does
 -- not depend on whether the cache fits the L2 (docs/kernels.md).
 --
+-- The pairs take their tokens longest first (tile.longest_first): where
+-- the grid comes in more than one wave, a token with many tiles started
+-- last would end the kernel late (V4-Pro with C128 lists of varied
+-- lengths: 90 -> 70 us on an H200; lists all of one length pay 1.5-2.5%
+-- for the ranking, docs/perf-log.md).
+--
 -- P, the softmax numerators the P V product takes (tile.p): "bf16" rounds
 -- them once to bf16, FlashMLA's arithmetic (its rule holds on its own
 -- input distribution, OPS.md section 3); each kernel has a "_bf16x2" twin
@@ -86,7 +92,7 @@ for _, v in ipairs {
       op = "sparse_decode",
       layout = v[2],
       tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5],
-               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil, p = p },
+               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil, p = p, longest_first = v[5] },
       v_dim = v[3],
       targets = v[4] or mma,
     }

@@ -606,6 +606,28 @@ static LLVMValueRef ptx_vote_any(dsv4_kb *kb, LLVMValueRef pred)
   return kb_call(kb, "llvm.nvvm.vote.any.sync", kb->i1, ps, args, 2, LLVMCCallConv);
 }
 
+/* sm_70+: match.any.sync over the whole warp. */
+static int ptx_match_any(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef *mask)
+{
+  if (arch_number(kb->arch) < 70)
+    return 0;
+  if (mask) {
+    LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+    LLVMValueRef args[2] = {kb_i32(kb, -1), v};
+    *mask = kb_call(kb, "llvm.nvvm.match.any.sync.i32", kb->i32, ps, args, 2, LLVMCCallConv);
+  }
+  return 1;
+}
+
+static LLVMValueRef ptx_grid_ctas(dsv4_kb *kb)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildMul(b, LLVMBuildMul(b, sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.x"), sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.y"), ""),
+                      sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.z"), "ctas");
+}
+
+static LLVMValueRef ptx_units(dsv4_kb *kb) { return sreg(kb, "llvm.nvvm.read.ptx.sreg.nsmid"); }
+
 static const dsv4_target_ir ptx_ir = {
     .kind = DSV4_TARGET_PTX,
     .global_as = 1,
@@ -628,6 +650,9 @@ static const dsv4_target_ir ptx_ir = {
     .shfl_xor = ptx_shfl_xor,
     .shfl_idx = ptx_shfl_idx,
     .vote_any = ptx_vote_any,
+    .match_any = ptx_match_any,
+    .grid_ctas = ptx_grid_ctas,
+    .units = ptx_units,
     .mma_bf16_16x8x16 = ptx_mma_bf16,
     .ldmatrix_x4 = ptx_ldmatrix_x4,
     .cp_async = ptx_cp_async,

@@ -84,6 +84,8 @@ char *dsv4_plan_dump(const dsv4_plan *p)
                 k->tile.p_format == DSV4_P_BF16 ? "bf16 (rounded once; row sums in fp32)" : "bf16x2 (bf16 hi + lo)");
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.prefetch)
       dsv4_text_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
+    if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.longest_first)
+      dsv4_text_printf(&b, "  tokens taken longest first (more CTAs than processors: ranked by tiles in each CTA)\n");
     for (int t = 0; t < DSV4_TARGET_COUNT; t++)
       if (k->target[t].enabled)
         dump_launch(&b, k, (dsv4_target_kind)t);

@@ -104,7 +104,7 @@ const char *const *sc_tile_fields(dsv4_op op)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
   static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch", "p",
-                                             NULL};
+                                             "longest_first", NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
   return op == DSV4_OP_TOPK ? topk_known : op == DSV4_OP_SPARSE_DECODE ? decode_known
@@ -141,6 +141,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   if (decode) {
     bad |= sc_get_bool(&t, "pair", 0, &tl->pair);
     bad |= sc_get_bool(&t, "prefetch", 0, &tl->prefetch);
+    bad |= sc_get_bool(&t, "longest_first", 0, &tl->longest_first);
     bad |= check_p_format(&t, tl);
   }
   /* logits: a thread sums heads_per_thread heads of one position (the

@@ -685,6 +685,8 @@ int main(int argc, char **argv)
       {37, 64, 128, 256, 512, 64, 1},    /* V4-Flash C4 */
       {64, 128, 128, 64, 1024, 64, 1},   /* V4-Pro C4 */
       {300, 64, 128, 256, 0, 0, 1},      /* SWA only, a few hundred tokens */
+      {160, 128, 128, 64, 1024, 2, 1},   /* V4-Pro C128 in 320 CTAs, more than a GPU's processors: CTA pairs
+                                            take their tokens longest first (rows.c), each exactly once */
   };
   int ncpu = 3; /* shapes on the CPU (PoCL runs the portable form slowly) */
   for (int i = 0; i < nk; i++) {

@@ -101,13 +101,17 @@ LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add)
   return t[0];
 }
 
-/* n = min(lens[t], topk), at least 0 (lens read only when topk > 0). */
-static LLVMValueRef list_len(dsv4_kb *kb, const sd_list *la, LLVMValueRef t)
+/* n = min(lens[t], topk), at least 0 (lens read only when topk > 0 and
+ * `has`, i1, holds: NULL for always). */
+static LLVMValueRef list_len(dsv4_kb *kb, const sd_list *la, LLVMValueRef t, LLVMValueRef has)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef topk = kb_arg(kb, la->topk);
-  LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
-                              LLVMBuildMul(b, kb_zext64(kb, t), kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
+  LLVMValueRef off = LLVMBuildMul(b, kb_zext64(kb, t), kb_i64(kb, 4), ""), lens = kb_arg(kb, la->lens);
+  LLVMValueRef read = LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), "");
+  if (has)
+    read = LLVMBuildAnd(b, read, has, "");
+  LLVMValueRef n = kb_load_if(kb, read, kb->i32, lens, off, 4, kb_i32(kb, 0));
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
   return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
 }
@@ -118,7 +122,7 @@ void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *
   LLVMBuilderRef b = kb->b;
   const sd_list *lists[2] = {&sd_main, &sd_extra};
   for (int li = 0; li < 2; li++) {
-    n[li] = list_len(kb, lists[li], t);
+    n[li] = list_len(kb, lists[li], t, NULL);
     ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, n[li], kb_i32(kb, SD_TILE - 1), ""), kb_i32(kb, SD_TILE), "");
   }
   LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, ntiles[0], ntiles[1], "nt"));
@@ -126,6 +130,125 @@ void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *
   *lo = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, z64, nt, ""), S64, ""), kb->i32, "lo");
   *hi = LLVMBuildTrunc(b, LLVMBuildSDiv(b, LLVMBuildMul(b, LLVMBuildAdd(b, z64, kb_i64(kb, 1), ""), nt, ""), S64, ""),
                        kb->i32, "hi");
+}
+
+/* Token t's tiles (both lists), for thread tid < T (else -1), clamped to
+ * SD_RANK_KEYS - 1. */
+static LLVMValueRef rank_key(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef has)
+{
+  LLVMBuilderRef b = kb->b;
+  const sd_list *lists[2] = {&sd_main, &sd_extra};
+  LLVMValueRef tiles = kb_i32(kb, 0);
+  for (int li = 0; li < 2; li++) {
+    LLVMValueRef n = list_len(kb, lists[li], t, has);
+    tiles = LLVMBuildAdd(b, tiles, LLVMBuildSDiv(b, LLVMBuildAdd(b, n, kb_i32(kb, SD_TILE - 1), ""), kb_i32(kb, SD_TILE), ""), "");
+  }
+  LLVMValueRef top = kb_i32(kb, SD_RANK_KEYS - 1);
+  tiles = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, tiles, top, ""), tiles, top, "");
+  return LLVMBuildSelect(b, has, tiles, kb_i32(kb, -1), "key");
+}
+
+static LLVMValueRef i32_shfl(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef lane)
+{
+  LLVMBuilderRef b = kb->b;
+  return LLVMBuildBitCast(b, kb->t->shfl_idx(kb, LLVMBuildBitCast(b, v, kb->f32, ""), lane), kb->i32, "");
+}
+
+static LLVMValueRef popc(dsv4_kb *kb, LLVMValueRef v)
+{
+  return kb_call(kb, "llvm.ctpop.i32", kb->i32, &kb->i32, &v, 1, LLVMCCallConv);
+}
+
+/* The ranking itself (sd_longest_first's comment): every thread reaches
+ * it with its token's key (-1 past the tokens); the token of rank `by` is
+ * in slot after it. */
+static void rank_tokens(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef slot, LLVMValueRef key, LLVMValueRef tid,
+                        int threads, LLVMValueRef by)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  const int nw = threads / 32, K = SD_RANK_KEYS;
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntSGE, key, kb_i32(kb, 0), "has");
+  LLVMValueRef w = LLVMBuildLShr(b, tid, kb_i32(kb, 5), "w"), lane = LLVMBuildAnd(b, tid, kb_i32(kb, 31), "lane");
+  /* cnt[w][k]: how many of warp w's tokens have key k (each warp clears
+   * its own row, then the first lane of each key writes its count) */
+  LLVMValueRef row = kb_byte_ptr(kb, scratch, LLVMBuildMul(b, kb_zext64(kb, w), kb_i64(kb, K * 4), ""));
+  for (int h = 0; h < K / 32; h++)
+    kb_store(kb, kb_i32(kb, 0), kb_byte_ptr(kb, row, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, lane, kb_i32(kb, 32 * h), "")), kb_i64(kb, 4), "")), 4);
+  T->warp_sync(kb);
+  LLVMValueRef mask;
+  T->match_any(kb, key, &mask);
+  LLVMValueRef lt = LLVMBuildSub(b, LLVMBuildShl(b, kb_i32(kb, 1), lane, ""), kb_i32(kb, 1), "lanemask_lt");
+  LLVMValueRef pos = popc(kb, LLVMBuildAnd(b, mask, lt, "")); /* same-key lanes before this one */
+  LLVMValueRef kk = LLVMBuildAnd(b, key, kb_i32(kb, K - 1), "kk");
+  kb_if_t fw = kb_if(kb, LLVMBuildAnd(b, has, LLVMBuildICmp(b, LLVMIntEQ, pos, kb_i32(kb, 0), ""), ""), "count");
+  kb_store(kb, popc(kb, mask), kb_byte_ptr(kb, row, LLVMBuildMul(b, kb_zext64(kb, kk), kb_i64(kb, 4), "")), 4);
+  kb_endif(kb, &fw);
+  T->barrier(kb);
+  /* lane l: the totals of keys 2l and 2l + 1, then G, the tokens of
+   * greater keys, by a suffix sum over the lanes; and this thread's
+   * same-key tokens in the warps before its own */
+  LLVMValueRef ta = kb_i32(kb, 0), tb = kb_i32(kb, 0), before = kb_i32(kb, 0);
+  LLVMTypeRef v2 = LLVMVectorType(kb->i32, 2);
+  LLVMValueRef pair = LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, 8), "");
+  for (int v = 0; v < nw; v++) {
+    LLVMValueRef r = kb_byte_ptr(kb, scratch, kb_i64(kb, (long long)v * K * 4));
+    LLVMValueRef t2 = kb_load(kb, v2, kb_byte_ptr(kb, r, pair), 8);
+    ta = LLVMBuildAdd(b, ta, LLVMBuildExtractElement(b, t2, kb_i32(kb, 0), ""), "");
+    tb = LLVMBuildAdd(b, tb, LLVMBuildExtractElement(b, t2, kb_i32(kb, 1), ""), "");
+    LLVMValueRef c = kb_load(kb, kb->i32, kb_byte_ptr(kb, r, LLVMBuildMul(b, kb_zext64(kb, kk), kb_i64(kb, 4), "")), 4);
+    before = LLVMBuildAdd(b, before, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, kb_i32(kb, v), w, ""), c, kb_i32(kb, 0), ""), "");
+  }
+  LLVMValueRef s = LLVMBuildAdd(b, ta, tb, ""), inc = s;
+  for (int d = 1; d < 32; d *= 2) {
+    LLVMValueRef src = LLVMBuildAdd(b, lane, kb_i32(kb, d), "");
+    LLVMValueRef o = i32_shfl(kb, inc, LLVMBuildAnd(b, src, kb_i32(kb, 31), ""));
+    inc = LLVMBuildAdd(b, inc, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, src, kb_i32(kb, 32), ""), o, kb_i32(kb, 0), ""), "");
+  }
+  LLVMValueRef g_odd = LLVMBuildSub(b, inc, s, ""), g_even = LLVMBuildAdd(b, g_odd, tb, "");
+  LLVMValueRef from = LLVMBuildLShr(b, kk, kb_i32(kb, 1), "");
+  LLVMValueRef ge = i32_shfl(kb, g_even, from), go = i32_shfl(kb, g_odd, from);
+  LLVMValueRef g = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, kk, kb_i32(kb, 1), ""), kb_i32(kb, 0), ""), go, ge, "");
+  LLVMValueRef rank = LLVMBuildAdd(b, LLVMBuildAdd(b, g, before, ""), pos, "rank");
+  kb_if_t fr = kb_if(kb, LLVMBuildAnd(b, has, LLVMBuildICmp(b, LLVMIntEQ, rank, by, ""), ""), "mine");
+  kb_store(kb, tid, slot, 4);
+  kb_endif(kb, &fr);
+  T->barrier(kb);
+}
+
+int sd_can_rank(dsv4_kb *kb)
+{
+  const dsv4_target_ir *T = kb->t;
+  return T->match_any && T->match_any(kb, NULL, NULL) && T->grid_ctas && T->units && T->warp_sync && T->shfl_idx &&
+         kb->warp == 32;
+}
+
+LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef tid, int threads)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *T = kb->t;
+  LLVMValueRef by = T->block_id(kb, 1);
+  if (!sd_can_rank(kb) || threads % 32 || threads > 32 * 32)
+    return by;
+  LLVMValueRef n = kb_arg(kb, SD_n_tokens);
+  LLVMValueRef go = LLVMBuildAnd(b, LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGT, n, kb_i32(kb, 1), ""),
+                                                 LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, threads), ""), ""),
+                                 LLVMBuildICmp(b, LLVMIntUGT, T->grid_ctas(kb), T->units(kb), ""), "waves");
+  kb_if_t f = kb_if(kb, go, "rank");
+  LLVMValueRef has = LLVMBuildICmp(b, LLVMIntSLT, tid, n, "has");
+  LLVMValueRef key = rank_key(kb, tid, has);
+  LLVMValueRef slot = kb_byte_ptr(kb, scratch, kb_i64(kb, (long long)threads / 32 * SD_RANK_KEYS * 4));
+  kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, tid, kb_i32(kb, 0), ""), "slot");
+  kb_store(kb, by, slot, 4); /* (the permutation's thread overwrites it; this only keeps the token in range) */
+  kb_endif(kb, &f0);
+  /* (skipping the ranking where every key is equal, by one barrier that
+   * also reduces, made the CTA pairs' register allocation spill 60 bytes
+   * and V4-Pro 16% slower: the ranking always runs) */
+  rank_tokens(kb, scratch, slot, key, tid, threads, by);
+  LLVMValueRef tok = kb_load(kb, kb->i32, slot, 4);
+  LLVMBasicBlockRef did = LLVMGetInsertBlock(b);
+  kb_endif(kb, &f);
+  return kb_phi(kb, tok, did, by, LLVMGetInstructionParent(f.br));
 }
 
 sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, const LLVMValueRef *ntiles)

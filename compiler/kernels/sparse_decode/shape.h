@@ -90,6 +90,26 @@ LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add);
 void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *ntiles, LLVMValueRef *lo,
                     LLVMValueRef *hi);
 
+/* The token of this CTA's row of the grid (ctaid.y), longest first.  The
+ * hardware starts a grid's CTAs in their order, and where they come in
+ * more than one wave (more CTAs than the device has processors) a token
+ * with many tiles started last ends the kernel late: V4-Pro with C128
+ * lists of lengths drawn between 0 and the width simulates at 82-89 us
+ * in the order given and 60-62 us longest first (docs/perf-log.md).  So
+ * where the grid has more CTAs than processors and 1 < T <= threads, the
+ * CTA ranks the tokens by their tile count (both lists; keys clamped to
+ * SD_RANK_KEYS - 1), greatest first and in token order among equals, and
+ * takes the token of rank ctaid.y: the same permutation in every CTA (a
+ * stable counting sort, integers only), so every token is done once.
+ * Elsewhere, or on a target without the hooks (sd_can_rank), ctaid.y
+ * itself.  Every thread of the CTA must reach it (two CTA barriers), and
+ * scratch holds sd_rank_bytes(threads) bytes of shared memory that
+ * nothing else uses until it returns. */
+enum { SD_RANK_KEYS = 64 };
+static inline long long sd_rank_bytes(int threads) { return (long long)threads / 32 * SD_RANK_KEYS * 4 + 4; }
+int sd_can_rank(dsv4_kb *kb);
+LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef tid, int threads);
+
 /* Tile i's list (the main one's tiles, then the extra one's): its local
  * tile index, valid-prefix length and arguments. */
 typedef struct {

@@ -551,7 +551,10 @@ int sd_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   if (check_target(kb, k, &x, d) || carve_shared(kb, k, &x, d))
     return 1;
   x.tid = T->thread_id(kb);
-  x.token = T->block_id(kb, 1);
+  /* tile.longest_first (pairs only, forms.c): the K tiles as the ranking's
+   * scratch, which the other CTA writes only after pair_setup's cluster
+   * barrier */
+  x.token = k->tile.longest_first ? sd_longest_first(kb, x.k_tiles, x.tid, x.threads) : T->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.token, kb_arg(kb, SD_n_tokens), "")); /* whole CTAs */
   LLVMValueRef h0 = LLVMBuildMul(b, T->block_id(kb, 0), kb_i32(kb, x.heads), "h0");
   sd_token_tiles(kb, x.token, x.n, x.ntiles, &x.lo, &x.hi);
