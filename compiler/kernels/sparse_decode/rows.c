@@ -220,7 +220,7 @@ int sd_can_rank(dsv4_kb *kb)
 {
   const dsv4_target_ir *T = kb->t;
   return T->match_any && T->match_any(kb, NULL, NULL) && T->grid_ctas && T->units && T->warp_sync && T->shfl_idx &&
-         kb->warp == 32;
+         T->vote_any && kb->warp == 32;
 }
 
 LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef tid, int threads)
@@ -241,10 +241,26 @@ LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef ti
   kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, tid, kb_i32(kb, 0), ""), "slot");
   kb_store(kb, by, slot, 4); /* (the permutation's thread overwrites it; this only keeps the token in range) */
   kb_endif(kb, &f0);
-  /* (skipping the ranking where every key is equal, by one barrier that
-   * also reduces, made the CTA pairs' register allocation spill 60 bytes
-   * and V4-Pro 16% slower: the ranking always runs) */
+  /* Lists all of one tile count keep the given order, and skip the
+   * ranking: each warp writes whether any of its keys differs from token
+   * 0's (a vote), and after one barrier every thread reads the warps' words.
+   * (The same test as one barrier that also reduces, bar.red.or, made the
+   * pairs spill 60 bytes and V4-Pro 16% slower.) */
+  const int nw = threads / 32;
+  LLVMValueRef key0 = rank_key(kb, kb_i32(kb, 0), LLVMConstInt(kb->i1, 1, 0));
+  LLVMValueRef flags = kb_byte_ptr(kb, slot, kb_i64(kb, 4));
+  LLVMValueRef d = T->vote_any(kb, LLVMBuildAnd(b, has, LLVMBuildICmp(b, LLVMIntNE, key, key0, ""), ""));
+  kb_if_t fs = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "vote");
+  kb_store(kb, LLVMBuildZExt(b, d, kb->i32, ""),
+           kb_byte_ptr(kb, flags, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildLShr(b, tid, kb_i32(kb, 5), "")), kb_i64(kb, 4), "")), 4);
+  kb_endif(kb, &fs);
+  T->barrier(kb);
+  LLVMValueRef any = kb_i32(kb, 0);
+  for (int v = 0; v < nw; v++)
+    any = LLVMBuildOr(b, any, kb_load(kb, kb->i32, kb_byte_ptr(kb, flags, kb_i64(kb, 4 * v)), 4), "");
+  kb_if_t fd = kb_if(kb, LLVMBuildICmp(b, LLVMIntNE, any, kb_i32(kb, 0), ""), "differ");
   rank_tokens(kb, scratch, slot, key, tid, threads, by);
+  kb_endif(kb, &fd);
   LLVMValueRef tok = kb_load(kb, kb->i32, slot, 4);
   LLVMBasicBlockRef did = LLVMGetInsertBlock(b);
   kb_endif(kb, &f);
