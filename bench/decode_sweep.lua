@@ -2,8 +2,10 @@
 -- (docs/tuning.md), for dsv4c-tune at the V4-Pro / V4-Flash shapes:
 --   sd   sm_90a: 512 points of six tile fields; the constraints and the
 --        checker leave 144 variants (warpgroup, CTA pairs, warp form);
---   sdw  sm_90 (no wgmma): the warp-matrix form, 48 variants.
--- 192 variants in all.  What each field does: docs/kernels.md.
+--   sdw  sm_90 (no wgmma): the warp-matrix form, 56 variants;
+--   sdl  sm_90a: CTA pairs taking their tokens longest first
+--        (tile.longest_first), 8 variants.
+-- 208 variants in all.  What each field does: docs/kernels.md.
 --   dsv4c bench/decode_sweep.lua -I specs -o build/sweep --no-ptxas      (-j: every core)
 --   dsv4c-tune build/sweep/decode_sweep.dsv4b --lock decode.lock         (on the GPU)
 local L = include "layouts.lua"
@@ -55,6 +57,28 @@ kernel {
       interleave = { 1, 2, 4, 8 },
       heads_per_cta = { 32, 64 },
       p = { "bf16", "bf16x2" },
+    },
+  },
+}
+
+kernel {
+  name = "sdl",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = true, prefetch = true,
+           longest_first = true },
+  targets = { ptx = { arch = "sm_90a" } },
+  sweep = {
+    tile = {
+      values_per_thread = { 8, 16, 32, 64 }, -- with interleave: the pairs' 8-value pieces
+      interleave = { 1, 2, 4, 8 },
+      p = { "bf16", "bf16x2" },
+    },
+    constraints = {
+      function(v)
+        return v.values_per_thread // v.interleave == 8,
+          "CTA pairs copy pieces of 8 values: values_per_thread / interleave must be 8"
+      end,
     },
   },
 }

@@ -49,6 +49,16 @@ cmp -s "$work/m01.lock" "$work/m10.lock" && ok || bad "merging in two orders giv
   bad "a shard measured everything"
 "$tune" report "$work/m01.lock" --manifest "$work/b/tiny_sweep.sweep.json" && [ -f "$work/m01.md" ] && ok || bad "report"
 
+# a shapes file: the timing's extra lengths drawn (xlens=drawn, named in
+# the entry's shape), and a bad xlens= refused with the line
+printf 'sparse_decode T=3,H=64,topk=64,extra=128,xbs=2 xlens=drawn small, C128 drawn\n' >"$work/drawn.txt"
+"$tune" "$B" --lock "$work/d.lock" --shapes "$work/drawn.txt" --backend "$be" -k sd --no-report >"$work/d.log" 2>&1 &&
+  grep -q '"shape": "T=3,H=64,topk=64,extra=128,xbs=2,xlens=drawn"' "$work/d.lock" &&
+  [ "$(grep -c '"gate": "pass"' "$work/d.lock")" -ge 1 ] && ok || bad "xlens=drawn: $(cat "$work/d.log")"
+printf 'sparse_decode T=3,H=64,topk=64,extra=128,xbs=2 xlens=sometimes\n' >"$work/bad.txt"
+"$tune" "$B" --lock "$work/x.lock" --shapes "$work/bad.txt" --backend "$be" >"$work/x.log" 2>&1
+[ $? -ne 0 ] && grep -q 'bad.txt:1: xlens= takes drawn or full' "$work/x.log" && ok || bad "a bad xlens= was not refused: $(cat "$work/x.log")"
+
 # a crashing and a hanging variant: recorded, the others measured
 DSV4C_TUNE_FAULT=sd__h2:crash "$tune" "$B" --lock "$work/c.lock" --quick --backend "$be" -k sd --no-report >"$work/c.log" 2>&1 &&
   ok || bad "a crashing variant ended the tuner: $(tail -3 "$work/c.log")"

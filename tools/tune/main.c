@@ -494,7 +494,7 @@ static void progress(run *R, const item *it, const tune_result *r)
 {
   const char *name = R->m->s[it->sweep].v[it->variant].name;
   char shape[128], line[700];
-  dsv4_shape_format(&R->shapes[it->shape].shape, shape, sizeof shape);
+  tune_shape_text(&R->shapes[it->shape], shape, sizeof shape);
   if (r->gate == DSV4_GATE_PASS)
     snprintf(line, sizeof line, "%s %s: %.2f us", name, shape, r->median_us);
   else
@@ -519,7 +519,7 @@ static void record(run *R, item *it, const tune_result *r)
     exit(1);
   }
   if (!e->shape[0]) {
-    dsv4_shape_format(&R->shapes[it->shape].shape, e->shape, sizeof e->shape);
+    tune_shape_text(&R->shapes[it->shape], e->shape, sizeof e->shape);
     e->seed = (long long)R->o->o.seed;
   }
   dsv4_lock_variant v;
@@ -758,7 +758,7 @@ static int tune(int argc, char **argv)
           list[nl++] = todo[j];
       }
       char shape[128];
-      dsv4_shape_format(&shapes[s].shape, shape, sizeof shape);
+      tune_shape_text(&shapes[s], shape, sizeof shape);
       double t0 = now_s();
       tune_inputs *in = tune_inputs_make(&shapes[s], &a->pv->L, a->pv->v_dim, a->pv->heads, &o.o, err, sizeof err);
       if (!in) {

@@ -43,6 +43,7 @@ struct tune_inputs {
   dsv4_shape s;
   dsv4_layout L;
   int v_dim, heads;
+  int xdrawn; /* decode: the timing's extra lengths drawn (tune_shape.xdrawn) */
   /* decode, gate */
   int64_t T, H, topk, xtopk, bs, nb, stride, xbs, xnb, xstride;
   uint16_t *q;
@@ -295,8 +296,9 @@ static int make_decode(tune_inputs *in, const tune_opts *o, char *err, size_t er
     snprintf(err, errlen, "out of host memory for the timing's inputs (--rotate)");
     return 1;
   }
-  for (int64_t t = 0; t < T; t++)
-    in->tlens[t] = (int32_t)in->topk, in->txlens[t] = (int32_t)in->xtopk;
+  for (int64_t t = 0; t < T; t++) /* full, or the extra list's lengths drawn (tune_shape.xdrawn) */
+    in->tlens[t] = (int32_t)in->topk,
+    in->txlens[t] = (int32_t)(in->xdrawn ? dsv4_rng_range(&rng, 0, in->xtopk) : in->xtopk);
   for (int k = 0; k < SETS; k++) {
     in->tidx[k] = malloc((size_t)(T * in->topk) * 4 + 4);
     in->txidx[k] = malloc((size_t)(T * in->xtopk) * 4 + 4);
@@ -397,7 +399,7 @@ tune_inputs *tune_inputs_make(const tune_shape *s, const dsv4_layout *L, int v_d
     snprintf(err, errlen, "out of host memory");
     return NULL;
   }
-  in->op = s->shape.op, in->s = s->shape, in->L = *L, in->v_dim = v_dim, in->heads = heads;
+  in->op = s->shape.op, in->s = s->shape, in->L = *L, in->v_dim = v_dim, in->heads = heads, in->xdrawn = s->xdrawn;
   rng.s = o->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(s->shape.dim[0] + 31 * s->shape.dim[1] + 977 * s->shape.dim[2]));
   int rc = in->op == DSV4_OP_SPARSE_DECODE      ? make_decode(in, o, err, errlen)
            : in->op == DSV4_OP_PAGED_MQA_LOGITS ? make_logits(in, o, err, errlen)

@@ -5,7 +5,10 @@
  *     entries (64-token pages); V4-Flash C4: 64 heads, 128 + 512; at
  *     T = 8, 16, 32, 64, 128, 256, 512 decode tokens;
  *   the C128 layers: 128 SWA + 512 compressed entries (a 64K context / 128)
- *     in pages of 2, for 128 and 64 heads at T = 8, 64, 512;
+ *     in pages of 2, for 128 and 64 heads at T = 8, 64, 512, timed with
+ *     compressed lengths drawn between 0 and the width a token (a C128
+ *     list is its context / 128 long, so a batch's lengths vary; FlashMLA's
+ *     C128 case draws them so too);
  *   the indexer's paged MQA logits: B = 64, 128, 256, next_n 1 and 2,
  *     contexts (the logits row: indexer entries) of 4K, 16K and 64K.
  * "quick": a few small shapes of each op, for a CPU device (CI).
@@ -16,6 +19,13 @@
 
 #include "dsv4_abi.h"
 #include "tune.h"
+
+void tune_shape_text(const tune_shape *s, char *out, size_t n)
+{
+  dsv4_shape_format(&s->shape, out, n);
+  if (s->xdrawn && strlen(out) + 13 < n)
+    strcat(out, ",xlens=drawn");
+}
 
 static int add(tune_shape **v, int *n, int *cap, int op, const int64_t *dims, int nd, const char *label)
 {
@@ -58,7 +68,11 @@ static int preset(const char *name, tune_shape **v, int *n, int *cap)
   for (int i = 0; i < 3; i++) {
     int64_t pro[5] = {T128[i], 128, 128, 512, 2}, flash[5] = {T128[i], 64, 128, 512, 2};
     bad |= add(v, n, cap, DSV4_OP_SPARSE_DECODE, pro, 5, "V4-Pro C128");
+    if (!bad)
+      (*v)[*n - 1].xdrawn = 1;
     bad |= add(v, n, cap, DSV4_OP_SPARSE_DECODE, flash, 5, "V4-Flash C128");
+    if (!bad)
+      (*v)[*n - 1].xdrawn = 1;
   }
   static const int64_t B[] = {64, 128, 256}, L[] = {4096, 16384, 65536};
   for (int b = 0; b < 3; b++)
@@ -98,11 +112,21 @@ int tune_shapes(const char *list, tune_shape **out, int *n, char *err, size_t er
       if (hash)
         *hash = 0;
       char op[64] = "", dims[200] = "", label[64] = "";
-      int got = sscanf(line, "%63s %199s %63[^\n]", op, dims, label);
+      int got = sscanf(line, "%63s %199s %63[^\n]", op, dims, label), xdrawn = -1;
+      if (!strncmp(label, "xlens=", 6)) { /* the timing's extra lengths */
+        size_t w = strcspn(label + 6, " \t");
+        xdrawn = w == 5 && !strncmp(label + 6, "drawn", 5) ? 1 : w == 4 && !strncmp(label + 6, "full", 4) ? 0 : -2;
+        memmove(label, label + 6 + w + strspn(label + 6 + w, " \t"), strlen(label + 6 + w + strspn(label + 6 + w, " \t")) + 1);
+      }
       if (got <= 0)
         continue;
       dsv4_shape s;
       int o = dsv4_tune_op_from_name(op);
+      if (xdrawn == -2 || (xdrawn == 1 && o != DSV4_OP_SPARSE_DECODE)) {
+        snprintf(err, errlen, "%s:%d: xlens= takes drawn or full, and only for sparse_decode", list, lineno);
+        free(text), free(v);
+        return 1;
+      }
       if (got < 2 || !o || dsv4_shape_parse(o, dims, &s)) {
         const char *const *names;
         int nn = dsv4_shape_names(o, &names);
@@ -119,6 +143,7 @@ int tune_shapes(const char *list, tune_shape **out, int *n, char *err, size_t er
         snprintf(err, errlen, "out of memory");
         return 1;
       }
+      v[*n - 1].xdrawn = xdrawn == 1;
     }
     free(text);
   }

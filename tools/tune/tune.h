@@ -58,12 +58,18 @@ const tune_variant *tune_manifest_variant(const tune_manifest *m, const char *na
 typedef struct {
   dsv4_shape shape; /* the dims measured */
   char label[64];   /* "V4-Pro C4", ... */
+  int xdrawn;       /* decode: the timing's extra lists have lengths drawn in [0, extra] a token (else full) */
 } tune_shape;
+
+/* The shape as the lockfile and the log name it: its dims, and
+ * ",xlens=drawn" where the timing's extra lengths are drawn. */
+void tune_shape_text(const tune_shape *s, char *out, size_t n);
 
 /* The shapes of a list: "v4" (V4-Pro and V4-Flash decode at T 8..512, the
  * C128 case; the indexer logits at B 64..256, next_n 1 and 2, contexts to
  * 64K), "quick" (small shapes for a CPU device), or a file of lines
- * "<op> <dims>" ("sparse_decode T=8,H=128,topk=128,extra=1024,xbs=64").
+ * "<op> <dims> [xlens=drawn|full] [label]"
+ * ("sparse_decode T=8,H=128,topk=128,extra=1024,xbs=64 V4-Pro C4").
  * malloc'd array in *out; 0, or 1 with err. */
 int tune_shapes(const char *list, tune_shape **out, int *n, char *err, size_t errlen);
 
