@@ -26,8 +26,8 @@ SHIPPED = {
     "sparse_decode": {
         "sparse_decode_v4_mma": "sd__h64_i8_pbf16_pair0_pf1_v64",
         "sparse_decode_v4_mma_bf16x2": "sd__h64_i8_pbf16x2_pair0_pf1_v64",
-        "sparse_decode_v4_mma_pair": "sd__h64_i8_pbf16_pair1_pf1_v64",
-        "sparse_decode_v4_mma_pair_bf16x2": "sd__h64_i8_pbf16x2_pair1_pf1_v64",
+        "sparse_decode_v4_mma_pair": "sdl__i8_pbf16_v64",            # tile.longest_first (54e2d17)
+        "sparse_decode_v4_mma_pair_bf16x2": "sdl__i8_pbf16x2_v64",
         "sparse_decode_v4_mma_sm90": "sdw__h64_i8_pbf16_v64",
         "sparse_decode_v4_mma_sm90_bf16x2": "sdw__h64_i8_pbf16x2_v64",
     },
