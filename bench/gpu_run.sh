@@ -26,7 +26,10 @@ if [ "$what" = decode ]; then
   echo "== bf16 matrix product 8192^3: $mm TFLOP/s"
   echo "== FlashMLA 9241ae3 (its own inputs, timing and check)"
   python3 peer_flashmla.py /tmp/FlashMLA "${3:-}" 2>&1 | grep -v Warning
-  echo "== bench_decode"
+  # one draw for both bench_decode runs below (fresh each command): the C128 shape's drawn lengths, so that the
+  # shipped and the tuned kernels' rows do the same work
+  export DSV4_SEED=${DSV4_SEED:-$(date +%s%N)}
+  echo "== bench_decode (DSV4_SEED=$DSV4_SEED)"
   DSV4_BENCH_SHAPE=${3:-} DSV4_BENCH_MM_TFLOPS=$mm ./bench_decode sparse_decode.dsv4b cuda ${2:-}
   rc=$?
   if [ -f tuned/decode_sweep.dsv4b ]; then # issue 27: the tuned bundle's choice (dsv4c --lock), same run
