@@ -296,9 +296,10 @@ static int make_decode(tune_inputs *in, const tune_opts *o, char *err, size_t er
     snprintf(err, errlen, "out of host memory for the timing's inputs (--rotate)");
     return 1;
   }
-  for (int64_t t = 0; t < T; t++) /* full, or the extra list's lengths drawn (tune_shape.xdrawn) */
-    in->tlens[t] = (int32_t)in->topk,
+  for (int64_t t = 0; t < T; t++) { /* full, or the extra list's lengths drawn (tune_shape.xdrawn) */
+    in->tlens[t] = (int32_t)in->topk;
     in->txlens[t] = (int32_t)(in->xdrawn ? dsv4_rng_range(&rng, 0, in->xtopk) : in->xtopk);
+  }
   for (int k = 0; k < SETS; k++) {
     in->tidx[k] = malloc((size_t)(T * in->topk) * 4 + 4);
     in->txidx[k] = malloc((size_t)(T * in->xtopk) * 4 + 4);

@@ -116,7 +116,9 @@ int tune_shapes(const char *list, tune_shape **out, int *n, char *err, size_t er
       if (!strncmp(label, "xlens=", 6)) { /* the timing's extra lengths */
         size_t w = strcspn(label + 6, " \t");
         xdrawn = w == 5 && !strncmp(label + 6, "drawn", 5) ? 1 : w == 4 && !strncmp(label + 6, "full", 4) ? 0 : -2;
-        memmove(label, label + 6 + w + strspn(label + 6 + w, " \t"), strlen(label + 6 + w + strspn(label + 6 + w, " \t")) + 1);
+        const char *rest = label + 6 + w;
+        rest += strspn(rest, " \t");
+        memmove(label, rest, strlen(rest) + 1); /* the label after it */
       }
       if (got <= 0)
         continue;

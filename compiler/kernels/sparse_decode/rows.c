@@ -116,6 +116,12 @@ static LLVMValueRef list_len(dsv4_kb *kb, const sd_list *la, LLVMValueRef t, LLV
   return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
 }
 
+/* The tiles of a list of n valid entries: ceil(n / SD_TILE). */
+static LLVMValueRef list_tiles(dsv4_kb *kb, LLVMValueRef n)
+{
+  return LLVMBuildSDiv(kb->b, LLVMBuildAdd(kb->b, n, kb_i32(kb, SD_TILE - 1), ""), kb_i32(kb, SD_TILE), "");
+}
+
 void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *ntiles, LLVMValueRef *lo,
                     LLVMValueRef *hi)
 {
@@ -123,7 +129,7 @@ void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *
   const sd_list *lists[2] = {&sd_main, &sd_extra};
   for (int li = 0; li < 2; li++) {
     n[li] = list_len(kb, lists[li], t, NULL);
-    ntiles[li] = LLVMBuildSDiv(b, LLVMBuildAdd(b, n[li], kb_i32(kb, SD_TILE - 1), ""), kb_i32(kb, SD_TILE), "");
+    ntiles[li] = list_tiles(kb, n[li]);
   }
   LLVMValueRef nt = kb_sext64(kb, LLVMBuildAdd(b, ntiles[0], ntiles[1], "nt"));
   LLVMValueRef S64 = kb_sext64(kb, kb_arg(kb, SD_splits)), z64 = kb_zext64(kb, kb->t->block_id(kb, 2));
@@ -139,16 +145,14 @@ static LLVMValueRef rank_key(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef has)
   LLVMBuilderRef b = kb->b;
   const sd_list *lists[2] = {&sd_main, &sd_extra};
   LLVMValueRef tiles = kb_i32(kb, 0);
-  for (int li = 0; li < 2; li++) {
-    LLVMValueRef n = list_len(kb, lists[li], t, has);
-    tiles = LLVMBuildAdd(b, tiles, LLVMBuildSDiv(b, LLVMBuildAdd(b, n, kb_i32(kb, SD_TILE - 1), ""), kb_i32(kb, SD_TILE), ""), "");
-  }
+  for (int li = 0; li < 2; li++)
+    tiles = LLVMBuildAdd(b, tiles, list_tiles(kb, list_len(kb, lists[li], t, has)), "");
   LLVMValueRef top = kb_i32(kb, SD_RANK_KEYS - 1);
   tiles = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, tiles, top, ""), tiles, top, "");
   return LLVMBuildSelect(b, has, tiles, kb_i32(kb, -1), "key");
 }
 
-static LLVMValueRef i32_shfl(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef lane)
+LLVMValueRef sd_shfl_i32(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef lane)
 {
   LLVMBuilderRef b = kb->b;
   return LLVMBuildBitCast(b, kb->t->shfl_idx(kb, LLVMBuildBitCast(b, v, kb->f32, ""), lane), kb->i32, "");
@@ -202,12 +206,12 @@ static void rank_tokens(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef slot, LL
   LLVMValueRef s = LLVMBuildAdd(b, ta, tb, ""), inc = s;
   for (int d = 1; d < 32; d *= 2) {
     LLVMValueRef src = LLVMBuildAdd(b, lane, kb_i32(kb, d), "");
-    LLVMValueRef o = i32_shfl(kb, inc, LLVMBuildAnd(b, src, kb_i32(kb, 31), ""));
+    LLVMValueRef o = sd_shfl_i32(kb, inc, LLVMBuildAnd(b, src, kb_i32(kb, 31), ""));
     inc = LLVMBuildAdd(b, inc, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, src, kb_i32(kb, 32), ""), o, kb_i32(kb, 0), ""), "");
   }
   LLVMValueRef g_odd = LLVMBuildSub(b, inc, s, ""), g_even = LLVMBuildAdd(b, g_odd, tb, "");
   LLVMValueRef from = LLVMBuildLShr(b, kk, kb_i32(kb, 1), "");
-  LLVMValueRef ge = i32_shfl(kb, g_even, from), go = i32_shfl(kb, g_odd, from);
+  LLVMValueRef ge = sd_shfl_i32(kb, g_even, from), go = sd_shfl_i32(kb, g_odd, from);
   LLVMValueRef g = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, kk, kb_i32(kb, 1), ""), kb_i32(kb, 0), ""), go, ge, "");
   LLVMValueRef rank = LLVMBuildAdd(b, LLVMBuildAdd(b, g, before, ""), pos, "rank");
   kb_if_t fr = kb_if(kb, LLVMBuildAnd(b, has, LLVMBuildICmp(b, LLVMIntEQ, rank, by, ""), ""), "mine");
@@ -216,7 +220,8 @@ static void rank_tokens(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef slot, LL
   T->barrier(kb);
 }
 
-int sd_can_rank(dsv4_kb *kb)
+/* The hooks the ranking needs. */
+static int can_rank(dsv4_kb *kb)
 {
   const dsv4_target_ir *T = kb->t;
   return T->match_any && T->match_any(kb, NULL, NULL) && T->grid_ctas && T->units && T->warp_sync && T->shfl_idx &&
@@ -228,7 +233,7 @@ LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef ti
   LLVMBuilderRef b = kb->b;
   const dsv4_target_ir *T = kb->t;
   LLVMValueRef by = T->block_id(kb, 1);
-  if (!sd_can_rank(kb) || threads % 32 || threads > 32 * 32)
+  if (!can_rank(kb) || threads % 32 || threads > 32 * 32)
     return by;
   LLVMValueRef n = kb_arg(kb, SD_n_tokens);
   LLVMValueRef go = LLVMBuildAnd(b, LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGT, n, kb_i32(kb, 1), ""),

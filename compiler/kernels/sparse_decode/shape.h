@@ -102,15 +102,17 @@ void sd_token_tiles(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef *n, LLVMValueRef *
  * takes the token of rank ctaid.y: the same permutation in every CTA (a
  * stable counting sort, integers only), so every token is done once;
  * where every token has the same key (one barrier tells) the order stays.
- * Elsewhere, or on a target without the hooks (sd_can_rank), ctaid.y
- * itself.  Every thread of the CTA must reach it (up to three CTA
- * barriers), and
- * scratch holds sd_rank_bytes(threads) bytes of shared memory that
- * nothing else uses until it returns. */
+ * Elsewhere, or on a target without the hooks it needs (match_any,
+ * grid_ctas, units, vote_any, warp_sync, shfl_idx), ctaid.y itself.
+ * Every thread of the CTA must reach it (up to three CTA barriers), and
+ * scratch holds sd_rank_bytes(threads) bytes of shared memory that nothing
+ * else uses until it returns. */
 enum { SD_RANK_KEYS = 64 };
 static inline long long sd_rank_bytes(int threads) { return (long long)threads / 32 * (SD_RANK_KEYS + 1) * 4 + 4; }
-int sd_can_rank(dsv4_kb *kb);
 LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef tid, int threads);
+
+/* i32 v of lane `lane` (the target's f32 shfl_idx, bit for bit). */
+LLVMValueRef sd_shfl_i32(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef lane);
 
 /* Tile i's list (the main one's tiles, then the extra one's): its local
  * tile index, valid-prefix length and arguments. */

@@ -444,7 +444,7 @@ static void consumers(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, LLVMVa
    * the same in every lane: the descriptors built from it then stay in
    * uniform registers instead of being moved there at every product */
   LLVMValueRef w = LLVMBuildUDiv(b, x->tid, kb_i32(kb, 128), "");
-  w = LLVMBuildBitCast(b, T->shfl_idx(kb, LLVMBuildBitCast(b, w, kb->f32, ""), kb_i32(kb, 0)), kb->i32, "wg");
+  w = sd_shfl_i32(kb, w, kb_i32(kb, 0));
   LLVMValueRef wi = LLVMBuildAnd(b, LLVMBuildUDiv(b, x->tid, kb_i32(kb, 32), ""), kb_i32(kb, 3), "wi"); /* warp in its warpgroup */
   LLVMValueRef lane = LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), "lane");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g");
@@ -521,8 +521,10 @@ static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x, dsv4_diags
   if (sd_shared_agrees(k, o, x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP, d))
     return 1;
   if ((long long)x->heads * wg_stage_row(x) > (long long)x->heads * x->dim * 2 + 2 * wg_kbytes(x) || k->v_dim % 8 ||
-      x->heads * (k->v_dim / 8) % x->producers) { /* wg_out's staging (the q and K regions) and its copy */
-    dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the output staging does not fit", k->name);
+      x->heads * (k->v_dim / 8) % x->producers ||  /* wg_out's staging (the q and K regions) and its copy */
+      (k->tile.longest_first && sd_rank_bytes(x->threads) > 2 * wg_kbytes(x))) { /* the ranking's scratch: the K tiles */
+    dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the output staging or the ranking's scratch does not fit",
+               k->name);
     return 1;
   }
   return 0;
