@@ -46,6 +46,7 @@ typedef struct {
   int prefetch;          /* tile.prefetch (sparse_decode's warpgroup form): the next K tile's rows into the L2 */
   int longest_first;     /* tile.longest_first (sparse_decode in CTA pairs): tokens taken in decreasing tile counts */
   int p_format;          /* tile.p (sparse_decode's matrix forms): DSV4_P_BF16 or DSV4_P_BF16X2 */
+  int partials;          /* tile.partials (sparse_decode's matrix forms): DSV4_PARTIALS_F32 or DSV4_PARTIALS_BF16 */
   int threads;           /* derived: the threads of the tile's portable geometry (the spec checker's bound);
                             a launch takes its launch record's */
 } dsv4_tile;
@@ -67,6 +68,13 @@ enum { DSV4_FLOOR_AMAX = 0, DSV4_FLOOR_QUOTIENT = 1 };
  * them as bf16 hi + lo, 1.5x the P V matrix work, for inputs on which a
  * single rounding is too coarse (OPS.md 3, the stress fixtures). */
 enum { DSV4_P_BF16 = 0, DSV4_P_BF16X2 = 1 };
+
+/* How a split of the decode's split-KV hands its unnormalised O to the
+ * combine kernel: fp32 (FlashMLA's arithmetic), or rounded once to bf16,
+ * half the bytes written and read back (docs/kernels.md, "Split-KV and the
+ * combine").  bf16 needs P in bf16: hi + lo P is for inputs on which one
+ * more bf16 rounding is too coarse. */
+enum { DSV4_PARTIALS_F32 = 0, DSV4_PARTIALS_BF16 = 1 };
 
 typedef struct {
   char name[DSV4_NAME_MAX];

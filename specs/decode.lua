@@ -54,13 +54,15 @@ kernel {
 -- The same on the matrix units: on sm_90a the warpgroup form (wgmma bf16,
 -- split-KV for small batches, the next tile's rows prefetched into the
 -- L2); sparse_decode.lua has every form.  P is
--- rounded once to bf16 for the P V product, as FlashMLA does; the _bf16x2
--- twin keeps it as bf16 hi + lo (OPS.md section 3).
+-- rounded once to bf16 for the P V product, as FlashMLA does, and so are
+-- the split-KV partials (tile.partials); the _bf16x2 twin keeps P as bf16
+-- hi + lo and fp32 partials (OPS.md section 3).
 kernel {
   name = "sparse_decode_v4_mma",
   op = "sparse_decode",
   layout = L.fp8_ds_mla_v4,
-  tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, prefetch = true, p = "bf16" },
+  tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, prefetch = true, p = "bf16",
+           partials = "bf16" },
   targets = { ptx = { arch = "sm_90a" } },
 }
 

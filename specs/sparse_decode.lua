@@ -71,6 +71,12 @@ kernel {
 -- input distribution, OPS.md section 3); each kernel has a "_bf16x2" twin
 -- that keeps P as bf16 hi + lo parts (twice the P V matrix work) for
 -- ill-conditioned inputs (the v4_sparse_decode_* stress fixtures).
+--
+-- Where a batch is too small to fill the GPU, the matrix forms split each
+-- token's tiles over several CTAs, which hand their partial O to a combine
+-- kernel (tile.partials): the bf16-P kernels round it once more to bf16,
+-- half the bytes written and read back (V4-Pro T 8 20.5 -> 18.6 us on an
+-- H200, docs/kernels.md); the "_bf16x2" twins keep fp32 partials.
 local mma = { ptx = { arch = "sm_90a" } }
 for _, v in ipairs {
   { "sparse_decode_v4_mma", L.fp8_ds_mla_v4, nil },
@@ -92,7 +98,8 @@ for _, v in ipairs {
       op = "sparse_decode",
       layout = v[2],
       tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5],
-               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil, p = p, longest_first = v[5] },
+               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil, p = p, longest_first = v[5],
+               partials = p == "bf16" and "bf16" or "f32" },
       v_dim = v[3],
       targets = v[4] or mma,
     }

@@ -82,6 +82,10 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
       dsv4_text_printf(&b, "  P for the P V product: %s\n",
                 k->tile.p_format == DSV4_P_BF16 ? "bf16 (rounded once; row sums in fp32)" : "bf16x2 (bf16 hi + lo)");
+    if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)
+      dsv4_text_printf(&b, "  split-KV partials: %s\n",
+                k->tile.partials == DSV4_PARTIALS_BF16 ? "bf16 (each split's O rounded once more; half the bytes)"
+                                                       : "f32");
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.prefetch)
       dsv4_text_printf(&b, "  each tile's producers prefetch the next tile's rows into the L2\n");
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.longest_first)

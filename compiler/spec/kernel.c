@@ -75,25 +75,44 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
 }
 
 /* The tile must map the layout onto threads and fit every target named. */
-/* tile.p: how the decode's matrix forms hold P for the P V product
- * (plan.h); the portable form computes in fp32 and takes no choice. */
+/* A string field of the tile naming one of names[] (NULL-ended; the first
+ * is the default): *out its index, *has whether the spec gave it.  means
+ * lists the choices for the error. */
+static int get_choice(cursor *t, const char *field, const char *const *names, const char *means, int *out, int *has)
+{
+  char v[16];
+  *has = sc_push_field(t, field) != LUA_TNIL;
+  lua_pop(t->c->L, 1);
+  if (sc_get_str(t, field, 0, names[0], v, sizeof v))
+    return 1;
+  for (int i = 0; names[i]; i++)
+    if (!strcmp(v, names[i])) {
+      *out = i;
+      return 0;
+    }
+  FERR(t, field, "must be %s, got '%s'", means, v);
+  return 1;
+}
+
+/* tile.p: how the decode's matrix forms hold P for the P V product, and
+ * tile.partials: how a split-KV split hands its O to the combine (plan.h).
+ * The portable form computes in fp32, in one CTA a row, and takes neither. */
 static int check_p_format(cursor *t, dsv4_tile *tl)
 {
-  char pf[16];
-  int has = sc_push_field(t, "p") != LUA_TNIL;
-  lua_pop(t->c->L, 1);
-  if (sc_get_str(t, "p", 0, "bf16", pf, sizeof pf))
+  static const char *const p[] = {"bf16", "bf16x2", NULL}, *const w[] = {"f32", "bf16", NULL};
+  int hp, hw;
+  if (get_choice(t, "p", p, "'bf16' (P rounded once, as FlashMLA) or 'bf16x2' (P as bf16 hi + lo)", &tl->p_format, &hp) ||
+      get_choice(t, "partials", w, "'f32' (split-KV partials in fp32, as FlashMLA) or 'bf16' (rounded once more, half the bytes)",
+                 &tl->partials, &hw))
     return 1;
-  if (!strcmp(pf, "bf16"))
-    tl->p_format = DSV4_P_BF16;
-  else if (!strcmp(pf, "bf16x2"))
-    tl->p_format = DSV4_P_BF16X2;
-  else {
-    FERR(t, "p", "must be 'bf16' (P rounded once, as FlashMLA) or 'bf16x2' (P as bf16 hi + lo), got '%s'", pf);
+  if ((hp || hw) && !tl->matrix) {
+    FERR(t, hp ? "p" : "partials", "= '%s' applies to the matrix forms only (tile.matrix = true); the portable form %s",
+         hp ? p[tl->p_format] : w[tl->partials], hp ? "keeps P in fp32" : "has no split-KV");
     return 1;
   }
-  if (has && !tl->matrix) {
-    FERR(t, "p", "= '%s' applies to the matrix forms only (tile.matrix = true); the portable form keeps P in fp32", pf);
+  if (tl->partials == DSV4_PARTIALS_BF16 && tl->p_format != DSV4_P_BF16) {
+    FERR(t, "partials", "= 'bf16' needs tile.p = 'bf16': with P as hi + lo, one more bf16 rounding of each split's O "
+         "would undo the precision the second P part buys");
     return 1;
   }
   return 0;
@@ -104,7 +123,7 @@ const char *const *sc_tile_fields(dsv4_op op)
 {
   static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
   static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch", "p",
-                                             "longest_first", NULL};
+                                             "longest_first", "partials", NULL};
   static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
   static const char *const topk_known[] = {"threads", NULL};
   return op == DSV4_OP_TOPK ? topk_known : op == DSV4_OP_SPARSE_DECODE ? decode_known

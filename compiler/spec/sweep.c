@@ -43,7 +43,7 @@ static const struct {
     {"tokens_per_thread", "t", T_INT, 0},   {"interleave", "i", T_INT, 0},         {"streaming", "s", T_BOOL, 0},
     {"matrix", "m", T_BOOL, 0},             {"pair", "pair", T_BOOL, 0},           {"prefetch", "pf", T_BOOL, 0},
     {"p", "p", T_STR, 0},                   {"heads_per_thread", "hpt", T_INT, 0}, {"threads", "thr", T_INT, 0},
-    {"longest_first", "lf", T_BOOL, 0},
+    {"longest_first", "lf", T_BOOL, 0},     {"partials", "w", T_STR, 0},
     {"v_dim", "vd", T_INT, DSV4_OP_SPARSE_DECODE}, {"heads", "nh", T_INT, DSV4_OP_PAGED_MQA_LOGITS},
     {"k", "k", T_INT, DSV4_OP_TOPK},
 };

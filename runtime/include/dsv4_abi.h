@@ -285,7 +285,10 @@ static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size,
 /* Split-KV: at most this many splits a row. */
 #define DSV4_DECODE_MAX_SPLITS 64
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
- * partials are acc[v_dim] per split, after all of them (m, l) per split. */
+ * partials are acc[v_dim] per split, after all of them (m, l) per split.
+ * A kernel with bf16 partials (the spec's tile.partials) uses the first
+ * half of each acc's room: the runtime sizes for fp32, the two kernels of
+ * the module agree on the offsets. */
 static inline long long dsv4_decode_work_floats(long long tokens, long long heads, int splits, int v_dim)
 {
   return tokens * heads * splits * (long long)(v_dim + 2);

@@ -5,7 +5,10 @@
  *
  * One CTA per (token, head) row, 4 dims a thread:  M = max m_z,
  * w_z = 2^(m_z - M), L = sum l_z w_z, O = sum acc_z w_z, then the row is
- * finished as in the one-CTA form (sd_finish_row).
+ * finished as in the one-CTA form (sd_finish_row).  With bf16 partials
+ * (tile.partials) a thread's 4 values are the packed positions 4t..4t+3,
+ * dims base + 2c + (0, 1, 8, 9) (sd_head_out's order), stored as two
+ * pairs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,8 +60,16 @@ static void load_batch(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, 
     LLVMValueRef z = LLVMBuildAdd(b, iv, kb_i32(kb, u), "");
     LLVMValueRef have = LLVMBuildICmp(b, LLVMIntSLT, z, r->S, "");
     LLVMValueRef slot = LLVMBuildAdd(b, r->slot0, kb_zext64(kb, z), "");
-    LLVMValueRef aoff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, k->v_dim), ""), r->dim, ""), kb_i64(kb, 4), "");
-    acc[u] = kb_load_if(kb, LLVMBuildAnd(b, r->in, have, ""), v4, kb_arg(kb, SD_C_work), aoff, 16, LLVMConstNull(v4));
+    int pb = sd_partial_bytes(k);
+    LLVMValueRef aoff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, k->v_dim), ""), r->dim, ""), kb_i64(kb, pb), "");
+    if (pb == 2) {
+      LLVMTypeRef h4 = LLVMVectorType(kb->i16, 4);
+      LLVMValueRef w = kb_load_if(kb, LLVMBuildAnd(b, r->in, have, ""), h4, kb_arg(kb, SD_C_work), aoff, 8, LLVMConstNull(h4));
+      acc[u] = LLVMGetUndef(v4);
+      for (int e = 0; e < 4; e++)
+        acc[u] = LLVMBuildInsertElement(b, acc[u], kb_bf16_to_f32(kb, LLVMBuildExtractElement(b, w, kb_i32(kb, e), "")), kb_i32(kb, e), "");
+    } else
+      acc[u] = kb_load_if(kb, LLVMBuildAnd(b, r->in, have, ""), v4, kb_arg(kb, SD_C_work), aoff, 16, LLVMConstNull(v4));
     LLVMValueRef none = LLVMConstVector((LLVMValueRef[]){sd_f32(kb, -INFINITY), sd_f32(kb, 0.0)}, 2);
     ml[u] = kb_load_if(kb, have, v2, kb_arg(kb, SD_C_work), LLVMBuildAdd(b, r->mlb, LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), ""), 8, none);
   }
@@ -117,7 +128,21 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, L
   LLVMValueRef o = LLVMGetUndef(LLVMVectorType(kb->i16, 4));
   for (int e = 0; e < 4; e++)
     o = LLVMBuildInsertElement(b, o, h16[e], kb_i32(kb, e), "");
-  kb_store(kb, o, kb_byte_ptr(kb, kb_arg(kb, SD_C_out), LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), r->dim, ""), kb_i64(kb, 2), "")), 8);
+  LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), r->dim, ""), kb_i64(kb, 2), "");
+  if (sd_bf16_partials(k)) {
+    /* position base + 4c holds dims base + 2c + (0, 1, 8, 9) (sd_head_out) */
+    LLVMValueRef pos = r->dim, in16 = LLVMBuildAnd(b, pos, kb_i64(kb, 15), "");
+    LLVMValueRef d = LLVMBuildSub(b, pos, LLVMBuildLShr(b, in16, kb_i64(kb, 1), ""), "");
+    LLVMValueRef db = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), d, ""), kb_i64(kb, 2), "");
+    LLVMTypeRef h2 = LLVMVectorType(kb->i16, 2);
+    for (int e = 0; e < 2; e++) {
+      LLVMValueRef v = LLVMGetUndef(h2);
+      v = LLVMBuildInsertElement(b, v, h16[2 * e], kb_i32(kb, 0), "");
+      v = LLVMBuildInsertElement(b, v, h16[2 * e + 1], kb_i32(kb, 1), "");
+      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_C_out), LLVMBuildAdd(b, db, kb_i64(kb, e * 16), "")), 4);
+    }
+  } else
+    kb_store(kb, o, kb_byte_ptr(kb, kb_arg(kb, SD_C_out), ob), 8);
   kb_endif(kb, &f);
   kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r->tid, kb_i32(kb, 0), ""), "lse");
   kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_C_lse), LLVMBuildMul(b, r->row, kb_i64(kb, 4), "")), 4);
@@ -139,7 +164,7 @@ void sd_combine(dsv4_kb *kb, const dsv4_kernel *k)
   r.dim = LLVMBuildMul(b, kb_zext64(kb, r.tid), kb_i64(kb, 4), "dim");
   r.in = LLVMBuildICmp(b, LLVMIntSLT, r.dim, kb_i64(kb, DV), "");
   r.slot0 = LLVMBuildMul(b, r.row, kb_sext64(kb, r.S), "");
-  r.mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, r.S), ""), kb_i64(kb, (long long)DV * 4), "");
+  r.mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, r.S), ""), kb_i64(kb, (long long)DV * sd_partial_bytes(k)), "");
   LLVMValueRef h = LLVMBuildSRem(b, r.row, H, "head");
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_C_has_sink), kb_i32(kb, 0), "");
   LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_C_attn_sink), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4, sd_f32(kb, -INFINITY));

@@ -311,7 +311,13 @@ typedef struct {
   int nb;
 } head_row;
 
-/* split-KV: this split's (m, l) and unnormalized acc for <name>_combine. */
+/* split-KV: this split's (m, l) and unnormalized acc for <name>_combine:
+ * fp32 in dim order, or (tile.partials = 'bf16') rounded to bf16 with a
+ * quad lane's pairs j and j + 1 (dims base + 2c + 8j + 0, 1, 8, 9: base a
+ * multiple of 16, j even) packed at positions base + 4c + 8j + 0..3, so
+ * that each store is 8 bytes and a quad's four fill one 32-byte sector,
+ * as the fp32 pairs do.  The checker's v_dim rule (16-dim n-tile pairs a
+ * part) and the warpgroups' 256 dims keep base and the pair count so. */
 static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LLVMValueRef H, LLVMValueRef S,
                          LLVMValueRef z)
 {
@@ -319,15 +325,28 @@ static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, L
   int DV = k->v_dim;
   LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
   LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 4), "");
-  for (int j = 0; j < r->nb; j++) {
-    LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
-    for (int e = 0; e < 2; e++)
-      v = LLVMBuildInsertElement(b, v, r->acc[j][e], kb_i32(kb, e), "");
-    kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_work), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
-  }
+  if (sd_bf16_partials(k)) {
+    /* pairs j and j + 1 of a quad lane are dims base + 2c + 8j + (0, 1, 8, 9): one 8-byte store at position base + 4c + 8j */
+    LLVMValueRef pos = LLVMBuildAdd(b, r->dim0, LLVMBuildAnd(b, r->dim0, kb_i64(kb, 15), ""), "pos");
+    LLVMValueRef pb = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), pos, ""), kb_i64(kb, 2), "");
+    for (int j = 0; j < r->nb; j += 2) {
+      LLVMValueRef h16[4], v = LLVMGetUndef(LLVMVectorType(kb->i16, 4));
+      kb_f32x2_to_bf16(kb, r->acc[j][0], r->acc[j][1], &h16[0]);
+      kb_f32x2_to_bf16(kb, r->acc[j + 1][0], r->acc[j + 1][1], &h16[2]);
+      for (int e = 0; e < 4; e++)
+        v = LLVMBuildInsertElement(b, v, h16[e], kb_i32(kb, e), "");
+      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_work), LLVMBuildAdd(b, pb, kb_i64(kb, j * 16), "")), 8);
+    }
+  } else
+    for (int j = 0; j < r->nb; j++) {
+      LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
+      for (int e = 0; e < 2; e++)
+        v = LLVMBuildInsertElement(b, v, r->acc[j][e], kb_i32(kb, e), "");
+      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_work), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
+    }
   kb_if_t g = kb_if(kb, r->first, "ml");
   LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, SD_n_tokens)), kb_sext64(kb, H), ""), kb_sext64(kb, S), "");
-  LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)DV * 4), ""),
+  LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)DV * sd_partial_bytes(k)), ""),
                                  LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "");
   LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(kb->f32, 2)), r->m, kb_i32(kb, 0), "");
   v = LLVMBuildInsertElement(b, v, r->l, kb_i32(kb, 1), "");

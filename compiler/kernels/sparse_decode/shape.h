@@ -129,6 +129,10 @@ LLVMValueRef sd_row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMVa
  * DSV4_P_BF16X2 (hi = bf16(p) and lo = bf16(p - hi): P V = hi V + lo V,
  * twice the P V matrix work).  The row sums take the fp32 p either way. */
 static inline int sd_p_parts(const dsv4_kernel *k) { return k->tile.p_format == DSV4_P_BF16X2 ? 2 : 1; }
+/* tile.partials: each split's unnormalised O goes to the work space as
+ * bf16 (2 bytes a value) or fp32 (sd_head_out, combine.c). */
+static inline int sd_bf16_partials(const dsv4_kernel *k) { return k->tile.partials == DSV4_PARTIALS_BF16; }
+static inline int sd_partial_bytes(const dsv4_kernel *k) { return sd_bf16_partials(k) ? 2 : 4; }
 
 /* Two f32 weights a and c of P as the words a matrix operand takes (bf16
  * pairs packed in an i32, a's in bits 0..15): *hi, and for bf16x2 *lo
