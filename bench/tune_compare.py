@@ -24,12 +24,12 @@ import sys
 # shipped kernel -> the sweep variant with the same tile (bench/decode_sweep.lua, bench/logits_sweep.lua)
 SHIPPED = {
     "sparse_decode": {
-        "sparse_decode_v4_mma": "sd__h64_i8_pbf16_pair0_pf1_v64",
+        "sparse_decode_v4_mma": "sdp__h64_lf0_pair0_pf1",            # bf16 partials
         "sparse_decode_v4_mma_bf16x2": "sd__h64_i8_pbf16x2_pair0_pf1_v64",
-        "sparse_decode_v4_mma_pair": "sdl__i8_pbf16_v64",            # tile.longest_first (54e2d17)
+        "sparse_decode_v4_mma_pair": "sdp__h64_lf1_pair1_pf1",       # longest first (54e2d17), bf16 partials
         "sparse_decode_v4_mma_pair_bf16x2": "sdl__i8_pbf16x2_v64",
-        "sparse_decode_v4_mma_sm90": "sdw__h64_i8_pbf16_v64",
-        "sparse_decode_v4_mma_sm90_bf16x2": "sdw__h64_i8_pbf16x2_v64",
+        "sparse_decode_v4_mma_sm90": "sdw__h64_i8_pbf16_wbf16_v64",
+        "sparse_decode_v4_mma_sm90_bf16x2": "sdw__h64_i8_pbf16x2_wf32_v64",
     },
     "paged_mqa_logits": {
         "mqa_logits_v4_mma": "lgm__c1024",
@@ -37,7 +37,7 @@ SHIPPED = {
         "mqa_logits_v4": "lgp__hpt64_c128",
     },
 }
-DEFAULT = {"sd": "sd__h64_i8_pbf16_pair0_pf0_v64", "sdw": "sdw__h64_i8_pbf16_v64", "lgm": "lgm__c1024",
+DEFAULT = {"sd": "sd__h64_i8_pbf16_pair0_pf0_v64", "sdw": "sdw__h64_i8_pbf16_wf32_v64", "lgm": "lgm__c1024",
            "lgw": "lgw__c1024", "lgp": "lgp__hpt64_c128"}
 
 
