@@ -282,8 +282,11 @@ static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size,
   return 1;
 }
 
-/* Split-KV: at most this many splits a row. */
+/* Split-KV: at most this many splits a row; the combine kernel loads this
+ * many splits of a row at once (more take another round of loads), and
+ * the runtime's own split count stays within it. */
 #define DSV4_DECODE_MAX_SPLITS 64
+#define DSV4_DECODE_COMBINE_BATCH 8
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split.
  * A kernel with bf16 partials (the spec's tile.partials) uses the first

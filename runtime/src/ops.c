@@ -542,7 +542,10 @@ static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_dec
 }
 
 /* split-KV (warp-matrix kernels): enough CTAs to fill the device when the
- * (token, head group) pairs alone do not, at most one a tile.  (Until the
+ * (token, head group) pairs alone do not, at most one a tile and at most
+ * DSV4_DECODE_COMBINE_BATCH: the combine loads that many splits of a row
+ * at once, and one more costs a second dependent round of loads (V4-Flash
+ * T 8, ten tiles: 8 splits 14.2 us, 10 splits 14.9, H200).  (Until the
  * twenty-first session it then took the fewest splits with the same
  * longest share, T 8 at 1152 indices 6 splits of 3 tiles rather than 8 of
  * 2 or 3: 2% faster then; with the cheaper producers 8 measured 4% faster,
@@ -556,7 +559,10 @@ static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, 
     return 1;
   int units = c->ctx->units;
   int64_t S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= units ? units / groups : 1;
-  S = S > tiles ? tiles : S;
+  if (!(opts && opts->splits))
+    S = S > tiles ? tiles : S > DSV4_DECODE_COMBINE_BATCH ? DSV4_DECODE_COMBINE_BATCH : S;
+  else
+    S = S > tiles ? tiles : S;
   return S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
 }
 

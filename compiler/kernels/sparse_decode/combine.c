@@ -15,7 +15,7 @@
 
 #include "shape.h"
 
-enum { COMBINE_BATCH = 8 }; /* splits loaded together */
+enum { COMBINE_BATCH = DSV4_DECODE_COMBINE_BATCH }; /* splits loaded together (the runtime splits a row at most so) */
 
 /* The row a thread merges and where its splits' partials lie. */
 typedef struct {
