@@ -559,10 +559,9 @@ static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, 
     return 1;
   int units = c->ctx->units;
   int64_t S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= units ? units / groups : 1;
-  if (!(opts && opts->splits))
-    S = S > tiles ? tiles : S > DSV4_DECODE_COMBINE_BATCH ? DSV4_DECODE_COMBINE_BATCH : S;
-  else
-    S = S > tiles ? tiles : S;
+  S = S > tiles ? tiles : S;
+  if (!(opts && opts->splits) && S > DSV4_DECODE_COMBINE_BATCH)
+    S = DSV4_DECODE_COMBINE_BATCH;
   return S < 1 ? 1 : S > DSV4_DECODE_MAX_SPLITS ? DSV4_DECODE_MAX_SPLITS : S;
 }
 
