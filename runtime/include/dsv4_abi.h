@@ -289,9 +289,10 @@ static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size,
 #define DSV4_DECODE_COMBINE_BATCH 8
 /* Split-KV work space (floats) and the combine kernel's CTA size: a row's
  * partials are acc[v_dim] per split, after all of them (m, l) per split.
- * A kernel with bf16 partials (the spec's tile.partials) uses the first
- * half of each acc's room: the runtime sizes for fp32, the two kernels of
- * the module agree on the offsets. */
+ * A kernel with bf16 partials (the spec's tile.partials) packs the accs
+ * at 2 bytes a value, (m, l) right after them, in the first part of the
+ * same space: the runtime sizes for fp32, the module's two kernels agree
+ * on the offsets. */
 static inline long long dsv4_decode_work_floats(long long tokens, long long heads, int splits, int v_dim)
 {
   return tokens * heads * splits * (long long)(v_dim + 2);
