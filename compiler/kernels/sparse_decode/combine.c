@@ -125,24 +125,17 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, L
   LLVMValueRef h16[4];
   for (int e = 0; e < 4; e += 2)
     kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, O[e], factor, ""), LLVMBuildFMul(b, O[e + 1], factor, ""), &h16[e]);
-  LLVMValueRef o = LLVMGetUndef(LLVMVectorType(kb->i16, 4));
-  for (int e = 0; e < 4; e++)
-    o = LLVMBuildInsertElement(b, o, h16[e], kb_i32(kb, e), "");
-  LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), r->dim, ""), kb_i64(kb, 2), "");
-  if (sd_bf16_partials(k)) {
-    /* position base + 4c holds dims base + 2c + (0, 1, 8, 9) (sd_head_out) */
-    LLVMValueRef pos = r->dim, in16 = LLVMBuildAnd(b, pos, kb_i64(kb, 15), "");
-    LLVMValueRef d = LLVMBuildSub(b, pos, LLVMBuildLShr(b, in16, kb_i64(kb, 1), ""), "");
-    LLVMValueRef db = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), d, ""), kb_i64(kb, 2), "");
-    LLVMTypeRef h2 = LLVMVectorType(kb->i16, 2);
-    for (int e = 0; e < 2; e++) {
-      LLVMValueRef v = LLVMGetUndef(h2);
-      v = LLVMBuildInsertElement(b, v, h16[2 * e], kb_i32(kb, 0), "");
-      v = LLVMBuildInsertElement(b, v, h16[2 * e + 1], kb_i32(kb, 1), "");
-      kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_C_out), LLVMBuildAdd(b, db, kb_i64(kb, e * 16), "")), 4);
-    }
-  } else
-    kb_store(kb, o, kb_byte_ptr(kb, kb_arg(kb, SD_C_out), ob), 8);
+  /* the thread's 4 values are dims d + 0..3, or with bf16 partials d + (0, 1, 8, 9) (sd_partial_dim): w values a
+   * store, values e.. at byte 8 e (the second pair 8 dims on) */
+  int w = sd_bf16_partials(k) ? 2 : 4;
+  LLVMValueRef d = w == 2 ? sd_partial_dim(kb, r->dim) : r->dim;
+  LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), d, ""), kb_i64(kb, 2), "");
+  for (int e = 0; e < 4; e += w) {
+    LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i16, (unsigned)w));
+    for (int i = 0; i < w; i++)
+      v = LLVMBuildInsertElement(b, v, h16[e + i], kb_i32(kb, i), "");
+    kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_C_out), LLVMBuildAdd(b, ob, kb_i64(kb, e * 8), "")), 2 * w);
+  }
   kb_endif(kb, &f);
   kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r->tid, kb_i32(kb, 0), ""), "lse");
   kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_C_lse), LLVMBuildMul(b, r->row, kb_i64(kb, 4), "")), 4);

@@ -304,6 +304,17 @@ LLVMValueRef sd_tail_scale_offset(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRe
                       "");
 }
 
+LLVMValueRef sd_partial_pos(dsv4_kb *kb, LLVMValueRef dim)
+{
+  return LLVMBuildAdd(kb->b, dim, LLVMBuildAnd(kb->b, dim, kb_i64(kb, 15), ""), "pos");
+}
+
+LLVMValueRef sd_partial_dim(dsv4_kb *kb, LLVMValueRef pos)
+{
+  LLVMValueRef in16 = LLVMBuildAnd(kb->b, pos, kb_i64(kb, 15), "");
+  return LLVMBuildSub(kb->b, pos, LLVMBuildLShr(kb->b, in16, kb_i64(kb, 1), ""), "dim");
+}
+
 /* One row's end as sd_head_out gets it, and th: the row (t * heads + head)
  * of out and lse, i64. */
 typedef struct {
@@ -325,9 +336,8 @@ static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, L
   int DV = k->v_dim;
   LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
   LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 4), "");
-  if (sd_bf16_partials(k)) {
-    /* pairs j and j + 1 of a quad lane are dims base + 2c + 8j + (0, 1, 8, 9): one 8-byte store at position base + 4c + 8j */
-    LLVMValueRef pos = LLVMBuildAdd(b, r->dim0, LLVMBuildAnd(b, r->dim0, kb_i64(kb, 15), ""), "pos");
+  if (sd_bf16_partials(k)) { /* pairs j and j + 1 in one 8-byte store (sd_partial_pos) */
+    LLVMValueRef pos = sd_partial_pos(kb, r->dim0);
     LLVMValueRef pb = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), pos, ""), kb_i64(kb, 2), "");
     for (int j = 0; j < r->nb; j += 2) {
       LLVMValueRef h16[4], v = LLVMGetUndef(LLVMVectorType(kb->i16, 4));

@@ -133,6 +133,12 @@ static inline int sd_p_parts(const dsv4_kernel *k) { return k->tile.p_format == 
  * bf16 (2 bytes a value) or fp32 (sd_head_out, combine.c). */
 static inline int sd_bf16_partials(const dsv4_kernel *k) { return k->tile.partials == DSV4_PARTIALS_BF16; }
 static inline int sd_partial_bytes(const dsv4_kernel *k) { return sd_bf16_partials(k) ? 2 : 4; }
+/* The bf16 partials' packing (sd_head_out, combine.c): a quad lane's dims
+ * base + 2c + 8j + (0, 1, 8, 9), j even, lie at positions base + 4c + 8j
+ * + 0..3.  sd_partial_pos: the position of the lane's first dim (i64);
+ * sd_partial_dim: the first dim at a position of four (i64). */
+LLVMValueRef sd_partial_pos(dsv4_kb *kb, LLVMValueRef dim);
+LLVMValueRef sd_partial_dim(dsv4_kb *kb, LLVMValueRef pos);
 
 /* Two f32 weights a and c of P as the words a matrix operand takes (bf16
  * pairs packed in an i32, a's in bits 0..15): *hi, and for bf16x2 *lo
