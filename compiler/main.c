@@ -12,12 +12,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <llvm/Config/llvm-config.h>
+#include <lua.h>
+
 #include "../targets/target.h"
 #include "bundle.h"
 #include "embed.h"
 #include "jobs.h"
 #include "spec.h"
 #include "tuned.h"
+
+#include "dsv4c_commit.h" /* DSV4C_COMMIT, made at every build (cmake/commit.cmake) */
 
 #ifndef DSV4C_VERSION
 #define DSV4C_VERSION "0.1.0"
@@ -37,21 +42,60 @@ typedef struct {
   int jobs;          /* -j: compile threads (0: one a processor) */
   int no_ptxas;      /* --no-ptxas */
   const char *lock;  /* --lock FILE: a tuned bundle */
+  int check;         /* --check: compile and validate, write nothing */
+  int outdir_default; /* outdir is the spec's stem, not given by -o */
+  char stem_buf[256];
 } options;
+
+/* "specs/decode.lua" -> "decode" */
+static void spec_stem(const char *spec, char *buf, size_t n)
+{
+  const char *b = strrchr(spec, '/');
+  b = b ? b + 1 : spec;
+  snprintf(buf, n, "%s", b);
+  char *dot = strrchr(buf, '.');
+  if (dot && dot != buf)
+    *dot = 0;
+}
+
+/* The default output folder: the spec's stem ("decode"), or "<stem>.out"
+ * where the stem is the spec's own file name (a spec without extension). */
+static void default_outdir(const char *spec, char *buf, size_t n)
+{
+  spec_stem(spec, buf, n);
+  const char *b = strrchr(spec, '/');
+  if (!strcmp(buf, b ? b + 1 : spec))
+    snprintf(buf + strlen(buf), n - strlen(buf), ".out");
+}
+
+/* What this dsv4c is and what it was built with: the toolchain a bundle's
+ * code depends on (the tuning lockfile keys on the same: tuned.c). */
+static void print_version(void)
+{
+  printf("dsv4c %s (commit %s)\n", DSV4C_VERSION, DSV4C_COMMIT);
+  printf("  LLVM %s (PTX, AMDGCN; ld.lld-19 links HSA code objects)\n", LLVM_VERSION_STRING);
+  printf("  LLVM %s with the Khronos SPIRV-LLVM-Translator (SPIR-V, in dsv4c-spirv)\n", DSV4C_LLVM15_VERSION);
+  printf("  %s (the spec language)\n", LUA_RELEASE);
+  printf("  SPIRV-Tools %s (SPIR-V validation)\n", dsv4_spirv_tools_version());
+}
 
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR] [--emit plan|llvm|asm|c] [-k KERNEL] [-I DIR] [-v]\n"
-          "             [-j N] [--no-ptxas] [--lock FILE]\n"
+          "usage: dsv4c SPEC [-t ptx,amdgcn,spirv] [-o DIR | --check] [--emit plan|llvm|asm|c] [-k KERNEL]\n"
+          "             [-I DIR] [-v] [-j N] [--no-ptxas] [--lock FILE]\n"
           "       dsv4c --help | --version\n"
           "\n"
           "Compile the kernels a Lua spec declares for the targets it names.\n"
           "  -t, --target LIST   only these targets (comma-separated): ptx, amdgcn, spirv\n"
           "  -o, --output DIR    write <kernel>.ptx/.hsaco/.spv (+ <kernel>.spir12.bc) and\n"
-          "                      <spec>.dsv4b, the bundle holding all of them with a manifest\n"
+          "                      <spec>.dsv4b, the bundle holding all of them with a manifest,\n"
+          "                      into DIR (default: the folder <spec> in the current folder,\n"
+          "                      \"decode\" for specs/decode.lua); one line says what was written\n"
+          "  --check             compile and validate every artifact, write nothing\n"
           "  --emit STAGE        print a stage to stdout: plan (checked spec), llvm\n"
-          "                      (optimized IR), asm (PTX, AMDGCN assembly, SPIR-V disassembly);\n"
+          "                      (optimized IR), asm (PTX, AMDGCN assembly, SPIR-V disassembly),\n"
+          "                      writing files only when -o is given;\n"
           "                      c: what -o writes plus <stem>_kernels.c (the bundle's bytes as a\n"
           "                      C array) and <stem>_kernels.h (opener, kernel names, typed\n"
           "                      launchers), <stem> made a C identifier, into DIR (default: .)\n"
@@ -70,6 +114,7 @@ static void usage(FILE *f)
           "  --max-instructions N  the spec's instruction budget (default %lld)\n"
           "  --max-memory MB     the spec's memory cap in MiB (default %lld)\n"
           "  -v, --verbose       say how each artifact was validated\n"
+          "  --version           dsv4c's version and commit, and the LLVM, Lua and SPIRV-Tools it uses\n"
           "Exit status: 0 success, 1 spec or code-generation error, 2 bad usage.\n"
           "Compiling never needs a GPU.\n",
           DSV4_SPEC_MAX_INSTRUCTIONS, DSV4_SPEC_MAX_MEMORY >> 20);
@@ -134,7 +179,7 @@ static int parse_args(int argc, char **argv, options *o)
       {"version", no_argument, 0, 'V'},      {"max-instructions", required_argument, 0, 'N'},
       {"max-memory", required_argument, 0, 'M'}, {"jobs", required_argument, 0, 'j'},
       {"no-ptxas", no_argument, 0, 'P'},         {"lock", required_argument, 0, 'L'},
-      {0, 0, 0, 0}};
+      {"check", no_argument, 0, 'C'},            {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   int c;
   opterr = 0;
@@ -154,6 +199,9 @@ static int parse_args(int argc, char **argv, options *o)
       break;
     case 'L':
       o->lock = optarg;
+      break;
+    case 'C':
+      o->check = 1;
       break;
     case 'I':
       if (o->sopts.ninclude_dirs == DSV4_SPEC_MAX_INCLUDE_DIRS) {
@@ -202,7 +250,7 @@ static int parse_args(int argc, char **argv, options *o)
       usage(stdout);
       exit(0);
     case 'V':
-      printf("dsv4c %s\n", DSV4C_VERSION);
+      print_version();
       exit(0);
     case ':':
       fprintf(stderr, "dsv4c: option '%s' needs an argument\n", argv[optind - 1]);
@@ -218,11 +266,36 @@ static int parse_args(int argc, char **argv, options *o)
     return 2;
   }
   o->spec = argv[optind];
-  if (o->emit == EMIT_C && !o->outdir)
-    o->outdir = ".";
-  if (o->lock && !o->outdir) {
-    fprintf(stderr, "dsv4c: --lock builds a tuned bundle: give -o DIR\n");
+  if (o->check && (o->outdir || o->emit == EMIT_C)) {
+    fprintf(stderr, "dsv4c: --check writes nothing: it takes neither -o nor --emit c\n");
     return 2;
+  }
+  /* a compile writes its output: -o DIR, else --emit c into the current
+   * folder, else the folder named after the spec; --check and the dumps
+   * to stdout (--emit plan|llvm|asm) write only where -o says */
+  if (!o->outdir && !o->check && o->emit == EMIT_C)
+    o->outdir = ".";
+  if (!o->outdir && !o->check && o->emit == EMIT_NONE) {
+    default_outdir(o->spec, o->stem_buf, sizeof o->stem_buf);
+    o->outdir = o->stem_buf;
+    o->outdir_default = 1;
+  }
+  if (o->lock && !o->outdir) {
+    fprintf(stderr, "dsv4c: --lock builds a tuned bundle: it takes no --check and writes where -o says\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* The output folder, made if missing; 0 on success.  Parallel builds run
+ * several dsv4c into one folder: another may create it between our look
+ * and our mkdir. */
+static int make_outdir(const char *dir)
+{
+  struct stat st;
+  if (mkdir(dir, 0777) && !(errno == EEXIST && !stat(dir, &st) && S_ISDIR(st.st_mode))) {
+    fprintf(stderr, "dsv4c: cannot create %s: %s\n", dir, errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
+    return 1;
   }
   return 0;
 }
@@ -241,17 +314,6 @@ static int write_out(const char *dir, const char *name, const void *p, size_t n)
   return 0;
 }
 
-/* "specs/decode.lua" -> "decode" */
-static void spec_stem(const char *spec, char *buf, size_t n)
-{
-  const char *b = strrchr(spec, '/');
-  b = b ? b + 1 : spec;
-  snprintf(buf, n, "%s", b);
-  char *dot = strrchr(buf, '.');
-  if (dot && dot != buf)
-    *dot = 0;
-}
-
 /* Whether -k selects kernel k: its name, or the sweep it is a variant of. */
 static int selected(const dsv4_plan *p, const options *o, const dsv4_kernel *k)
 {
@@ -259,6 +321,27 @@ static int selected(const dsv4_plan *p, const options *o, const dsv4_kernel *k)
     return 1;
   const dsv4_variant *v = dsv4_plan_variant(p, k->name);
   return v && !strcmp(p->sweeps[v->sweep].kernel, o->only);
+}
+
+/* The one line every compile that writes prints: where, and what. */
+static void print_summary(const options *o, const char *bundle, int n, int nchoices, size_t blen,
+                          const int per_target[DSV4_TARGET_COUNT], int nfallback)
+{
+  char what[512] = "";
+  size_t w = 0;
+  for (int t = 0; t < DSV4_TARGET_COUNT; t++)
+    if (per_target[t] && w < sizeof what)
+      w += (size_t)snprintf(what + w, sizeof what - w, "%s%d .%s", w ? ", " : "", per_target[t],
+                            dsv4_target_ext((dsv4_target_kind)t));
+  if (nfallback && w < sizeof what)
+    snprintf(what + w, sizeof what - w, ", %d .spir12.bc", nfallback);
+  const char *dir = o->outdir;
+  size_t dl = strlen(dir);
+  char choices[64] = "";
+  if (nchoices)
+    snprintf(choices, sizeof choices, ", %d choice record%s", nchoices, nchoices == 1 ? "" : "s");
+  fprintf(stderr, "dsv4c: wrote %s%s%s (%d artifact%s%s, %zu bytes) and %s beside it\n", dir,
+          dl && dir[dl - 1] == '/' ? "" : "/", bundle, n, n == 1 ? "" : "s", choices, blen, what);
 }
 
 static int count_errors(const dsv4_diags *d)
@@ -303,16 +386,6 @@ int main(int argc, char **argv)
   if (o.lock && dsv4_tuned_select(&plan, o.lock, o.targets, keep, &fresh, &d)) {
     print_diags(&d);
     return 1;
-  }
-  if (o.outdir) {
-    /* parallel builds run several dsv4c into one folder: another may
-     * create it between our look and our mkdir */
-    struct stat st;
-    if (mkdir(o.outdir, 0777) && !(errno == EEXIST && !stat(o.outdir, &st) && S_ISDIR(st.st_mode))) {
-      fprintf(stderr, "dsv4c: cannot create %s: %s\n", o.outdir, strerror(errno));
-      dsv4_lock_free(&fresh);
-      return 1;
-    }
   }
   unsigned want = o.emit == EMIT_LLVM ? DSV4_WANT_LLVM : o.emit == EMIT_ASM ? DSV4_WANT_ASM : 0;
   if (o.no_ptxas)
@@ -405,6 +478,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "dsv4c: %s: no kernel is declared for the selected target(s)\n", o.spec);
     failed = 1;
   }
+  /* the output folder, made only now that there is something to write */
+  if (!failed && o.outdir && make_outdir(o.outdir))
+    failed = 1;
   /* --emit c: the bundle as C source and its header, made (every generated
    * name checked) before anything is written, written before the rest */
   if (!failed && o.emit == EMIT_C) {
@@ -423,12 +499,15 @@ int main(int argc, char **argv)
   /* write only when every artifact compiled and validated */
   if (!failed && o.outdir) {
     char name[512], stem[256];
+    int per_target[DSV4_TARGET_COUNT] = {0}, nfallback = 0;
     for (int i = 0; i < n && !failed; i++) {
       snprintf(name, sizeof name, "%s.%s", items[i].kernel->name, dsv4_target_ext(items[i].target));
       failed |= write_out(o.outdir, name, items[i].art->code, items[i].art->code_len);
+      per_target[items[i].target]++;
       if (items[i].art->aux_len) {
         snprintf(name, sizeof name, "%s.spir12.bc", items[i].kernel->name);
         failed |= write_out(o.outdir, name, items[i].art->aux, items[i].art->aux_len);
+        nfallback++;
       }
     }
     spec_stem(o.spec, stem, sizeof stem);
@@ -452,9 +531,8 @@ int main(int argc, char **argv)
     if (!failed && dsv4_bundle_build_tuned(items, n, choices, nchoices, &bundle, &blen, &d) == 0) {
       snprintf(name, sizeof name, "%s.dsv4b", stem);
       failed |= write_out(o.outdir, name, bundle, blen);
-      if (o.verbose && !failed)
-        fprintf(stderr, "dsv4c: wrote %s/%s (%d artifacts, %d choice records, %zu bytes)\n", o.outdir, name, n,
-                nchoices, blen);
+      if (!failed)
+        print_summary(&o, name, n, nchoices, blen, per_target, nfallback);
     } else if (!failed) {
       print_diags(&d);
       failed = 1;

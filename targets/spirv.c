@@ -15,6 +15,11 @@
 #define DSV4C_SPIRV_HELPER_DEFAULT "dsv4c-spirv"
 #endif
 
+const char *dsv4_spirv_tools_version(void)
+{
+  return spvSoftwareVersionString();
+}
+
 /* Where the helper is: $DSV4C_SPIRV_HELPER, beside this executable, or the
  * install path compiled in. */
 static const char *helper_path(char *buf, size_t n)

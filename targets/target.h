@@ -29,6 +29,8 @@ const dsv4_target *dsv4_target_get(dsv4_target_kind kind);
 /* What the in-process targets need set up once per process (LLVM's target
  * registry and options): called before compiling on several threads. */
 void dsv4_targets_init(void);
+/* The SPIRV-Tools release SPIR-V is validated with (dsv4c --version). */
+const char *dsv4_spirv_tools_version(void);
 
 /* ---- helpers shared by the target files (tool.c) ---- */
 

@@ -56,6 +56,32 @@ static void dump_launch(dsv4_text *b, const dsv4_kernel *k, dsv4_target_kind t)
               ln->form == DSV4_FORM_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
 }
 
+/* The tile line in the spec's own field names: each op's fields share the
+ * plan's slots (the decode's heads_per_cta is tokens_per_cta, the logits'
+ * heads_per_thread values_per_thread); tile.p and tile.partials have lines
+ * of their own below. */
+static void dump_tile(dsv4_text *b, const dsv4_kernel *k)
+{
+  const dsv4_tile *t = &k->tile;
+  switch (k->op) {
+  case DSV4_OP_TOPK:
+    dsv4_text_printf(b, " threads %d\n", t->tokens_per_cta);
+    return;
+  case DSV4_OP_SPARSE_DECODE:
+    dsv4_text_printf(b, " values_per_thread %d heads_per_cta %d interleave %d matrix %d pair %d prefetch %d "
+                     "longest_first %d\n", t->values_per_thread, t->tokens_per_cta, t->interleave, t->matrix, t->pair,
+                     t->prefetch, t->longest_first);
+    return;
+  case DSV4_OP_PAGED_MQA_LOGITS:
+    dsv4_text_printf(b, " heads_per_thread %d tokens_per_cta %d matrix %d\n", t->values_per_thread, t->tokens_per_cta,
+                     t->matrix);
+    return;
+  default:
+    dsv4_text_printf(b, " values_per_thread %d tokens_per_cta %d tokens_per_thread %d interleave %d streaming %d\n",
+                     t->values_per_thread, t->tokens_per_cta, t->tokens_per_thread, t->interleave, t->streaming);
+  }
+}
+
 char *dsv4_plan_dump(const dsv4_plan *p)
 {
   dsv4_text b = {0};
@@ -64,11 +90,9 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     dump_layout(&b, &p->layouts[i]);
   for (int i = 0; i < p->nkernels; i++) {
     const dsv4_kernel *k = &p->kernels[i];
-    dsv4_text_printf(&b,
-              "kernel %s (%s:%d): op %s, layout %s, tile values_per_thread %d tokens_per_cta %d tokens_per_thread %d "
-              "interleave %d streaming %d\n",
-              k->name, k->file, k->line, dsv4_op_name(k->op), k->layout.name, k->tile.values_per_thread,
-              k->tile.tokens_per_cta, k->tile.tokens_per_thread, k->tile.interleave, k->tile.streaming);
+    dsv4_text_printf(&b, "kernel %s (%s:%d): op %s, layout %s, tile", k->name, k->file, k->line, dsv4_op_name(k->op),
+                     k->layout.name[0] ? k->layout.name : "(none)");
+    dump_tile(&b, k);
     if (k->rope_dims)
       dsv4_text_printf(&b, "  rope dims [%d, %d)\n", k->rope_first, k->rope_first + k->rope_dims);
     if (k->q_dim)

@@ -14,6 +14,8 @@
  * path): every error names the field by its path and points at its line
  * and column.  internal.h says which file of compiler/spec/ does what.
  */
+#include <errno.h>
+
 #include "internal.h"
 
 int dsv4_spec_load(const char *path, const dsv4_spec_opts *opts, dsv4_plan *plan, dsv4_diags *d)
@@ -22,7 +24,7 @@ int dsv4_spec_load(const char *path, const dsv4_spec_opts *opts, dsv4_plan *plan
   snprintf(plan->file, sizeof plan->file, "%s", path);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    dsv4_error(d, path, 0, "cannot open spec file");
+    dsv4_error(d, path, 0, "cannot open spec file: %s", strerror(errno));
     return 1;
   }
   fclose(f);
