@@ -9,7 +9,10 @@
 # them) or the dsv4c binary changes, writing the loose artifacts and
 # <spec-stem>.dsv4b into OUTPUT_DIR (default ${CMAKE_CURRENT_BINARY_DIR}/<name>).
 # INCLUDE_DIRS are passed as -I: the folders include() may search after the
-# spec's own (it never resolves outside them).
+# spec's own (it never resolves outside them); DSV4C_SPECS_DIR, the shipped
+# specs (layouts.lua and the rest), is always searched last, so a spec may
+# `include "layouts.lua"` as the shipped ones do, and its .lua files are
+# dependencies of every dsv4c_add_kernels target.
 # The bundle's path is the target property DSV4C_BUNDLE.
 #
 # EMBED: dsv4c also writes (--emit c) <id>_kernels.c, the bundle's bytes as
@@ -20,6 +23,12 @@
 # (it brings dsv4c::dsv4rt and OUTPUT_DIR as include folder) and
 # #include "<id>_kernels.h"; the program needs no bundle file at run time.
 # The properties DSV4C_SOURCE and DSV4C_HEADER give the two paths.
+# The shipped specs: set by the installed package (dsv4cConfig.cmake), or,
+# included from a source tree, the tree's own specs/.
+if(NOT DSV4C_SPECS_DIR)
+  get_filename_component(DSV4C_SPECS_DIR "${CMAKE_CURRENT_LIST_DIR}/../specs" ABSOLUTE)
+endif()
+
 function(dsv4c_add_kernels name)
   cmake_parse_arguments(A "EMBED" "SPEC;OUTPUT_DIR" "TARGETS;DEPENDS;INCLUDE_DIRS" ${ARGN})
   if(NOT A_SPEC)
@@ -52,9 +61,11 @@ function(dsv4c_add_kernels name)
     endif()
   endif()
   set(iflags)
-  foreach(dir ${A_INCLUDE_DIRS})
+  foreach(dir ${A_INCLUDE_DIRS} ${DSV4C_SPECS_DIR})
     list(APPEND iflags -I ${dir})
   endforeach()
+  file(GLOB shipped_specs ${DSV4C_SPECS_DIR}/*.lua)
+  list(APPEND A_DEPENDS ${shipped_specs})
   set(bundle ${A_OUTPUT_DIR}/${stem}.dsv4b)
   if(NOT A_EMBED)
     add_custom_command(OUTPUT ${bundle}

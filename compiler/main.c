@@ -45,6 +45,7 @@ typedef struct {
   int check;         /* --check: compile and validate, write nothing */
   int outdir_default; /* outdir is the spec's stem, not given by -o */
   char stem_buf[256];
+  char specs_buf[PATH_MAX];
 } options;
 
 /* "specs/decode.lua" -> "decode" */
@@ -66,6 +67,32 @@ static void default_outdir(const char *spec, char *buf, size_t n)
   const char *b = strrchr(spec, '/');
   if (!strcmp(buf, b ? b + 1 : spec))
     snprintf(buf + strlen(buf), n - strlen(buf), ".out");
+}
+
+/* The shipped specs folder, searched by include() after the -I folders:
+ * <prefix>/share/dsv4c/specs beside an installed dsv4c, else the source
+ * tree's specs/ for a dsv4c run from its build tree.  NULL if neither. */
+static const char *shipped_specs(char *buf, size_t n)
+{
+  char exe[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  struct stat st;
+  if (len > 0) {
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = 0;
+      int w = snprintf(buf, n, "%s/../share/dsv4c/specs", exe);
+      if (w > 0 && (size_t)w < n && !stat(buf, &st) && S_ISDIR(st.st_mode))
+        return buf;
+    }
+  }
+#ifdef DSV4C_SOURCE_SPECS
+  snprintf(buf, n, "%s", DSV4C_SOURCE_SPECS);
+  if (!stat(buf, &st) && S_ISDIR(st.st_mode))
+    return buf;
+#endif
+  return NULL;
 }
 
 /* What this dsv4c is and what it was built with: the toolchain a bundle's
@@ -109,7 +136,8 @@ static void usage(FILE *f)
           "                      winners as choice records (dsv4rt_bundle_open installs those of its\n"
           "                      GPU model), and <spec>.lock beside it holds those entries; stale\n"
           "                      entries (spec, toolchain or code changed) are reported and left out\n"
-          "  -I DIR              a folder include() searches after the including file's own\n"
+          "  -I DIR              a folder include() searches after the including file's own;\n"
+          "                      the shipped specs (layouts.lua, ...) are searched last\n"
           "                      (includes never resolve outside these folders)\n"
           "  --max-instructions N  the spec's instruction budget (default %lld)\n"
           "  --max-memory MB     the spec's memory cap in MiB (default %lld)\n"
@@ -266,6 +294,11 @@ static int parse_args(int argc, char **argv, options *o)
     return 2;
   }
   o->spec = argv[optind];
+  /* the shipped specs (layouts.lua, ...) after the -I folders */
+  if (o->sopts.ninclude_dirs < DSV4_SPEC_MAX_INCLUDE_DIRS && shipped_specs(o->specs_buf, sizeof o->specs_buf)) {
+    o->incdirs[o->sopts.ninclude_dirs++] = o->specs_buf;
+    o->sopts.include_dirs = o->incdirs;
+  }
   if (o->check && (o->outdir || o->emit == EMIT_C)) {
     fprintf(stderr, "dsv4c: --check writes nothing: it takes neither -o nor --emit c\n");
     return 2;

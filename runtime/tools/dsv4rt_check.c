@@ -1,7 +1,7 @@
 /* dsv4rt_check.c -- run every kernel of a bundle on the best device present
  * and check it against the host reference.
  *
- *   dsv4rt-check BUNDLE [auto|cuda|opencl]
+ *   dsv4rt-check BUNDLE [auto|cuda|opencl] [--lock LOCKFILE] [--choose OP=D1,D2,...]
  *
  * The main job of the README's first command: after dsv4c has compiled
  * specs/decode.lua for every target, this picks the device (a CUDA GPU if
@@ -281,27 +281,92 @@ static int check_decode(dsv4rt_bundle *b, int e, const char *name)
   return rc;
 }
 
-int main(int argc, char **argv)
+/* --choose OP=D1,D2,...: which kernel the bundle's tuning picks for a call
+ * of OP with those dims (dsv4rt_bundle_tuned_kernel); 0 printed, 2 bad. */
+static int choose(dsv4rt_bundle *b, const char *spec)
 {
-  if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: dsv4rt-check BUNDLE [auto|cuda|opencl]\n");
+  char op[64];
+  int64_t dims[8];
+  int nd = 0;
+  const char *eq = strchr(spec, '=');
+  if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof op) {
+    fprintf(stderr, "dsv4rt-check: --choose takes OP=D1,D2,... (sparse_decode=8,128,128,1024,64), not '%s'\n", spec);
     return 2;
   }
+  snprintf(op, sizeof op, "%.*s", (int)(eq - spec), spec);
+  for (const char *p = eq + 1; *p;) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || nd == 8 || (*end && *end != ',')) {
+      fprintf(stderr, "dsv4rt-check: --choose %s: the dims are whole numbers separated by commas (at most 8)\n", spec);
+      return 2;
+    }
+    dims[nd++] = v;
+    p = *end ? end + 1 : end;
+  }
+  const char *k = dsv4rt_bundle_tuned_kernel(b, op, dims, nd);
+  printf("%s: %s\n", spec,
+         k ? k : "no tuning entry for this device's GPU model covers this shape: the runtime's default rule chooses");
+  printf("  (%d tuned choice(s) loaded for %s)\n", dsv4rt_bundle_tuning_count(b), dsv4rt_device_name(ctx));
+  return 0;
+}
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: dsv4rt-check BUNDLE [auto|cuda|opencl] [--lock LOCKFILE] [--choose OP=D1,D2,...]\n"
+                  "  run every kernel of BUNDLE on the device against the C reference; or, with --choose,\n"
+                  "  say which kernel the bundle's tuning (and LOCKFILE's) picks for a call of OP with\n"
+                  "  those dims (sparse_decode: tokens,heads,topk,extra_topk,extra_block_size;\n"
+                  "  paged_mqa_logits: batch,next_n,row_len; the other ops: their main count)\n");
+}
+
+int main(int argc, char **argv)
+{
   dsv4rt_backend be = DSV4RT_BACKEND_AUTO;
-  if (argc == 3)
-    be = !strcmp(argv[2], "cuda") ? DSV4RT_BACKEND_CUDA : !strcmp(argv[2], "opencl") ? DSV4RT_BACKEND_OPENCL
-                                                                                    : DSV4RT_BACKEND_AUTO;
+  const char *path = NULL, *lock = NULL, *pick = NULL;
+  for (int i = 1; i < argc; i++) {
+    if ((!strcmp(argv[i], "--lock") || !strcmp(argv[i], "--choose")) && i + 1 < argc)
+      *(argv[i][2] == 'l' ? &lock : &pick) = argv[i + 1], i++;
+    else if (!strcmp(argv[i], "auto") || !strcmp(argv[i], "cuda") || !strcmp(argv[i], "opencl"))
+      be = argv[i][0] == 'c' ? DSV4RT_BACKEND_CUDA : argv[i][0] == 'o' ? DSV4RT_BACKEND_OPENCL : DSV4RT_BACKEND_AUTO;
+    else if (!path && argv[i][0] != '-')
+      path = argv[i];
+    else {
+      fprintf(stderr, "dsv4rt-check: unexpected argument '%s'\n", argv[i]);
+      usage();
+      return 2;
+    }
+  }
+  if (!path) {
+    usage();
+    return 2;
+  }
   if (dsv4rt_context_create(be, 0, &ctx)) {
     fprintf(stderr, "dsv4rt-check: %s\n", dsv4rt_last_error(NULL));
     return 1;
   }
   dsv4rt_bundle *b;
-  if (dsv4rt_bundle_open(ctx, argv[1], &b)) {
+  if (dsv4rt_bundle_open(ctx, path, &b)) {
     fprintf(stderr, "dsv4rt-check: %s\n", dsv4rt_last_error(ctx));
+    dsv4rt_context_destroy(ctx);
     return 1;
   }
+  if (lock && dsv4rt_bundle_load_tuning(b, lock)) {
+    fprintf(stderr, "dsv4rt-check: %s\n", dsv4rt_last_error(ctx));
+    if (dsv4rt_bundle_tuning_count(b) == 0) {
+      dsv4rt_bundle_destroy(b);
+      dsv4rt_context_destroy(ctx);
+      return 1;
+    }
+  }
+  if (pick) {
+    int rc = choose(b, pick);
+    dsv4rt_bundle_destroy(b);
+    dsv4rt_context_destroy(ctx);
+    return rc;
+  }
   rng.s = dsv4_check_seed();
-  printf("dsv4rt-check: %s\n  device: %s [%s]\n  seed: DSV4_SEED=%llu\n", argv[1], dsv4rt_device_name(ctx),
+  printf("dsv4rt-check: %s\n  device: %s [%s]\n  seed: DSV4_SEED=%llu\n", path, dsv4rt_device_name(ctx),
          dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_CUDA ? "cuda" : "opencl", (unsigned long long)rng.s);
   int bad = 0, ran = 0, unchecked = 0;
   for (int i = 0; i < dsv4rt_bundle_count(b); i++) {
@@ -331,7 +396,7 @@ int main(int argc, char **argv)
   if (!ran) { /* nothing compared: not a success */
     printf("no kernel run on %s: FAILED\n", dsv4rt_device_name(ctx));
     fprintf(stderr, "dsv4rt-check: %s: none of its %d kernel(s) was run and checked on %s (no code for this device, "
-            "or no check here for its op or layout)\n", argv[1], unchecked, dsv4rt_device_name(ctx));
+            "or no check here for its op or layout)\n", path, unchecked, dsv4rt_device_name(ctx));
     dsv4rt_context_destroy(ctx);
     return 1;
   }
