@@ -1,4 +1,4 @@
-/* test_quant_ref.c -- unit test of the host reference writers (runtime/ref/dsv4_ref.c): fp32 -> e4m3,
+/* test_quant_ref.c -- unit test of the host reference writers (runtime/ref/ref_insert.c): fp32 -> e4m3,
  * the quantizer exponent, the layout-driven KV quant-insert and the fused Q-norm + RoPE (OPS.md sections
  * 1, 4, 5 and 8), including byte-exact comparisons with the golden kv_quant caches.
  * Usage: test_quant_ref GOLDEN_ROOT   (e.g. /work/shared/golden).  Exit 0 on pass, 1 on any failure.
