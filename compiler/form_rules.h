@@ -3,8 +3,7 @@
  * (forms.c) applies these rules once per (kernel, target) and records the
  * result in the launch record the bundle carries (dsv4_abi.h); the
  * generators build exactly what they say; the runtime only reads the
- * record.  Until bundle version 6 they sat in the installed dsv4_abi.h
- * because the runtime re-derived the launch from them. */
+ * record, so these stay out of the installed headers. */
 #ifndef DSV4_FORM_RULES_H
 #define DSV4_FORM_RULES_H
 

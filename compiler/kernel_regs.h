@@ -10,10 +10,9 @@
  * 4 (L + F) + p P <= cap x threads / 32, or a setmaxnreg.inc waits forever.
  * The lead holds S (32 registers) and its share of O (LEAD_DIMS of V), the
  * follower the rest of O.  Eight producer warps at 72 registers in both
- * forms: one row a thread a tile in CTA pairs, two alone (four warps at
- * 136 until the producers' instructions were cut: eight then spilled, and
- * since measured 15-17% faster at V4-Flash).  How these values were
- * chosen, with the measurements: docs/perf-log.md. */
+ * forms: one row a thread a tile in CTA pairs, two alone; eight at 72
+ * measured 15-17% faster at V4-Flash than four at 136.  How these values
+ * were chosen, with the measurements: docs/perf-log.md. */
 #ifndef DSV4_KERNEL_REGS_H
 #define DSV4_KERNEL_REGS_H
 

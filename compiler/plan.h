@@ -1,6 +1,6 @@
 /* plan.h -- the checked form of a spec: plain C structs, no pointers, no Lua.
  *
- * The spec checker (spec.c) turns Lua tables into these structs once; code
+ * The spec checker (compiler/spec/) turns Lua tables into these structs once; code
  * generators, targets, the bundle writer and the host reference read only
  * these.  Every struct is self-contained (names are arrays, the layout is
  * copied into each kernel by value) so a kernel plan can be written to a pipe

@@ -341,7 +341,7 @@ static inline long long dsv4_decode_work_floats(long long tokens, long long head
 #define DSV4_BUNDLE_MAX_CHOICES 512 /* the most choice records a reader takes */
 
 /* The ranges an entry's fields may hold: what the spec checker
- * (compiler/spec.c) can emit.  The reader holds every entry to them before
+ * (compiler/spec/) can emit.  The reader holds every entry to them before
  * any arithmetic on them, so the launch rules above (int arithmetic) cannot
  * overflow on a hostile bundle. */
 #define DSV4_ENTRY_MAX_THREADS 1024

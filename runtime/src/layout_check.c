@@ -2,7 +2,7 @@
  * outside checked before anything addresses memory through it.  Each field
  * is bounded first and every sum or product is taken in 64 bits on bounded
  * values, so a hostile layout gets a message, never an overflow.  The rule
- * matches what the spec checker (compiler/spec.c) holds a spec to, less its
+ * matches what the spec checker (compiler/spec/) holds a spec to, less its
  * demand that segments cover every dim (the reference fills gaps with 0;
  * the bundle reader asks for full cover itself). */
 #include "layout_check.h"

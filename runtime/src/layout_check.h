@@ -10,7 +10,7 @@
 #include "dsv4_layout.h"
 
 /* The ranges a layout's fields may hold: those the spec checker
- * (compiler/spec.c) takes. */
+ * (compiler/spec/) takes. */
 #define DSV4_LAYOUT_MAX_DIM 4096
 #define DSV4_LAYOUT_MAX_ROW_BYTES (1 << 20)
 #define DSV4_LAYOUT_MAX_SCALE_ROW_BYTES (1 << 16)

@@ -545,11 +545,9 @@ static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_dec
  * (token, head group) pairs alone do not, at most one a tile and at most
  * DSV4_DECODE_COMBINE_BATCH: the combine loads that many splits of a row
  * at once, and one more costs a second dependent round of loads (V4-Flash
- * T 8, ten tiles: 8 splits 14.2 us, 10 splits 14.9, H200).  (Until the
- * twenty-first session it then took the fewest splits with the same
- * longest share, T 8 at 1152 indices 6 splits of 3 tiles rather than 8 of
- * 2 or 3: 2% faster then; with the cheaper producers 8 measured 4% faster,
- * docs/perf-log.md.) */
+ * T 8, ten tiles: 8 splits 14.2 us, 10 splits 14.9, H200).  It does not
+ * round down to the fewest splits with the same longest share: 8 uneven
+ * splits measured 4% faster than 6 even ones (docs/perf-log.md). */
 static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, const dsv4rt_launch_opts *opts)
 {
   int64_t groups = (a->heads + c->en->tokens_per_cta - 1) / c->en->tokens_per_cta * a->n_tokens;

@@ -415,7 +415,7 @@ int lg_warp(dsv4_kb *kb, const dsv4_kernel *k)
    * 16 bytes: a quarter warp's 16-byte reads of 2 rows x 4 slices hit
    * distinct banks), read per m-tile as q^T fragments and column weights */
   if (NM * H * QS + NM * H * 4 + LG_WARPS * DSV4_LOGITS_STAGES * RING_STAGE_BYTES(D) != dsv4_logits_warp_shared_bytes(D, H))
-    return 1; /* the checker's rule (dsv4_abi.h) is out of step with the arrays below */
+    return 1; /* form_rules.h's rule (choose_form's record) is out of step with the arrays below */
   w.qs = kb_shared_array(kb, kb->i8, NM * H * QS, "dsv4_q");
   w.ws = kb_shared_array(kb, kb->f32, NM * H, "dsv4_w");
   LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, w.next_n), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */

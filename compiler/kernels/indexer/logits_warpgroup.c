@@ -397,7 +397,7 @@ int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k)
   if (wg_tma_ok(kb, &k->layout))
     wg_tma_init(kb, &w);
   if (smem != dsv4_logits_wg_shared_bytes(D, H))
-    return 1; /* the checker's rule (dsv4_abi.h) is out of step with this code */
+    return 1; /* form_rules.h's rule (choose_form's record) is out of step with this code */
   wg_min_ctas(kb, smem, threads, QR);
   wg_copy_q(kb, &w, next_n, threads);
   kb->t->cp_async_commit(kb);

@@ -429,7 +429,7 @@ LLVMValueRef sd_carve(dsv4_kb *kb, LLVMValueRef sm, long long *o, long long byte
 }
 
 /* The generator's own layout of dynamic shared memory (o bytes) against
- * the dsv4_abi.h rule the checker and the runtime use. */
+ * form_rules.h's rule, which choose_form recorded in the launch record. */
 int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
 {
   int want = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);

@@ -157,7 +157,7 @@ void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef
 /* The next `bytes` of dynamic shared memory sm, from offset *o (advanced). */
 LLVMValueRef sd_carve(dsv4_kb *kb, LLVMValueRef sm, long long *o, long long bytes);
 
-/* 0 if o bytes of shared memory carved for `form` match dsv4_abi.h's rule;
+/* 0 if o bytes of shared memory carved for `form` match form_rules.h's rule;
  * else an internal error in d. */
 int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d);
 

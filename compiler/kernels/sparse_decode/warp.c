@@ -376,7 +376,7 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, ds
   return 0;
 }
 
-/* The shared regions, in dsv4_abi.h's order; 0 if they add up to its rule. */
+/* The shared regions, in form_rules.h's order; 0 if they add up to its rule. */
 static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, warp_ctx *x, dsv4_diags *d)
 {
   LLVMValueRef sm = kb_dyn_shared(kb);

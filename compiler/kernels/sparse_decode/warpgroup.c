@@ -9,7 +9,7 @@
 #include "warpgroup.h"
 
 enum {
-  /* V dims of the lead's P V, the follower taking the rest (dsv4_abi.h:
+  /* V dims of the lead's P V, the follower taking the rest (kernel_regs.h:
    * smaller shares for the lead measured no faster) */
   WG_LEAD_DIMS = DSV4_DECODE_WG_LEAD_DIMS,
   WG_NB_MAX = (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 > WG_LEAD_DIMS / 8 ? (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 : WG_LEAD_DIMS / 8
@@ -481,7 +481,7 @@ static void set_shape(const dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x)
 }
 
 /* 0 if this target can build the form for k, else an error in d: the
- * hooks, the shape dsv4_abi.h fixes, and the roles' registers within the
+ * hooks, the shape form_rules.h fixes, and the roles' registers within the
  * launch's. */
 static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, dsv4_diags *d)
 {
@@ -504,7 +504,7 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, dsv4
   return 0;
 }
 
-/* The shared regions, in dsv4_abi.h's order; 0 if they add up to its rule
+/* The shared regions, in form_rules.h's order; 0 if they add up to its rule
  * and the output staging fits the q and K regions. */
 static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x, dsv4_diags *d)
 {

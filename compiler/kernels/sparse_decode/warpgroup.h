@@ -4,7 +4,7 @@
  * warpgroup.c (the entry, the consumer warpgroups) and
  * warpgroup_producers.c (the producer warps).  No other file includes it.
  *
- * One CTA per (token, 64 heads), in three roles (dsv4_abi.h fixes the
+ * One CTA per (token, 64 heads), in three roles (form_rules.h fixes the
  * shape and the shared memory).  dsv4_decode_wg_producers() producer warps
  * find each tile's 64 K rows and dequantize them with the gathers'
  * layout-driven code straight from the cache into one of two bf16 K tiles,
