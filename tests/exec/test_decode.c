@@ -28,7 +28,8 @@
  *    as chosen, 1 and 3 splits, two decodes launched back to back): held
  *    to OPS.md's condition-aware bound, max(abs, rel |want|) + (u_P + n
  *    2^-24) sum_j p_j |V_j| (dsv4_check_cond_ok; the reference computes the
- *    sum), u_P the kernel's P format's unit roundoff; lse to its tolerance.
+ *    sum), u_P the kernel's P format's unit roundoff; lse to its tolerance
+ *    plus (2 sqrt(dim) + 8) 2^-24 of its conditioning (dsv4_check_lse_cond_ok).
  *    Kernels whose split-KV partials are bf16 (tile.partials) are held to
  *    the same bound: no term is added for that rounding (docs/kernels.md
  *    says why it stays inside; the fixtures also run with 3 and 8 splits).
