@@ -129,9 +129,20 @@ DSV4RT_API dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms);
 
 /* Read and check the bundle file at path (version, size, checksum, every
  * entry and choice record); the caller owns *out.  Kernels are loaded on
- * first launch.  A tuned bundle's choice records (dsv4c --lock: bundle
- * version 7) of this device's GPU model are installed as its tuning
- * choices (below); those of other models are left out silently. */
+ * first launch.  The code the OpenCL backend hands a driver is held to its
+ * format first (SPIR-V: header and every instruction's length; the SPIR
+ * 1.2 bitcode: the LLVM bitstream's blocks, abbreviations and records, and
+ * sane bounds on the counts and indices an LLVM reader allocates by):
+ * DSV4RT_ERR_BUNDLE_FORMAT naming the entry otherwise.  That is structure,
+ * not meaning: a well-formed module can still make a driver's compiler
+ * fail or kill the process (LLVM 15, PoCL 3.1's, crashes on some
+ * metadata and instruction records that reference the wrong kind of
+ * value), and PTX text is handed to the CUDA driver unchecked.  Open only
+ * bundles from a source you trust, or open and launch untrusted ones in a
+ * process of their own.
+ * A tuned bundle's choice records (dsv4c --lock: bundle version 7) of
+ * this device's GPU model are installed as its tuning choices (below);
+ * those of other models are left out silently. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out);
 /* The same from memory; the bytes are copied. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size,

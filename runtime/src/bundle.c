@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "code_check.h"
 #include "layout_check.h"
 #include "lock.h"
 #include "rt.h"
@@ -20,7 +21,8 @@ _Static_assert(DSV4_CHOICE_DIMS == DSV4_SHAPE_DIMS, "a choice record's bucket is
  * and shared memory are checked against the device when a kernel is
  * chosen, cuda.c / opencl.c: the compiler decided them, the reader does
  * not re-derive them), the layout addressable (layout_check.c), code inside the
- * file past the entry table and the choice records, each choice record's
+ * file past the entry table and the choice records, the code a driver is
+ * handed well formed (code_check.c: SPIR-V and LLVM bitcode), each choice record's
  * fields (check_choice), and every byte of the file accounted for.  A
  * refused bundle gets DSV4RT_ERR_BUNDLE_FORMAT and a message naming the
  * entry or choice record and the field. */
@@ -263,9 +265,24 @@ static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t s
   return 0;
 }
 
+/* The code the OpenCL backend hands to a driver, held to its format
+ * (code_check.c): a spirv entry's SPIR-V and its SPIR 1.2 bitcode (on
+ * ranges check_code put inside the file). */
+static int check_driver_code(const dsv4_bundle_entry *e, const uint8_t *data, char *why)
+{
+  char m[RT_WHY - 64];
+  if (e->target != 2)
+    return 0;
+  if (rt_spirv_check(data + e->code_off, e->code_len, m, sizeof m))
+    return bad(why, "code: %s", m);
+  if (e->aux_len && rt_bitcode_check(data + e->aux_off, e->aux_len, m, sizeof m))
+    return bad(why, "aux (SPIR 1.2): %s", m);
+  return 0;
+}
+
 /* Every field of entry i (of a table ending at table_end in a file of size bytes). */
 static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e, int i, uint64_t table_end,
-                                 uint64_t size)
+                                 const uint8_t *data, uint64_t size)
 {
   if (!memchr(e->name, 0, sizeof e->name))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is not a NUL-terminated string", i);
@@ -273,7 +290,8 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is empty", i);
   char why[RT_WHY];
   if (check_kind(e, why) || check_flags(e, why) || check_tile(e, why) || check_op_fields(e, why) ||
-      check_entry_layout(e, why) || check_geometry(e, why) || check_code(e, table_end, size, why))
+      check_entry_layout(e, why) || check_geometry(e, why) || check_code(e, table_end, size, why) ||
+      check_driver_code(e, data, why))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): %s", i, e->name, why);
   return DSV4RT_OK;
 }
@@ -415,7 +433,7 @@ static dsv4rt_status check_entries(dsv4rt_context *ctx, dsv4rt_bundle *b)
   for (int i = 0; i < b->n; i++) {
     memcpy(&b->entries[i], b->data + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry),
            sizeof(dsv4_bundle_entry));
-    dsv4rt_status s = check_entry(ctx, &b->entries[i], i, table_end, b->size);
+    dsv4rt_status s = check_entry(ctx, &b->entries[i], i, table_end, b->data, b->size);
     if (s)
       return s;
   }

@@ -46,19 +46,33 @@ static dsv4_artifact arts[DSV4_BUNDLE_MAX_ENTRIES];
 static int nitems;
 
 /* A stand-in artifact for item i: code of no NUL byte and of a length that
- * leaves padding after it, a SPIR fallback for spirv, the flags the
- * generator gives the warp-matrix decode on sm_90a. */
+ * leaves padding after it; for spirv, the smallest well-formed modules the
+ * reader's code checks take (runtime/src/code_check.c): SPIR-V of a header,
+ * an OpCapability and i % 7 OpNops, and as its SPIR fallback LLVM bitcode
+ * of one empty module block; the flags the generator gives the
+ * warp-matrix decode on sm_90a. */
 static void fake_artifact(int i, const dsv4_kernel *k, dsv4_target_kind t, dsv4_artifact *a)
 {
   memset(a, 0, sizeof *a);
-  a->code_len = 100 + 13 * (size_t)i;
-  a->code = malloc(a->code_len);
-  for (size_t j = 0; j < a->code_len; j++)
-    a->code[j] = (unsigned char)('a' + (i + j) % 26);
   if (t == DSV4_TARGET_SPIRV) {
-    a->aux_len = 9 + (size_t)i;
+    uint32_t w[14] = {0x07230203u, 0x00010000u, 0, 1, 0, 2u << 16 | 17, 4}; /* ..., OpCapability Addresses */
+    int nw = 7 + i % 7;
+    for (int j = 7; j < nw; j++)
+      w[j] = 1u << 16; /* OpNop */
+    /* 'BC' 0xC0DE; ENTER_SUBBLOCK (abbreviation id 1 of 2 bits), block 8 (VBR8), width 2 (VBR4); a length
+     * word of 1; END_BLOCK, aligned */
+    static const uint8_t bc[16] = {'B', 'C', 0xC0, 0xDE, 0x21, 0x08, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    a->code_len = (size_t)nw * 4;
+    a->code = malloc(a->code_len);
+    memcpy(a->code, w, a->code_len);
+    a->aux_len = sizeof bc;
     a->aux = malloc(a->aux_len);
-    memset(a->aux, 0x5A, a->aux_len);
+    memcpy(a->aux, bc, sizeof bc);
+  } else {
+    a->code_len = 100 + 13 * (size_t)i;
+    a->code = malloc(a->code_len);
+    for (size_t j = 0; j < a->code_len; j++)
+      a->code[j] = (unsigned char)('a' + (i + j) % 26);
   }
   if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix && !strcmp(k->target[t].arch, "sm_90a"))
     a->flags = DSV4_ENTRY_FIRST_WAITS | DSV4_ENTRY_SECOND_WAITS;
