@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../compiler/form_rules.h" /* dsv4_form_launch: the rule the compiler writes launch records by */
 #include "code_check.h"
 #include "layout_check.h"
 #include "lock.h"
@@ -17,10 +18,11 @@ _Static_assert(DSV4_CHOICE_DIMS == DSV4_SHAPE_DIMS, "a choice record's bucket is
 /* A bundle's checks hold every field to the format (dsv4_abi.h) before
  * anything computes with it: strings terminated, enumerations known,
  * integers inside the ranges the compiler can emit, a launch record whose
- * form, grid rule, cluster and companion kernel go together (its threads
- * and shared memory are checked against the device when a kernel is
- * chosen, cuda.c / opencl.c: the compiler decided them, the reader does
- * not re-derive them), the layout addressable (layout_check.c), code inside the
+ * form, grid rule, cluster and companion kernel go together and whose
+ * threads, shared memory and second kernel's threads are what the form's
+ * rule gives the entry's tile (check_rule: the compiler's own
+ * dsv4_form_launch; against the device they are checked when a kernel is
+ * chosen, cuda.c / opencl.c), the layout addressable (layout_check.c), code inside the
  * file past the entry table and the choice records, the code a driver is
  * handed well formed (code_check.c: SPIR-V and LLVM bitcode), each choice record's
  * fields (check_choice), and every byte of the file accounted for.  A
@@ -239,6 +241,51 @@ static int check_geometry(const dsv4_bundle_entry *e, char *why)
   return 0;
 }
 
+/* The launch record against the rule its form launches by
+ * (form_rules.h's dsv4_form_launch, which the compiler wrote it with),
+ * from the entry's layout, tile, v_dim and heads (bounded by the checks
+ * before): a record in range but not the kernel's (threads 128 -> 64, or
+ * tokens_per_cta 4 -> 8 under a kernel built for 4) would launch and give
+ * wrong output silently.  A tile field changed together with the record
+ * to agree still passes: the tile the code was built with is not in the
+ * entry to compare. */
+static int check_rule(const dsv4_bundle_entry *e, char *why)
+{
+  static const struct {
+    const char *name;
+    size_t at;
+  } f[] = {
+      {"threads", offsetof(dsv4_launch, threads)},
+      {"shared_bytes", offsetof(dsv4_launch, shared_bytes)},
+      {"cluster", offsetof(dsv4_launch, cluster)},
+      {"grid rule", offsetof(dsv4_launch, grid)},
+      {"second kernel", offsetof(dsv4_launch, second)},
+      {"second_threads", offsetof(dsv4_launch, second_threads)},
+  };
+  static const dsv4_layout none;
+  const dsv4_layout *l = dsv4_op_has_layout((int)e->op) ? &e->layout : &none;
+  dsv4_launch want;
+  char tile[160];
+  snprintf(tile, sizeof tile, "dim %d, values_per_thread %u, tokens_per_cta %u, tokens_per_thread %u%s", l->dim,
+           e->values_per_thread, e->tokens_per_cta, e->tokens_per_thread,
+           e->op == DSV4_OP_SPARSE_DECODE ? ", v_dim" : e->op == DSV4_OP_PAGED_MQA_LOGITS ? ", heads" : "");
+  if (e->op == DSV4_OP_SPARSE_DECODE || e->op == DSV4_OP_PAGED_MQA_LOGITS)
+    snprintf(tile + strlen(tile), sizeof tile - strlen(tile), " %u",
+             e->op == DSV4_OP_SPARSE_DECODE ? e->v_dim : e->heads);
+  if (dsv4_form_launch((int)e->op, (int)e->launch.form, l, (int)e->values_per_thread, (int)e->tokens_per_cta,
+                       (int)e->tokens_per_thread, (int)e->heads, (int)e->v_dim, &want))
+    return bad(why, "launch form %u of op %s does not take this tile (%s)", e->launch.form, rt_op_name(e->op), tile);
+  for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
+    uint32_t got, rule;
+    memcpy(&got, (const char *)&e->launch + f[k].at, 4);
+    memcpy(&rule, (const char *)&want + f[k].at, 4);
+    if (got != rule)
+      return bad(why, "launch %s %u is not the %u that op %s's form %u gives its tile (%s)", f[k].name, got, rule,
+                 rt_op_name(e->op), e->launch.form, tile);
+  }
+  return 0;
+}
+
 /* The code and aux ranges: 16-byte aligned, past the entry table, inside
  * the file (compared so that nothing overflows); aux only for spirv. */
 static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t size, char *why)
@@ -290,7 +337,8 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is empty", i);
   char why[RT_WHY];
   if (check_kind(e, why) || check_flags(e, why) || check_tile(e, why) || check_op_fields(e, why) ||
-      check_entry_layout(e, why) || check_geometry(e, why) || check_code(e, table_end, size, why) ||
+      check_entry_layout(e, why) || check_geometry(e, why) || check_rule(e, why) ||
+      check_code(e, table_end, size, why) ||
       check_driver_code(e, data, why))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): %s", i, e->name, why);
   return DSV4RT_OK;

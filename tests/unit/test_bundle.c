@@ -646,6 +646,91 @@ static void check_installed(const uint8_t *base, size_t size)
 }
 
 /* A bundle the build wrote opens. */
+/* Entry e of the bundle at b alone, in a bundle of its own (its code and
+ * aux copied after it, no choice records) into out; returns its size. */
+static size_t entry_alone(const uint8_t *b, int e, uint8_t *out)
+{
+  dsv4_bundle_entry en;
+  memcpy(&en, entry_at((uint8_t *)b, e), sizeof en);
+  size_t at = DSV4_BUNDLE_HEADER_BYTES + sizeof en;
+  memset(out, 0, DSV4_BUNDLE_HEADER_BYTES);
+  memcpy(out, b, 12); /* magic, version */
+  put32(out + DSV4_BUNDLE_AT_NENTRIES, 1);
+  at = (at + 15) / 16 * 16;
+  memcpy(out + at, b + en.code_off, en.code_len);
+  en.code_off = at, at += en.code_len;
+  if (en.aux_len) {
+    size_t to = (at + 15) / 16 * 16;
+    memset(out + at, 0, to - at);
+    memcpy(out + to, b + en.aux_off, en.aux_len);
+    en.aux_off = to, at = to + en.aux_len;
+  }
+  size_t end = (at + 15) / 16 * 16;
+  memset(out + at, 0, end - at);
+  memcpy(out + DSV4_BUNDLE_HEADER_BYTES, &en, sizeof en);
+  memset(out + DSV4_BUNDLE_HEADER_BYTES + sizeof en, 0, en.code_off - DSV4_BUNDLE_HEADER_BYTES - sizeof en);
+  put64(out + DSV4_BUNDLE_AT_SIZE, end);
+  reseal(out, end);
+  return end;
+}
+
+/* Issue 37.2: launch records in range but not the kernel's.  Each entry of
+ * a bundle the build wrote, alone, with its record's threads set to each
+ * of 1..64 or its tokens_per_cta to each power of two from 8 to 1024 (the
+ * other values than its own, the checksum made good): refused, the
+ * message naming the field (the rule, form_rules.h's dsv4_form_launch,
+ * gives other threads than the record's, or does not take the tile).  The
+ * logits' batch forms (warp-matrix and warpgroup: 128 threads whatever
+ * the step) tie tokens_per_cta only to whole steps of 128: the other
+ * multiples of 128 open (the step the code was built with is not in the
+ * entry), and are counted, not asserted. */
+static void check_record_mutants(const char *path, const uint8_t *b, size_t size)
+{
+  int n = (int)get(b + DSV4_BUNDLE_AT_NENTRIES, 4), mutants = 0, refused = 0, unpinned = 0;
+  uint8_t *img = malloc(size + 64);
+  for (int e = 0; img && e < n; e++) {
+    size_t len = entry_alone(b, e, img);
+    dsv4_bundle_entry en;
+    memcpy(&en, img + DSV4_BUNDLE_HEADER_BYTES, sizeof en);
+    dsv4rt_bundle *x = NULL;
+    char what[1200];
+    snprintf(what, sizeof what, "%s: entry %d (%s) alone opens", path, e, en.name);
+    int opens = dsv4rt_bundle_open_memory(&stub, img, len, &x) == DSV4RT_OK;
+    check(opens, what, dsv4rt_last_error(&stub));
+    if (!opens)
+      continue;
+    dsv4rt_bundle_destroy(x);
+    for (int k = 0; k < 64 + 8; k++) {
+      int threads = k < 64;
+      uint32_t v = threads ? (uint32_t)k + 1 : 8u << (k - 64);
+      size_t at = threads ? offsetof(dsv4_bundle_entry, launch.threads) : offsetof(dsv4_bundle_entry, tokens_per_cta);
+      if (v == (threads ? en.launch.threads : en.tokens_per_cta))
+        continue;
+      put32(img + DSV4_BUNDLE_HEADER_BYTES + at, v);
+      reseal(img, len);
+      dsv4rt_status s = dsv4rt_bundle_open_memory(&stub, img, len, &x);
+      const char *m = dsv4rt_last_error(&stub);
+      mutants++;
+      refused += s != DSV4RT_OK;
+      if (!threads && en.launch.grid == DSV4_GRID_POSITIONS_BATCH && v % 128 == 0)
+        unpinned += s == DSV4RT_OK;
+      else {
+        snprintf(what, sizeof what, "%s: entry %d (%s), %s %u -> %u: refused naming it", path, e, en.name,
+                 threads ? "threads" : "tokens_per_cta", threads ? en.launch.threads : en.tokens_per_cta, v);
+        check(s == DSV4RT_ERR_BUNDLE_FORMAT && strstr(m, threads ? "threads" : "tokens_per_cta"), what,
+              s ? m : "opened");
+      }
+      if (!s)
+        dsv4rt_bundle_destroy(x);
+      put32(img + DSV4_BUNDLE_HEADER_BYTES + at, threads ? en.launch.threads : en.tokens_per_cta);
+    }
+  }
+  printf("%s: %d launch-record mutants of %d entries, %d refused (%d tokens_per_cta mutants of the logits' batch "
+         "forms, whole steps of 128, open: not tied to the entry)\n",
+         path, mutants, n, refused, unpinned);
+  free(img);
+}
+
 static void check_file(const char *path)
 {
   dsv4rt_bundle *x = NULL;
@@ -654,6 +739,14 @@ static void check_file(const char *path)
   snprintf(what, sizeof what, "%s opens", path);
   check(s == DSV4RT_OK && dsv4rt_bundle_count(x) > 0, what, s ? dsv4rt_last_error(&stub) : "");
   dsv4rt_bundle_destroy(x);
+  FILE *f = fopen(path, "rb");
+  uint8_t *b = malloc(1u << 26);
+  size_t n = f && b ? fread(b, 1, 1u << 26, f) : 0;
+  if (f)
+    fclose(f);
+  if (s == DSV4RT_OK && n > DSV4_BUNDLE_HEADER_BYTES)
+    check_record_mutants(path, b, n);
+  free(b);
 }
 
 /* The runtime's default rule (rt_find without a kernel name, rt.c) on the
