@@ -129,7 +129,10 @@ DSV4RT_API dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms);
 
 /* Read and check the bundle file at path (version, size, checksum, every
  * entry and choice record); the caller owns *out.  Kernels are loaded on
- * first launch.  The code the OpenCL backend hands a driver is held to its
+ * first launch.  path must name a regular file (a FIFO, device or
+ * directory is DSV4RT_ERR_IO, refused without reading or waiting); its
+ * header is read and checked first, then exactly the size it gives,
+ * which must be the file's (bundles up to 1 GiB).  The code the OpenCL backend hands a driver is held to its
  * format first (SPIR-V: header and every instruction's length; the SPIR
  * 1.2 bitcode: the LLVM bitstream's blocks, abbreviations and records, and
  * sane bounds on the counts and indices an LLVM reader allocates by):

@@ -1,9 +1,13 @@
 /* bundle.c -- reading a bundle (dsv4_abi.h's format) and listing it. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../compiler/form_rules.h" /* dsv4_form_launch: the rule the compiler writes launch records by */
 #include "code_check.h"
@@ -30,6 +34,9 @@ _Static_assert(DSV4_CHOICE_DIMS == DSV4_SHAPE_DIMS, "a choice record's bucket is
  * entry or choice record and the field. */
 
 #define RT_WHY 512 /* a field check's message, before the entry's prefix */
+/* The largest bundle dsv4rt_bundle_open reads (a bundle of 256 entries is
+ * a few MB today; past this it is refused, not read). */
+#define RT_MAX_BUNDLE_BYTES ((uint64_t)1 << 30)
 
 static uint32_t rd32(const uint8_t *p)
 {
@@ -397,10 +404,8 @@ static dsv4rt_status check_blobs(dsv4rt_context *ctx, const dsv4rt_bundle *b, ui
   return DSV4RT_OK;
 }
 
-/* The header: magic, version, size, checksum (of every byte after it),
- * and an entry count and choice record count the file can hold (into *n,
- * *nc). */
-static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n, uint32_t *nc)
+/* The magic and version (the first bytes of every version's header). */
+static dsv4rt_status check_magic_version(dsv4rt_context *ctx, const uint8_t *p, size_t size)
 {
   if (!p || size < DSV4_BUNDLE_HEADER_BYTES || memcmp(p, DSV4_BUNDLE_MAGIC, 8))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (bad magic or shorter than its %d-byte header)",
@@ -411,6 +416,17 @@ static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t 
                    DSV4_BUNDLE_VERSION,
                    version < DSV4_BUNDLE_VERSION ? "compile the spec again with a dsv4c of this release"
                                                  : "it was written by a newer dsv4c; use that release's runtime");
+  return DSV4RT_OK;
+}
+
+/* The header: magic, version, size, checksum (of every byte after it),
+ * and an entry count and choice record count the file can hold (into *n,
+ * *nc). */
+static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n, uint32_t *nc)
+{
+  dsv4rt_status s = check_magic_version(ctx, p, size);
+  if (s)
+    return s;
   uint64_t fsize = rd64(p + DSV4_BUNDLE_AT_SIZE);
   if (fsize != size)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %zu bytes but its header says %llu (truncated?)", size,
@@ -521,34 +537,83 @@ dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, s
   return DSV4RT_OK;
 }
 
+/* Read the n bytes at fd into p (1: a read failed or the file ended first). */
+static int read_all(int fd, uint8_t *p, size_t n)
+{
+  while (n) {
+    ssize_t r = read(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return 1;
+    p += r, n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The file at path: a regular file (opened without blocking, so that a
+ * FIFO or a device is refused rather than waited on or read without end)
+ * whose header is a bundle's, read to the size the header gives, which
+ * must be the file's; then checked as dsv4rt_bundle_open_memory checks. */
+static dsv4rt_status open_file(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
+{
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle: %s", strerror(errno));
+  struct stat st;
+  uint8_t head[DSV4_BUNDLE_HEADER_BYTES], *buf = NULL;
+  uint64_t size = 0;
+  dsv4rt_status s;
+  if (fstat(fd, &st)) {
+    s = rt_fail(ctx, DSV4RT_ERR_IO, "cannot stat the bundle: %s", strerror(errno));
+    goto done;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    s = rt_fail(ctx, DSV4RT_ERR_IO, "not a regular file (a %s): a bundle is read from a file",
+                S_ISDIR(st.st_mode)    ? "directory"
+                : S_ISFIFO(st.st_mode) ? "FIFO"
+                : S_ISCHR(st.st_mode)  ? "character device"
+                : S_ISBLK(st.st_mode)  ? "block device"
+                : S_ISSOCK(st.st_mode) ? "socket"
+                                       : "special file");
+    goto done;
+  }
+  if ((uint64_t)st.st_size < DSV4_BUNDLE_HEADER_BYTES || read_all(fd, head, sizeof head)) {
+    s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (%lld bytes: shorter than its %d-byte header)",
+                (long long)st.st_size, DSV4_BUNDLE_HEADER_BYTES);
+    goto done;
+  }
+  if ((s = check_magic_version(ctx, head, sizeof head)))
+    goto done;
+  size = rd64(head + DSV4_BUNDLE_AT_SIZE);
+  if (size != (uint64_t)st.st_size)
+    s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %lld bytes but its header says %llu (truncated?)",
+                (long long)st.st_size, (unsigned long long)size);
+  else if (size > RT_MAX_BUNDLE_BYTES)
+    s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle of %llu bytes; this runtime reads bundles up to %llu bytes",
+                (unsigned long long)size, (unsigned long long)RT_MAX_BUNDLE_BYTES);
+  else if (!(buf = malloc((size_t)size)))
+    s = rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a bundle of %llu bytes", (unsigned long long)size);
+  else {
+    memcpy(buf, head, sizeof head);
+    if (read_all(fd, buf + sizeof head, (size_t)size - sizeof head))
+      s = rt_fail(ctx, DSV4RT_ERR_IO, "the bundle's %llu bytes could not be read (did it change while read?)",
+                  (unsigned long long)size);
+  }
+done:
+  close(fd);
+  if (!s)
+    s = dsv4rt_bundle_open_memory(ctx, buf, (size_t)size, out);
+  free(buf);
+  return s;
+}
+
 dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
 {
   if (!ctx || !path || !out)
     return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: null argument") : DSV4RT_ERR_INVALID_ARG;
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle %s", path);
-  uint8_t *buf = NULL;
-  size_t len = 0, cap = 0, r;
-  uint8_t tmp[65536];
-  while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) {
-    if (len + r > cap) {
-      cap = (len + r) * 2;
-      uint8_t *q = realloc(buf, cap);
-      if (!q) {
-        free(buf);
-        fclose(f);
-        return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
-      }
-      buf = q;
-    }
-    memcpy(buf + len, tmp, r);
-    len += r;
-  }
-  fclose(f);
-  dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, buf, len, out);
-  free(buf);
+  dsv4rt_status s = open_file(ctx, path, out);
   if (s) {
     char m[sizeof ctx->err];
     snprintf(m, sizeof m, "%s", ctx->err);

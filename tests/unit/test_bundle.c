@@ -13,12 +13,21 @@
  * the case means to get past it) must be refused with the status and a
  * message naming the field (and the entry).  Every BUNDLE listed (those the
  * build wrote with dsv4c) must open: the reader takes all the compiler
- * emits.  Exit 0 when every check passed.
+ * emits; each of its entries, alone, with its launch record's threads or
+ * tokens_per_cta changed, must not (check_record_mutants).  Paths that are
+ * not bundle files (a FIFO, /dev/zero, a directory, a file shorter than
+ * its header says) are refused at once, each in a child process that a
+ * blocked or endless read would leave running past its alarm.
+ * Exit 0 when every check passed.
  */
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bundle.h"
 #include "rt.h"
@@ -805,6 +814,70 @@ static void check_default_rule(const unsigned char *base, size_t size)
   dsv4rt_bundle_destroy(x);
 }
 
+/* dsv4rt_bundle_open(path) in a child with a 10 s alarm: the status want
+ * and a message holding path and needle. */
+static void open_path_row(const char *what, const char *path, dsv4rt_status want, const char *needle)
+{
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    dsv4rt_bundle *x = (dsv4rt_bundle *)1;
+    dsv4rt_status s = dsv4rt_bundle_open(&stub, path, &x);
+    const char *m = dsv4rt_last_error(&stub);
+    int ok = s == want && x == NULL && strstr(m, path) && strstr(m, needle);
+    printf("%s: %s: %s\n", what, dsv4rt_status_name(s), m);
+    if (!ok)
+      printf("FAIL %s: status %d, wanted %d and a message with '%s'\n", what, s, want, needle);
+    fflush(stdout);
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  int ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  char m[160];
+  snprintf(m, sizeof m, "%s", WIFSIGNALED(st) ? (WTERMSIG(st) == SIGALRM ? "still reading after 10 s" : "killed") : "");
+  check(ok, what, m);
+}
+
+/* Issue 37.4: what is not a bundle file is refused before it is read. */
+static void check_paths(const char *bundle)
+{
+  char dir[] = "/tmp/dsv4_bundle_paths_XXXXXX", fifo[64], shorter[64], head[64];
+  if (!mkdtemp(dir)) {
+    check(0, "a temporary folder", "mkdtemp failed");
+    return;
+  }
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  snprintf(shorter, sizeof shorter, "%s/short.dsv4b", dir);
+  snprintf(head, sizeof head, "%s/head.dsv4b", dir);
+  check(mkfifo(fifo, 0600) == 0, "a FIFO", "mkfifo failed");
+  open_path_row("a FIFO with no writer", fifo, DSV4RT_ERR_IO, "not a regular file (a FIFO)");
+  if (access("/dev/zero", R_OK) == 0)
+    open_path_row("/dev/zero", "/dev/zero", DSV4RT_ERR_IO, "not a regular file (a character device)");
+  open_path_row("a directory", dir, DSV4RT_ERR_IO, "not a regular file (a directory)");
+  open_path_row("a missing file", "/nonexistent/none.dsv4b", DSV4RT_ERR_IO, "No such file");
+  /* a real bundle's first 4096 bytes, and its header alone */
+  FILE *in = fopen(bundle, "rb"), *a = fopen(shorter, "wb"), *h = fopen(head, "wb");
+  uint8_t buf[4096];
+  size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+  if (a && n == sizeof buf)
+    fwrite(buf, 1, n, a);
+  if (h && n == sizeof buf)
+    fwrite(buf, 1, 20, h);
+  if (in)
+    fclose(in);
+  if (a)
+    fclose(a);
+  if (h)
+    fclose(h);
+  if (n == sizeof buf) {
+    open_path_row("a bundle's first 4096 bytes", shorter, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is 4096 bytes but its header says");
+    open_path_row("20 bytes of a header", head, DSV4RT_ERR_BUNDLE_FORMAT, "shorter than its 32-byte header");
+  } else
+    check(0, "a real bundle of at least 4096 bytes to cut", bundle);
+  unlink(fifo), unlink(shorter), unlink(head), rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -838,6 +911,8 @@ int main(int argc, char **argv)
     run_case(&cases[c], base, size);
   for (int i = 2; i < argc; i++)
     check_file(argv[i]);
+  if (argc > 2)
+    check_paths(argv[2]);
   printf("%d passed, %d failed (%zu mutations of a %zu-byte bundle of %d entries)\n", passed, failed,
          sizeof cases / sizeof *cases, size, nitems);
   free(base);
