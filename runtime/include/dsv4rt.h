@@ -6,7 +6,10 @@
  * never prints and never exits.  Vendor libraries (libcuda.so.1,
  * libOpenCL.so.1) are opened with dlopen at context creation: a missing
  * one is DSV4RT_ERR_NO_BACKEND, not a crash.  A call that fails validation
- * launches nothing and writes nothing.  A context is not thread-safe.
+ * launches nothing and writes nothing.  A context is not thread-safe:
+ * use each context (and its bundles and buffers) from one thread at a
+ * time; threads with contexts of their own may run at once, creating,
+ * opening, launching and failing concurrently.
  */
 #ifndef DSV4RT_H
 #define DSV4RT_H
@@ -70,10 +73,13 @@ typedef struct dsv4rt_buffer dsv4rt_buffer;
 DSV4RT_API dsv4rt_status dsv4rt_context_create(dsv4rt_backend backend, int device, dsv4rt_context **out);
 /* Free the context; bundles and buffers made from it must be destroyed first. */
 DSV4RT_API void dsv4rt_context_destroy(dsv4rt_context *ctx);
-/* The last error message of ctx; when ctx is NULL, that of the last failed
- * call that had no context to record it on (a context creation, an op on a
- * NULL bundle, a buffer call on a NULL buffer).  Owned by the library, valid
- * until the next call on ctx. */
+/* The last error message of ctx; when ctx is NULL, that of the calling
+ * thread's last failed call that had no context to record it on (a context
+ * creation, an op on a NULL bundle, a buffer call on a NULL buffer): one
+ * message per thread, so a failed creation's message is the creating
+ * thread's own.  Owned by the library, valid until the next call on ctx
+ * (for NULL: the thread's next such call), and, for NULL, only in the
+ * calling thread. */
 DSV4RT_API const char *dsv4rt_last_error(const dsv4rt_context *ctx);
 /* The backend in use and a device description, owned by ctx. */
 DSV4RT_API dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx);
