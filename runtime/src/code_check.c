@@ -133,21 +133,21 @@ static int define_abbrev(bc *s, uint64_t end, int owner)
       o[i].enc = ENC_LITERAL;
       if (vbr(s, 8, end, &o[i].val))
         return 1;
-      continue;
-    }
-    if (rd(s, 3, end, &v))
-      return 1;
-    if (v < ENC_FIXED || v > ENC_BLOB)
-      return bc_bad(s, "abbreviation operand encoding %llu (1 to 5)", (unsigned long long)v);
-    o[i].enc = (uint8_t)v, o[i].val = 0;
-    if (v == ENC_FIXED || v == ENC_VBR) {
-      if (vbr(s, 5, end, &o[i].val))
+    } else {
+      if (rd(s, 3, end, &v))
         return 1;
-      if (o[i].val > 32 || (v == ENC_VBR && o[i].val == 1))
-        return bc_bad(s, "a %s field of %llu bits (%s to 32)", v == ENC_FIXED ? "fixed" : "VBR",
-                      (unsigned long long)o[i].val, v == ENC_FIXED ? "0" : "2");
-      if (o[i].val == 0) /* read as the literal 0 */
-        o[i].enc = ENC_LITERAL;
+      if (v < ENC_FIXED || v > ENC_BLOB)
+        return bc_bad(s, "abbreviation operand encoding %llu (1 to 5)", (unsigned long long)v);
+      o[i].enc = (uint8_t)v, o[i].val = 0;
+      if (v == ENC_FIXED || v == ENC_VBR) {
+        if (vbr(s, 5, end, &o[i].val))
+          return 1;
+        if (o[i].val > 32 || (v == ENC_VBR && o[i].val == 1))
+          return bc_bad(s, "a %s field of %llu bits (%s to 32)", v == ENC_FIXED ? "fixed" : "VBR",
+                        (unsigned long long)o[i].val, v == ENC_FIXED ? "0" : "2");
+        if (o[i].val == 0) /* read as the literal 0 */
+          o[i].enc = ENC_LITERAL;
+      }
     }
     if (i == 0 && (o[i].enc == ENC_ARRAY || o[i].enc == ENC_BLOB))
       return bc_bad(s, "an abbreviation starting with an array or a blob");

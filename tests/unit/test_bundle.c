@@ -169,6 +169,22 @@ static void flip_code(uint8_t *b, size_t *n, int e)
 {
   b[get(entry_at(b, e) + offsetof(dsv4_bundle_entry, code_off), 8) + 5] ^= 1;
 }
+/* Entry e's SPIR fallback (the stand-in's 16 bytes) made a module block
+ * that defines an abbreviation [literal 1, array of the literal 0]: an
+ * array of elements of no bits, which a reader dividing by the element's
+ * width must refuse first. */
+static void literal_array_aux(uint8_t *b, size_t *n, int e)
+{
+  /* DEFINE_ABBREV (id 2 of 2 bits), 3 operands (VBR5), literal 1, array, literal 0; END_BLOCK: 31 bits */
+  static const uint8_t bc[16] = {'B', 'C', 0xC0, 0xDE, 0x21, 0x08, 0, 0, 1, 0, 0, 0, 0x8E, 0x01, 0x16, 0x00};
+  memcpy(b + get(entry_at(b, e) + offsetof(dsv4_bundle_entry, aux_off), 8), bc, sizeof bc);
+}
+/* Entry e's SPIR-V with an id bound of 2^32 - 1. */
+static void spirv_bound(uint8_t *b, size_t *n, int e)
+{
+  put32(b + get(entry_at(b, e) + offsetof(dsv4_bundle_entry, code_off), 8) + 12, 0xFFFFFFFFu);
+}
+
 /* The header as version 4 wrote it: count @12, size @16, crc of [32, size) @24. */
 static void v4_header(uint8_t *b, size_t *n, int e)
 {
@@ -292,6 +308,10 @@ static const mutation cases[] = {
     {"a flipped byte in the entry count", NULL, 0, NOFIELD, SET, 0, flip_count, 0, FMT, ANY, "checksum mismatch"},
     {"a flipped checksum byte", NULL, 0, NOFIELD, SET, 0, flip_crc, 0, FMT, ANY, "checksum mismatch"},
     {"a flipped code byte", G, PTX, NOFIELD, SET, 0, flip_code, 0, FMT, ANY, "checksum mismatch"},
+    {"bitcode: an array of literal elements", G, SPV, NOFIELD, SET, 0, literal_array_aux, 1, FMT, NAMED,
+     "aux (SPIR 1.2): LLVM bitcode: an array whose elements are not fixed, VBR or char6 fields"},
+    {"SPIR-V: an id bound of 2^32 - 1", G, SPV, NOFIELD, SET, 0, spirv_bound, 1, FMT, NAMED,
+     "code: SPIR-V: id bound 4294967295 is outside"},
     {"entry count 0", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 0, NULL, 1, FMT, ANY, "lists 0 entries"},
     {"entry count 257", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 257, NULL, 1, FMT, ANY, "holds 1 to 256"},
     {"entry count past the file", NULL, 0, NOFIELD, SET, 0, count_past_file, 1, FMT, ANY, "cannot hold"},
