@@ -32,6 +32,21 @@
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+/* Under AddressSanitizer: no alternate signal stacks of ASan's.  A thread
+ * that built an OpenCL program has LLVM's (PoCL's compiler installs one,
+ * allocated with malloc) when it exits, and ASan then fails a CHECK
+ * unmapping it as its own.  Read before ASAN_OPTIONS, which still applies. */
+__attribute__((used)) const char *__asan_default_options(void) { return "use_sigaltstack=0"; }
+#endif
+
 #define FAIL_THREADS 8
 #define FAIL_ROUNDS 2000
 #define DEV_THREADS 4
