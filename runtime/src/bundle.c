@@ -345,8 +345,7 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
   char why[RT_WHY];
   if (check_kind(e, why) || check_flags(e, why) || check_tile(e, why) || check_op_fields(e, why) ||
       check_entry_layout(e, why) || check_geometry(e, why) || check_rule(e, why) ||
-      check_code(e, table_end, size, why) ||
-      check_driver_code(e, data, why))
+      check_code(e, table_end, size, why) || check_driver_code(e, data, why))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): %s", i, e->name, why);
   return DSV4RT_OK;
 }
