@@ -1,9 +1,12 @@
 /* form_rules.h -- the geometry of each kernel form: threads, shared
- * memory, warps and producer counts.  Compiler-side only: choose_form
- * (forms.c) applies these rules once per (kernel, target) and records the
- * result in the launch record the bundle carries (dsv4_abi.h); the
- * generators build exactly what they say; the runtime only reads the
- * record, so these stay out of the installed headers. */
+ * memory, warps and producer counts.  choose_form (forms.c) decides the
+ * form once per (kernel, target) and records, by dsv4_form_launch below,
+ * the launch record the bundle carries (dsv4_abi.h); the generators build
+ * exactly what these rules say.  The runtime's bundle reader
+ * (runtime/src/bundle.c, which includes this header privately; it is not
+ * installed) holds every entry's record to the same dsv4_form_launch, from
+ * the fields the entry carries, so that a record that disagrees with the
+ * kernel's tile is refused rather than launched. */
 #ifndef DSV4_FORM_RULES_H
 #define DSV4_FORM_RULES_H
 
@@ -121,5 +124,40 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
          dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 
+
+/* The launch record of op's kernel in `form`, from what a bundle entry
+ * carries (the layout, the tile, v_dim, heads): threads, dynamic shared
+ * memory, cluster, grid rule and companion kernel.  The one rule: forms.c
+ * writes the record with it and the bundle reader checks the record
+ * against it.  Returns 0, or 1 where the form does not take this shape
+ * (sparse_decode's warpgroup forms: 64 heads a CTA, V of 512 dims; the
+ * logits' batch forms: a step of whole DSV4_LOGITS_WARPS * 32 positions,
+ * as the spec checker holds tokens_per_cta). */
+static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int vpt, int tokens_per_cta,
+                                   int tokens_per_thread, int heads, int v_dim, dsv4_launch *out)
+{
+  int matrix = op == DSV4_OP_SPARSE_DECODE && form != DSV4_FORM_PORTABLE;
+  if (op == DSV4_OP_SPARSE_DECODE && (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR) &&
+      !dsv4_decode_wg_shape_ok(l->dim, v_dim, tokens_per_cta))
+    return 1;
+  if (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP) &&
+      tokens_per_cta % (DSV4_LOGITS_WARPS * 32))
+    return 1;
+  out->form = (uint32_t)form;
+  out->threads = (uint32_t)dsv4_op_threads(op, l->dim, vpt, tokens_per_cta, tokens_per_thread, heads, form);
+  out->shared_bytes = matrix ? (uint32_t)dsv4_decode_shared_bytes(l, tokens_per_cta, form) : 0;
+  out->cluster = form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1;
+  out->grid = op == DSV4_OP_DEQUANT_GATHER     ? DSV4_GRID_TOKENS
+              : op == DSV4_OP_PAGED_GATHER     ? DSV4_GRID_TOKENS_REQUESTS
+              : op == DSV4_OP_KV_INSERT        ? DSV4_GRID_INSERT
+              : op == DSV4_OP_SPARSE_DECODE    ? DSV4_GRID_HEADS_TOKENS
+              : op == DSV4_OP_TOPK             ? DSV4_GRID_ROWS
+              : form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP ? DSV4_GRID_POSITIONS_BATCH
+                                                                      : DSV4_GRID_POSITIONS_ROWS;
+  out->second = matrix ? DSV4_SECOND_COMBINE : DSV4_SECOND_NONE;
+  out->second_threads = matrix ? (uint32_t)dsv4_decode_combine_threads(v_dim) : 0;
+  out->reserved = 0;
+  return 0;
+}
 
 #endif

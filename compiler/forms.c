@@ -5,11 +5,12 @@
  * (tile.matrix, tile.pair, ...), the kernel's shape, and the target's row
  * in its capability table (targets/caps.c).  The result is the launch
  * record (dsv4_abi.h): form, threads, dynamic shared memory, cluster,
- * grid rule and the companion kernel.  The checker stores it in the plan
- * (dsv4_kernel.launch[t]); the generators build the form it names (and
- * check that their target hooks can: an internal error otherwise); the
- * bundle carries it; the runtime checks it against the device and sizes
- * grids by its rule.  No LLVM and no Lua here: the front end links it.
+ * grid rule and the companion kernel, by form_rules.h's dsv4_form_launch.
+ * The checker stores it in the plan (dsv4_kernel.launch[t]); the
+ * generators build the form it names (and check that their target hooks
+ * can: an internal error otherwise); the bundle carries it; the runtime
+ * holds it to the same dsv4_form_launch when it opens a bundle, checks it
+ * against the device and sizes grids by its rule.  No LLVM and no Lua here: the front end links it.
  *
  * The rows of `ops` are the ops' descriptors on this layer: name, whether
  * the op reads a cache, and choose_form.  The argument list of each op is
@@ -53,42 +54,35 @@ static int refuse(choice *c, const char *field, const char *fmt, ...)
   return 1;
 }
 
-/* The record of a one-kernel form with no dynamic shared memory. */
-static void simple(choice *c, int form, int grid)
+/* The launch record of the form chosen: form_rules.h's dsv4_form_launch,
+ * the rule the runtime's bundle reader holds the record to. */
+static int record(choice *c, int form)
 {
   const dsv4_kernel *k = c->k;
-  c->out->form = (uint32_t)form;
-  c->out->threads = (uint32_t)dsv4_op_threads(k->op, k->layout.dim, k->tile.values_per_thread, k->tile.tokens_per_cta,
-                                              k->tile.tokens_per_thread, k->heads, form);
-  c->out->shared_bytes = 0;
-  c->out->cluster = 1;
-  c->out->grid = (uint32_t)grid;
-  c->out->second = DSV4_SECOND_NONE;
-  c->out->second_threads = 0;
+  if (dsv4_form_launch(k->op, form, &k->layout, k->tile.values_per_thread, k->tile.tokens_per_cta,
+                       k->tile.tokens_per_thread, k->heads, k->v_dim, c->out))
+    return refuse(c, "tile", "does not map onto the %s form (internal error)", dsv4_form_name(form));
+  return 0;
 }
 
 static int dequant_gather_form(choice *c)
 {
-  simple(c, DSV4_FORM_PORTABLE, DSV4_GRID_TOKENS);
-  return 0;
+  return record(c, DSV4_FORM_PORTABLE);
 }
 
 static int paged_gather_form(choice *c)
 {
-  simple(c, DSV4_FORM_PORTABLE, DSV4_GRID_TOKENS_REQUESTS);
-  return 0;
+  return record(c, DSV4_FORM_PORTABLE);
 }
 
 static int kv_insert_form(choice *c)
 {
-  simple(c, DSV4_FORM_PORTABLE, DSV4_GRID_INSERT);
-  return 0;
+  return record(c, DSV4_FORM_PORTABLE);
 }
 
 static int topk_form(choice *c)
 {
-  simple(c, DSV4_FORM_PORTABLE, DSV4_GRID_ROWS);
-  return 0;
+  return record(c, DSV4_FORM_PORTABLE);
 }
 
 /* Whether the warpgroup form (alone or, form PAIR, in CTA pairs) maps
@@ -113,10 +107,8 @@ static int sparse_decode_form(choice *c)
 {
   const dsv4_kernel *k = c->k;
   const char *arch = c->k->target[c->t].arch, *tname = dsv4_target_name(c->t);
-  if (!k->tile.matrix) {
-    simple(c, DSV4_FORM_PORTABLE, DSV4_GRID_HEADS_TOKENS);
-    return 0;
-  }
+  if (!k->tile.matrix)
+    return record(c, DSV4_FORM_PORTABLE);
   if (!c->caps->bf16_mma)
     return refuse(c, "tile.matrix",
                   "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
@@ -144,15 +136,7 @@ static int sparse_decode_form(choice *c)
   if (shared > c->caps->max_shared)
     return refuse(c, "tile.heads_per_cta", "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
                   k->tile.tokens_per_cta, shared, tname, arch, c->caps->max_shared);
-  c->out->form = (uint32_t)form;
-  c->out->threads = (uint32_t)dsv4_op_threads(k->op, k->layout.dim, k->tile.values_per_thread, k->tile.tokens_per_cta,
-                                              k->tile.tokens_per_thread, k->heads, form);
-  c->out->shared_bytes = (uint32_t)shared;
-  c->out->cluster = form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1;
-  c->out->grid = DSV4_GRID_HEADS_TOKENS;
-  c->out->second = DSV4_SECOND_COMBINE;
-  c->out->second_threads = (uint32_t)dsv4_decode_combine_threads(k->v_dim);
-  return 0;
+  return record(c, form); /* (its shared_bytes: the `shared` just checked) */
 }
 
 /* paged_mqa_logits without tile.matrix keeps the portable geometry (a CTA
@@ -178,10 +162,8 @@ static int logits_form(choice *c)
 {
   const dsv4_kernel *k = c->k;
   const char *arch = c->k->target[c->t].arch, *tname = dsv4_target_name(c->t);
-  if (!k->tile.matrix) {
-    simple(c, logits_row_warp_ok(c) ? DSV4_FORM_ROW_WARP : DSV4_FORM_PORTABLE, DSV4_GRID_POSITIONS_ROWS);
-    return 0;
-  }
+  if (!k->tile.matrix)
+    return record(c, logits_row_warp_ok(c) ? DSV4_FORM_ROW_WARP : DSV4_FORM_PORTABLE);
   if (!c->caps->e4m3_mma)
     return refuse(c, "tile.matrix",
                   "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets "
@@ -195,8 +177,7 @@ static int logits_form(choice *c)
                   "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a "
                   "kernel holds statically; take fewer heads or a narrower layout",
                   k->heads, k->layout.dim, need, wg ? "warpgroup" : "warp", arch, DSV4_LOGITS_STATIC_MAX);
-  simple(c, wg ? DSV4_FORM_WARPGROUP : DSV4_FORM_WARP, DSV4_GRID_POSITIONS_BATCH);
-  return 0;
+  return record(c, wg ? DSV4_FORM_WARPGROUP : DSV4_FORM_WARP);
 }
 
 /* The ops' descriptors on this layer (see the top of the file). */

@@ -12,6 +12,11 @@
 #   3. the libFuzzer harnesses of tests/fuzz (scripts/fuzz.sh): the saved
 #      findings replayed, then a bounded run of each.  DSV4C_FUZZ=0 leaves
 #      this out.
+#   4. ThreadSanitizer: the runtime and tests/unit/test_threads.c (one
+#      context per thread) alone, built with -DDSV4C_TSAN=ON in a third
+#      folder ($DSV4C_TSAN_BUILD, default <first>-tsan), run on the first
+#      build's decode.dsv4b; any race report fails it.  DSV4C_TSAN=0
+#      leaves this out.
 # Arguments go to both ctest runs; every part runs even when one fails, and
 # the exit status is the first failure's.
 set -eu
@@ -47,6 +52,19 @@ else
   echo "test: the libFuzzer harnesses, ${DSV4C_FUZZ_SECONDS:-30} s each (scripts/fuzz.sh)"
   DSV4C_BUILD=$B bash scripts/fuzz.sh || rc3=$?
 fi
+rc4=0
+if [ "${DSV4C_TSAN:-1}" = 0 ]; then
+  echo "test: ThreadSanitizer run left out (DSV4C_TSAN=0)"
+else
+  T=${DSV4C_TSAN_BUILD:-$B-tsan}
+  echo
+  echo "test: the threads test under ThreadSanitizer ($T: the runtime and that test only)"
+  cmake -S . -B "$T" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSV4C_TSAN=ON -DDSV4C_BUILD_COMPILER=OFF >/dev/null &&
+    cmake --build "$T" -j"$J" --target test_threads &&
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$T/tests/test_threads" "$B/kernels/decode.dsv4b" ||
+    rc4=$?
+fi
 [ $rc -ne 0 ] && exit $rc
 [ $rc2 -ne 0 ] && exit $rc2
-exit $rc3
+[ $rc3 -ne 0 ] && exit $rc3
+exit $rc4

@@ -356,8 +356,10 @@ static inline long long dsv4_decode_work_floats(long long tokens, long long head
 
 /* The launch record: how to launch an entry's kernel, decided once by the
  * compiler (its choose_form, per kernel and target) and stored with it.
- * The runtime checks it against the device's limits and sizes grids by
- * its rule; it never re-derives it. */
+ * The runtime holds it, when a bundle opens, to the rule the compiler
+ * wrote it by (dsv4_form_launch in compiler/form_rules.h, compiled into
+ * the runtime, not installed) from the entry's layout and tile, checks it
+ * against the device's limits and sizes grids by its grid rule. */
 enum {
   DSV4_FORM_PORTABLE = 0,       /* scalar code: every target */
   DSV4_FORM_WARP = 1,           /* warp matrix units (mma.sync) */

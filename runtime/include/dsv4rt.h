@@ -6,7 +6,10 @@
  * never prints and never exits.  Vendor libraries (libcuda.so.1,
  * libOpenCL.so.1) are opened with dlopen at context creation: a missing
  * one is DSV4RT_ERR_NO_BACKEND, not a crash.  A call that fails validation
- * launches nothing and writes nothing.  A context is not thread-safe.
+ * launches nothing and writes nothing.  A context is not thread-safe:
+ * use each context (and its bundles and buffers) from one thread at a
+ * time; threads with contexts of their own may run at once, creating,
+ * opening, launching and failing concurrently.
  */
 #ifndef DSV4RT_H
 #define DSV4RT_H
@@ -70,10 +73,13 @@ typedef struct dsv4rt_buffer dsv4rt_buffer;
 DSV4RT_API dsv4rt_status dsv4rt_context_create(dsv4rt_backend backend, int device, dsv4rt_context **out);
 /* Free the context; bundles and buffers made from it must be destroyed first. */
 DSV4RT_API void dsv4rt_context_destroy(dsv4rt_context *ctx);
-/* The last error message of ctx; when ctx is NULL, that of the last failed
- * call that had no context to record it on (a context creation, an op on a
- * NULL bundle, a buffer call on a NULL buffer).  Owned by the library, valid
- * until the next call on ctx. */
+/* The last error message of ctx; when ctx is NULL, that of the calling
+ * thread's last failed call that had no context to record it on (a context
+ * creation, an op on a NULL bundle, a buffer call on a NULL buffer): one
+ * message per thread, so a failed creation's message is the creating
+ * thread's own.  Owned by the library, valid until the next call on ctx
+ * (for NULL: the thread's next such call), and, for NULL, only in the
+ * calling thread. */
 DSV4RT_API const char *dsv4rt_last_error(const dsv4rt_context *ctx);
 /* The backend in use and a device description, owned by ctx. */
 DSV4RT_API dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx);
@@ -129,9 +135,23 @@ DSV4RT_API dsv4rt_status dsv4rt_timer_stop(dsv4rt_context *ctx, double *ms);
 
 /* Read and check the bundle file at path (version, size, checksum, every
  * entry and choice record); the caller owns *out.  Kernels are loaded on
- * first launch.  A tuned bundle's choice records (dsv4c --lock: bundle
- * version 7) of this device's GPU model are installed as its tuning
- * choices (below); those of other models are left out silently. */
+ * first launch.  path must name a regular file (a FIFO, device or
+ * directory is DSV4RT_ERR_IO, refused without reading or waiting); its
+ * header is read and checked first, then exactly the size it gives,
+ * which must be the file's (bundles up to 1 GiB).  The code the OpenCL backend hands a driver is held to its
+ * format first (SPIR-V: header and every instruction's length; the SPIR
+ * 1.2 bitcode: the LLVM bitstream's blocks, abbreviations and records, and
+ * sane bounds on the counts and indices an LLVM reader allocates by):
+ * DSV4RT_ERR_BUNDLE_FORMAT naming the entry otherwise.  That is structure,
+ * not meaning: a well-formed module can still make a driver's compiler
+ * fail or kill the process (LLVM 15, PoCL 3.1's, crashes on some
+ * metadata and instruction records that reference the wrong kind of
+ * value), and PTX text is handed to the CUDA driver unchecked.  Open only
+ * bundles from a source you trust, or open and launch untrusted ones in a
+ * process of their own.
+ * A tuned bundle's choice records (dsv4c --lock: bundle version 7) of
+ * this device's GPU model are installed as its tuning choices (below);
+ * those of other models are left out silently. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out);
 /* The same from memory; the bytes are copied. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, size_t size,

@@ -1,10 +1,16 @@
 /* bundle.c -- reading a bundle (dsv4_abi.h's format) and listing it. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "../../compiler/form_rules.h" /* dsv4_form_launch: the rule the compiler writes launch records by */
+#include "code_check.h"
 #include "layout_check.h"
 #include "lock.h"
 #include "rt.h"
@@ -16,16 +22,21 @@ _Static_assert(DSV4_CHOICE_DIMS == DSV4_SHAPE_DIMS, "a choice record's bucket is
 /* A bundle's checks hold every field to the format (dsv4_abi.h) before
  * anything computes with it: strings terminated, enumerations known,
  * integers inside the ranges the compiler can emit, a launch record whose
- * form, grid rule, cluster and companion kernel go together (its threads
- * and shared memory are checked against the device when a kernel is
- * chosen, cuda.c / opencl.c: the compiler decided them, the reader does
- * not re-derive them), the layout addressable (layout_check.c), code inside the
- * file past the entry table and the choice records, each choice record's
+ * form, grid rule, cluster and companion kernel go together and whose
+ * threads, shared memory and second kernel's threads are what the form's
+ * rule gives the entry's tile (check_rule: the compiler's own
+ * dsv4_form_launch; against the device they are checked when a kernel is
+ * chosen, cuda.c / opencl.c), the layout addressable (layout_check.c), code inside the
+ * file past the entry table and the choice records, the code a driver is
+ * handed well formed (code_check.c: SPIR-V and LLVM bitcode), each choice record's
  * fields (check_choice), and every byte of the file accounted for.  A
  * refused bundle gets DSV4RT_ERR_BUNDLE_FORMAT and a message naming the
  * entry or choice record and the field. */
 
 #define RT_WHY 512 /* a field check's message, before the entry's prefix */
+/* The largest bundle dsv4rt_bundle_open reads (a bundle of 256 entries is
+ * a few MB today; past this it is refused, not read). */
+#define RT_MAX_BUNDLE_BYTES ((uint64_t)1 << 30)
 
 static uint32_t rd32(const uint8_t *p)
 {
@@ -237,6 +248,51 @@ static int check_geometry(const dsv4_bundle_entry *e, char *why)
   return 0;
 }
 
+/* The launch record against the rule its form launches by
+ * (form_rules.h's dsv4_form_launch, which the compiler wrote it with),
+ * from the entry's layout, tile, v_dim and heads (bounded by the checks
+ * before): a record in range but not the kernel's (threads 128 -> 64, or
+ * tokens_per_cta 4 -> 8 under a kernel built for 4) would launch and give
+ * wrong output silently.  A tile field changed together with the record
+ * to agree still passes: the tile the code was built with is not in the
+ * entry to compare. */
+static int check_rule(const dsv4_bundle_entry *e, char *why)
+{
+  static const struct {
+    const char *name;
+    size_t at;
+  } f[] = {
+      {"threads", offsetof(dsv4_launch, threads)},
+      {"shared_bytes", offsetof(dsv4_launch, shared_bytes)},
+      {"cluster", offsetof(dsv4_launch, cluster)},
+      {"grid rule", offsetof(dsv4_launch, grid)},
+      {"second kernel", offsetof(dsv4_launch, second)},
+      {"second_threads", offsetof(dsv4_launch, second_threads)},
+  };
+  static const dsv4_layout none;
+  const dsv4_layout *l = dsv4_op_has_layout((int)e->op) ? &e->layout : &none;
+  dsv4_launch want;
+  char tile[160];
+  snprintf(tile, sizeof tile, "dim %d, values_per_thread %u, tokens_per_cta %u, tokens_per_thread %u%s", l->dim,
+           e->values_per_thread, e->tokens_per_cta, e->tokens_per_thread,
+           e->op == DSV4_OP_SPARSE_DECODE ? ", v_dim" : e->op == DSV4_OP_PAGED_MQA_LOGITS ? ", heads" : "");
+  if (e->op == DSV4_OP_SPARSE_DECODE || e->op == DSV4_OP_PAGED_MQA_LOGITS)
+    snprintf(tile + strlen(tile), sizeof tile - strlen(tile), " %u",
+             e->op == DSV4_OP_SPARSE_DECODE ? e->v_dim : e->heads);
+  if (dsv4_form_launch((int)e->op, (int)e->launch.form, l, (int)e->values_per_thread, (int)e->tokens_per_cta,
+                       (int)e->tokens_per_thread, (int)e->heads, (int)e->v_dim, &want))
+    return bad(why, "launch form %u of op %s does not take this tile (%s)", e->launch.form, rt_op_name(e->op), tile);
+  for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
+    uint32_t got, rule;
+    memcpy(&got, (const char *)&e->launch + f[k].at, 4);
+    memcpy(&rule, (const char *)&want + f[k].at, 4);
+    if (got != rule)
+      return bad(why, "launch %s %u is not the %u that op %s's form %u gives its tile (%s)", f[k].name, got, rule,
+                 rt_op_name(e->op), e->launch.form, tile);
+  }
+  return 0;
+}
+
 /* The code and aux ranges: 16-byte aligned, past the entry table, inside
  * the file (compared so that nothing overflows); aux only for spirv. */
 static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t size, char *why)
@@ -263,9 +319,24 @@ static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t s
   return 0;
 }
 
+/* The code the OpenCL backend hands to a driver, held to its format
+ * (code_check.c): a spirv entry's SPIR-V and its SPIR 1.2 bitcode (on
+ * ranges check_code put inside the file). */
+static int check_driver_code(const dsv4_bundle_entry *e, const uint8_t *data, char *why)
+{
+  char m[RT_WHY - 64];
+  if (e->target != 2)
+    return 0;
+  if (rt_spirv_check(data + e->code_off, e->code_len, m, sizeof m))
+    return bad(why, "code: %s", m);
+  if (e->aux_len && rt_bitcode_check(data + e->aux_off, e->aux_len, m, sizeof m))
+    return bad(why, "aux (SPIR 1.2): %s", m);
+  return 0;
+}
+
 /* Every field of entry i (of a table ending at table_end in a file of size bytes). */
 static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e, int i, uint64_t table_end,
-                                 uint64_t size)
+                                 const uint8_t *data, uint64_t size)
 {
   if (!memchr(e->name, 0, sizeof e->name))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is not a NUL-terminated string", i);
@@ -273,7 +344,8 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d: name is empty", i);
   char why[RT_WHY];
   if (check_kind(e, why) || check_flags(e, why) || check_tile(e, why) || check_op_fields(e, why) ||
-      check_entry_layout(e, why) || check_geometry(e, why) || check_code(e, table_end, size, why))
+      check_entry_layout(e, why) || check_geometry(e, why) || check_rule(e, why) ||
+      check_code(e, table_end, size, why) || check_driver_code(e, data, why))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): %s", i, e->name, why);
   return DSV4RT_OK;
 }
@@ -331,10 +403,8 @@ static dsv4rt_status check_blobs(dsv4rt_context *ctx, const dsv4rt_bundle *b, ui
   return DSV4RT_OK;
 }
 
-/* The header: magic, version, size, checksum (of every byte after it),
- * and an entry count and choice record count the file can hold (into *n,
- * *nc). */
-static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n, uint32_t *nc)
+/* The magic and version (the first bytes of every version's header). */
+static dsv4rt_status check_magic_version(dsv4rt_context *ctx, const uint8_t *p, size_t size)
 {
   if (!p || size < DSV4_BUNDLE_HEADER_BYTES || memcmp(p, DSV4_BUNDLE_MAGIC, 8))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (bad magic or shorter than its %d-byte header)",
@@ -345,6 +415,17 @@ static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t 
                    DSV4_BUNDLE_VERSION,
                    version < DSV4_BUNDLE_VERSION ? "compile the spec again with a dsv4c of this release"
                                                  : "it was written by a newer dsv4c; use that release's runtime");
+  return DSV4RT_OK;
+}
+
+/* The header: magic, version, size, checksum (of every byte after it),
+ * and an entry count and choice record count the file can hold (into *n,
+ * *nc). */
+static dsv4rt_status check_header(dsv4rt_context *ctx, const uint8_t *p, size_t size, uint32_t *n, uint32_t *nc)
+{
+  dsv4rt_status s = check_magic_version(ctx, p, size);
+  if (s)
+    return s;
   uint64_t fsize = rd64(p + DSV4_BUNDLE_AT_SIZE);
   if (fsize != size)
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %zu bytes but its header says %llu (truncated?)", size,
@@ -415,7 +496,7 @@ static dsv4rt_status check_entries(dsv4rt_context *ctx, dsv4rt_bundle *b)
   for (int i = 0; i < b->n; i++) {
     memcpy(&b->entries[i], b->data + DSV4_BUNDLE_HEADER_BYTES + (size_t)i * sizeof(dsv4_bundle_entry),
            sizeof(dsv4_bundle_entry));
-    dsv4rt_status s = check_entry(ctx, &b->entries[i], i, table_end, b->size);
+    dsv4rt_status s = check_entry(ctx, &b->entries[i], i, table_end, b->data, b->size);
     if (s)
       return s;
   }
@@ -455,34 +536,83 @@ dsv4rt_status dsv4rt_bundle_open_memory(dsv4rt_context *ctx, const void *data, s
   return DSV4RT_OK;
 }
 
+/* Read the n bytes at fd into p (1: a read failed or the file ended first). */
+static int read_all(int fd, uint8_t *p, size_t n)
+{
+  while (n) {
+    ssize_t r = read(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return 1;
+    p += r, n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The file at path: a regular file (opened without blocking, so that a
+ * FIFO or a device is refused rather than waited on or read without end)
+ * whose header is a bundle's, read to the size the header gives, which
+ * must be the file's; then checked as dsv4rt_bundle_open_memory checks. */
+static dsv4rt_status open_file(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
+{
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle: %s", strerror(errno));
+  struct stat st;
+  uint8_t head[DSV4_BUNDLE_HEADER_BYTES], *buf = NULL;
+  uint64_t size = 0;
+  dsv4rt_status s;
+  if (fstat(fd, &st)) {
+    s = rt_fail(ctx, DSV4RT_ERR_IO, "cannot stat the bundle: %s", strerror(errno));
+    goto done;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    s = rt_fail(ctx, DSV4RT_ERR_IO, "not a regular file (a %s): a bundle is read from a file",
+                S_ISDIR(st.st_mode)    ? "directory"
+                : S_ISFIFO(st.st_mode) ? "FIFO"
+                : S_ISCHR(st.st_mode)  ? "character device"
+                : S_ISBLK(st.st_mode)  ? "block device"
+                : S_ISSOCK(st.st_mode) ? "socket"
+                                       : "special file");
+    goto done;
+  }
+  if ((uint64_t)st.st_size < DSV4_BUNDLE_HEADER_BYTES || read_all(fd, head, sizeof head)) {
+    s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "not a dsv4c bundle (%lld bytes: shorter than its %d-byte header)",
+                (long long)st.st_size, DSV4_BUNDLE_HEADER_BYTES);
+    goto done;
+  }
+  if ((s = check_magic_version(ctx, head, sizeof head)))
+    goto done;
+  size = rd64(head + DSV4_BUNDLE_AT_SIZE);
+  if (size != (uint64_t)st.st_size)
+    s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is %lld bytes but its header says %llu (truncated?)",
+                (long long)st.st_size, (unsigned long long)size);
+  else if (size > RT_MAX_BUNDLE_BYTES)
+    s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle of %llu bytes; this runtime reads bundles up to %llu bytes",
+                (unsigned long long)size, (unsigned long long)RT_MAX_BUNDLE_BYTES);
+  else if (!(buf = malloc((size_t)size)))
+    s = rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a bundle of %llu bytes", (unsigned long long)size);
+  else {
+    memcpy(buf, head, sizeof head);
+    if (read_all(fd, buf + sizeof head, (size_t)size - sizeof head))
+      s = rt_fail(ctx, DSV4RT_ERR_IO, "the bundle's %llu bytes could not be read (did it change while read?)",
+                  (unsigned long long)size);
+  }
+done:
+  close(fd);
+  if (!s)
+    s = dsv4rt_bundle_open_memory(ctx, buf, (size_t)size, out);
+  free(buf);
+  return s;
+}
+
 dsv4rt_status dsv4rt_bundle_open(dsv4rt_context *ctx, const char *path, dsv4rt_bundle **out)
 {
   if (!ctx || !path || !out)
     return ctx ? rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_bundle_open: null argument") : DSV4RT_ERR_INVALID_ARG;
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return rt_fail(ctx, DSV4RT_ERR_IO, "cannot open bundle %s", path);
-  uint8_t *buf = NULL;
-  size_t len = 0, cap = 0, r;
-  uint8_t tmp[65536];
-  while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) {
-    if (len + r > cap) {
-      cap = (len + r) * 2;
-      uint8_t *q = realloc(buf, cap);
-      if (!q) {
-        free(buf);
-        fclose(f);
-        return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", path);
-      }
-      buf = q;
-    }
-    memcpy(buf + len, tmp, r);
-    len += r;
-  }
-  fclose(f);
-  dsv4rt_status s = dsv4rt_bundle_open_memory(ctx, buf, len, out);
-  free(buf);
+  dsv4rt_status s = open_file(ctx, path, out);
   if (s) {
     char m[sizeof ctx->err];
     snprintf(m, sizeof m, "%s", ctx->err);

@@ -1,5 +1,6 @@
 /* rt.c -- contexts, buffers and timers of libdsv4rt, and the launch path
  * the ops share (find an entry, load it, launch it); bundle.c reads bundles. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -8,7 +9,12 @@
 
 #include "rt.h"
 
-static char create_err[1024]; /* message of the last failed context creation */
+/* The message of the calling thread's last failure that had no context to
+ * record it on (a context creation, a call on a NULL handle): one per
+ * thread, so that threads creating contexts at once (each its own, as
+ * dsv4rt.h allows) neither race on it nor read each other's. */
+static _Thread_local char create_err[1024];
+_Static_assert(sizeof create_err == sizeof(((dsv4rt_context *)0)->err), "one message size");
 
 dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...)
 {
@@ -35,13 +41,22 @@ const char *dsv4rt_status_name(dsv4rt_status s)
 
 /* ---- contexts ---- */
 
+/* Backend set-ups, one at a time in the process: the first OpenCL calls
+ * of a process are not safe to make from two threads at once (PoCL 3.1
+ * through ocl-icd 2.3.1: threads creating their first contexts together
+ * found "no device" while one thread's platform set-up ran, or crashed),
+ * and a context is created once, not per launch. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static dsv4rt_status try_backend(const rt_backend *be, int device, dsv4rt_context **out)
 {
   dsv4rt_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx)
     return rt_fail(NULL, DSV4RT_ERR_OUT_OF_MEMORY, "out of memory");
   ctx->be = be;
+  pthread_mutex_lock(&init_lock);
   int rc = be->init(ctx, device);
+  pthread_mutex_unlock(&init_lock);
   if (rc) {
     snprintf(create_err, sizeof create_err, "%s", ctx->err);
     free(ctx);

@@ -3,7 +3,8 @@
  * The first byte of an input chooses how the rest is read: even, as it
  * is; odd, with the header's size and checksum made right first, so the
  * fuzzer reaches the checks behind the checksum (every entry field, the
- * layouts, the code ranges) instead of stopping at it.  A bundle that
+ * layouts, the code ranges, the SPIR-V and bitcode structure) instead of
+ * stopping at it.  A bundle that
  * opens is then listed entry by entry as a tool would.  The reader runs
  * on a stub context: opening and destroying a bundle never touch a
  * backend (rt.h).  Anything but a clean return is a finding, and so is a

@@ -13,12 +13,21 @@
  * the case means to get past it) must be refused with the status and a
  * message naming the field (and the entry).  Every BUNDLE listed (those the
  * build wrote with dsv4c) must open: the reader takes all the compiler
- * emits.  Exit 0 when every check passed.
+ * emits; each of its entries, alone, with its launch record's threads or
+ * tokens_per_cta changed, must not (check_record_mutants).  Paths that are
+ * not bundle files (a FIFO, /dev/zero, a directory, a file shorter than
+ * its header says) are refused at once, each in a child process that a
+ * blocked or endless read would leave running past its alarm.
+ * Exit 0 when every check passed.
  */
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bundle.h"
 #include "rt.h"
@@ -46,19 +55,33 @@ static dsv4_artifact arts[DSV4_BUNDLE_MAX_ENTRIES];
 static int nitems;
 
 /* A stand-in artifact for item i: code of no NUL byte and of a length that
- * leaves padding after it, a SPIR fallback for spirv, the flags the
- * generator gives the warp-matrix decode on sm_90a. */
+ * leaves padding after it; for spirv, the smallest well-formed modules the
+ * reader's code checks take (runtime/src/code_check.c): SPIR-V of a header,
+ * an OpCapability and i % 7 OpNops, and as its SPIR fallback LLVM bitcode
+ * of one empty module block; the flags the generator gives the
+ * warp-matrix decode on sm_90a. */
 static void fake_artifact(int i, const dsv4_kernel *k, dsv4_target_kind t, dsv4_artifact *a)
 {
   memset(a, 0, sizeof *a);
-  a->code_len = 100 + 13 * (size_t)i;
-  a->code = malloc(a->code_len);
-  for (size_t j = 0; j < a->code_len; j++)
-    a->code[j] = (unsigned char)('a' + (i + j) % 26);
   if (t == DSV4_TARGET_SPIRV) {
-    a->aux_len = 9 + (size_t)i;
+    uint32_t w[14] = {0x07230203u, 0x00010000u, 0, 1, 0, 2u << 16 | 17, 4}; /* ..., OpCapability Addresses */
+    int nw = 7 + i % 7;
+    for (int j = 7; j < nw; j++)
+      w[j] = 1u << 16; /* OpNop */
+    /* 'BC' 0xC0DE; ENTER_SUBBLOCK (abbreviation id 1 of 2 bits), block 8 (VBR8), width 2 (VBR4); a length
+     * word of 1; END_BLOCK, aligned */
+    static const uint8_t bc[16] = {'B', 'C', 0xC0, 0xDE, 0x21, 0x08, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    a->code_len = (size_t)nw * 4;
+    a->code = malloc(a->code_len);
+    memcpy(a->code, w, a->code_len);
+    a->aux_len = sizeof bc;
     a->aux = malloc(a->aux_len);
-    memset(a->aux, 0x5A, a->aux_len);
+    memcpy(a->aux, bc, sizeof bc);
+  } else {
+    a->code_len = 100 + 13 * (size_t)i;
+    a->code = malloc(a->code_len);
+    for (size_t j = 0; j < a->code_len; j++)
+      a->code[j] = (unsigned char)('a' + (i + j) % 26);
   }
   if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix && !strcmp(k->target[t].arch, "sm_90a"))
     a->flags = DSV4_ENTRY_FIRST_WAITS | DSV4_ENTRY_SECOND_WAITS;
@@ -146,6 +169,22 @@ static void flip_code(uint8_t *b, size_t *n, int e)
 {
   b[get(entry_at(b, e) + offsetof(dsv4_bundle_entry, code_off), 8) + 5] ^= 1;
 }
+/* Entry e's SPIR fallback (the stand-in's 16 bytes) made a module block
+ * that defines an abbreviation [literal 1, array of the literal 0]: an
+ * array of elements of no bits, which a reader dividing by the element's
+ * width must refuse first. */
+static void literal_array_aux(uint8_t *b, size_t *n, int e)
+{
+  /* DEFINE_ABBREV (id 2 of 2 bits), 3 operands (VBR5), literal 1, array, literal 0; END_BLOCK: 31 bits */
+  static const uint8_t bc[16] = {'B', 'C', 0xC0, 0xDE, 0x21, 0x08, 0, 0, 1, 0, 0, 0, 0x8E, 0x01, 0x16, 0x00};
+  memcpy(b + get(entry_at(b, e) + offsetof(dsv4_bundle_entry, aux_off), 8), bc, sizeof bc);
+}
+/* Entry e's SPIR-V with an id bound of 2^32 - 1. */
+static void spirv_bound(uint8_t *b, size_t *n, int e)
+{
+  put32(b + get(entry_at(b, e) + offsetof(dsv4_bundle_entry, code_off), 8) + 12, 0xFFFFFFFFu);
+}
+
 /* The header as version 4 wrote it: count @12, size @16, crc of [32, size) @24. */
 static void v4_header(uint8_t *b, size_t *n, int e)
 {
@@ -269,6 +308,10 @@ static const mutation cases[] = {
     {"a flipped byte in the entry count", NULL, 0, NOFIELD, SET, 0, flip_count, 0, FMT, ANY, "checksum mismatch"},
     {"a flipped checksum byte", NULL, 0, NOFIELD, SET, 0, flip_crc, 0, FMT, ANY, "checksum mismatch"},
     {"a flipped code byte", G, PTX, NOFIELD, SET, 0, flip_code, 0, FMT, ANY, "checksum mismatch"},
+    {"bitcode: an array of literal elements", G, SPV, NOFIELD, SET, 0, literal_array_aux, 1, FMT, NAMED,
+     "aux (SPIR 1.2): LLVM bitcode: an array whose elements are not fixed, VBR or char6 fields"},
+    {"SPIR-V: an id bound of 2^32 - 1", G, SPV, NOFIELD, SET, 0, spirv_bound, 1, FMT, NAMED,
+     "code: SPIR-V: id bound 4294967295 is outside"},
     {"entry count 0", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 0, NULL, 1, FMT, ANY, "lists 0 entries"},
     {"entry count 257", NULL, 0, HDR(DSV4_BUNDLE_AT_NENTRIES, 4), SET, 257, NULL, 1, FMT, ANY, "holds 1 to 256"},
     {"entry count past the file", NULL, 0, NOFIELD, SET, 0, count_past_file, 1, FMT, ANY, "cannot hold"},
@@ -632,6 +675,91 @@ static void check_installed(const uint8_t *base, size_t size)
 }
 
 /* A bundle the build wrote opens. */
+/* Entry e of the bundle at b alone, in a bundle of its own (its code and
+ * aux copied after it, no choice records) into out; returns its size. */
+static size_t entry_alone(const uint8_t *b, int e, uint8_t *out)
+{
+  dsv4_bundle_entry en;
+  memcpy(&en, entry_at((uint8_t *)b, e), sizeof en);
+  size_t at = DSV4_BUNDLE_HEADER_BYTES + sizeof en;
+  memset(out, 0, DSV4_BUNDLE_HEADER_BYTES);
+  memcpy(out, b, 12); /* magic, version */
+  put32(out + DSV4_BUNDLE_AT_NENTRIES, 1);
+  at = (at + 15) / 16 * 16;
+  memcpy(out + at, b + en.code_off, en.code_len);
+  en.code_off = at, at += en.code_len;
+  if (en.aux_len) {
+    size_t to = (at + 15) / 16 * 16;
+    memset(out + at, 0, to - at);
+    memcpy(out + to, b + en.aux_off, en.aux_len);
+    en.aux_off = to, at = to + en.aux_len;
+  }
+  size_t end = (at + 15) / 16 * 16;
+  memset(out + at, 0, end - at);
+  memcpy(out + DSV4_BUNDLE_HEADER_BYTES, &en, sizeof en);
+  memset(out + DSV4_BUNDLE_HEADER_BYTES + sizeof en, 0, en.code_off - DSV4_BUNDLE_HEADER_BYTES - sizeof en);
+  put64(out + DSV4_BUNDLE_AT_SIZE, end);
+  reseal(out, end);
+  return end;
+}
+
+/* Issue 37.2: launch records in range but not the kernel's.  Each entry of
+ * a bundle the build wrote, alone, with its record's threads set to each
+ * of 1..64 or its tokens_per_cta to each power of two from 8 to 1024 (the
+ * other values than its own, the checksum made good): refused, the
+ * message naming the field (the rule, form_rules.h's dsv4_form_launch,
+ * gives other threads than the record's, or does not take the tile).  The
+ * logits' batch forms (warp-matrix and warpgroup: 128 threads whatever
+ * the step) tie tokens_per_cta only to whole steps of 128: the other
+ * multiples of 128 open (the step the code was built with is not in the
+ * entry), and are counted, not asserted. */
+static void check_record_mutants(const char *path, const uint8_t *b, size_t size)
+{
+  int n = (int)get(b + DSV4_BUNDLE_AT_NENTRIES, 4), mutants = 0, refused = 0, unpinned = 0;
+  uint8_t *img = malloc(size + 64);
+  for (int e = 0; img && e < n; e++) {
+    size_t len = entry_alone(b, e, img);
+    dsv4_bundle_entry en;
+    memcpy(&en, img + DSV4_BUNDLE_HEADER_BYTES, sizeof en);
+    dsv4rt_bundle *x = NULL;
+    char what[1200];
+    snprintf(what, sizeof what, "%s: entry %d (%s) alone opens", path, e, en.name);
+    int opens = dsv4rt_bundle_open_memory(&stub, img, len, &x) == DSV4RT_OK;
+    check(opens, what, dsv4rt_last_error(&stub));
+    if (!opens)
+      continue;
+    dsv4rt_bundle_destroy(x);
+    for (int k = 0; k < 64 + 8; k++) {
+      int threads = k < 64;
+      uint32_t v = threads ? (uint32_t)k + 1 : 8u << (k - 64);
+      size_t at = threads ? offsetof(dsv4_bundle_entry, launch.threads) : offsetof(dsv4_bundle_entry, tokens_per_cta);
+      if (v == (threads ? en.launch.threads : en.tokens_per_cta))
+        continue;
+      put32(img + DSV4_BUNDLE_HEADER_BYTES + at, v);
+      reseal(img, len);
+      dsv4rt_status s = dsv4rt_bundle_open_memory(&stub, img, len, &x);
+      const char *m = dsv4rt_last_error(&stub);
+      mutants++;
+      refused += s != DSV4RT_OK;
+      if (!threads && en.launch.grid == DSV4_GRID_POSITIONS_BATCH && v % 128 == 0)
+        unpinned += s == DSV4RT_OK;
+      else {
+        snprintf(what, sizeof what, "%s: entry %d (%s), %s %u -> %u: refused naming it", path, e, en.name,
+                 threads ? "threads" : "tokens_per_cta", threads ? en.launch.threads : en.tokens_per_cta, v);
+        check(s == DSV4RT_ERR_BUNDLE_FORMAT && strstr(m, threads ? "threads" : "tokens_per_cta"), what,
+              s ? m : "opened");
+      }
+      if (!s)
+        dsv4rt_bundle_destroy(x);
+      put32(img + DSV4_BUNDLE_HEADER_BYTES + at, threads ? en.launch.threads : en.tokens_per_cta);
+    }
+  }
+  printf("%s: %d launch-record mutants of %d entries, %d refused (%d tokens_per_cta mutants of the logits' batch "
+         "forms, whole steps of 128, open: not tied to the entry)\n",
+         path, mutants, n, refused, unpinned);
+  free(img);
+}
+
 static void check_file(const char *path)
 {
   dsv4rt_bundle *x = NULL;
@@ -640,6 +768,14 @@ static void check_file(const char *path)
   snprintf(what, sizeof what, "%s opens", path);
   check(s == DSV4RT_OK && dsv4rt_bundle_count(x) > 0, what, s ? dsv4rt_last_error(&stub) : "");
   dsv4rt_bundle_destroy(x);
+  FILE *f = fopen(path, "rb");
+  uint8_t *b = malloc(1u << 26);
+  size_t n = f && b ? fread(b, 1, 1u << 26, f) : 0;
+  if (f)
+    fclose(f);
+  if (s == DSV4RT_OK && n > DSV4_BUNDLE_HEADER_BYTES)
+    check_record_mutants(path, b, n);
+  free(b);
 }
 
 /* The runtime's default rule (rt_find without a kernel name, rt.c) on the
@@ -698,6 +834,70 @@ static void check_default_rule(const unsigned char *base, size_t size)
   dsv4rt_bundle_destroy(x);
 }
 
+/* dsv4rt_bundle_open(path) in a child with a 10 s alarm: the status want
+ * and a message holding path and needle. */
+static void open_path_row(const char *what, const char *path, dsv4rt_status want, const char *needle)
+{
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    dsv4rt_bundle *x = (dsv4rt_bundle *)1;
+    dsv4rt_status s = dsv4rt_bundle_open(&stub, path, &x);
+    const char *m = dsv4rt_last_error(&stub);
+    int ok = s == want && x == NULL && strstr(m, path) && strstr(m, needle);
+    printf("%s: %s: %s\n", what, dsv4rt_status_name(s), m);
+    if (!ok)
+      printf("FAIL %s: status %d, wanted %d and a message with '%s'\n", what, s, want, needle);
+    fflush(stdout);
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  int ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  char m[160];
+  snprintf(m, sizeof m, "%s", WIFSIGNALED(st) ? (WTERMSIG(st) == SIGALRM ? "still reading after 10 s" : "killed") : "");
+  check(ok, what, m);
+}
+
+/* Issue 37.4: what is not a bundle file is refused before it is read. */
+static void check_paths(const char *bundle)
+{
+  char dir[] = "/tmp/dsv4_bundle_paths_XXXXXX", fifo[64], shorter[64], head[64];
+  if (!mkdtemp(dir)) {
+    check(0, "a temporary folder", "mkdtemp failed");
+    return;
+  }
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  snprintf(shorter, sizeof shorter, "%s/short.dsv4b", dir);
+  snprintf(head, sizeof head, "%s/head.dsv4b", dir);
+  check(mkfifo(fifo, 0600) == 0, "a FIFO", "mkfifo failed");
+  open_path_row("a FIFO with no writer", fifo, DSV4RT_ERR_IO, "not a regular file (a FIFO)");
+  if (access("/dev/zero", R_OK) == 0)
+    open_path_row("/dev/zero", "/dev/zero", DSV4RT_ERR_IO, "not a regular file (a character device)");
+  open_path_row("a directory", dir, DSV4RT_ERR_IO, "not a regular file (a directory)");
+  open_path_row("a missing file", "/nonexistent/none.dsv4b", DSV4RT_ERR_IO, "No such file");
+  /* a real bundle's first 4096 bytes, and its header alone */
+  FILE *in = fopen(bundle, "rb"), *a = fopen(shorter, "wb"), *h = fopen(head, "wb");
+  uint8_t buf[4096];
+  size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+  if (a && n == sizeof buf)
+    fwrite(buf, 1, n, a);
+  if (h && n == sizeof buf)
+    fwrite(buf, 1, 20, h);
+  if (in)
+    fclose(in);
+  if (a)
+    fclose(a);
+  if (h)
+    fclose(h);
+  if (n == sizeof buf) {
+    open_path_row("a bundle's first 4096 bytes", shorter, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is 4096 bytes but its header says");
+    open_path_row("20 bytes of a header", head, DSV4RT_ERR_BUNDLE_FORMAT, "shorter than its 32-byte header");
+  } else
+    check(0, "a real bundle of at least 4096 bytes to cut", bundle);
+  unlink(fifo), unlink(shorter), unlink(head), rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) {
@@ -731,6 +931,8 @@ int main(int argc, char **argv)
     run_case(&cases[c], base, size);
   for (int i = 2; i < argc; i++)
     check_file(argv[i]);
+  if (argc > 2)
+    check_paths(argv[2]);
   printf("%d passed, %d failed (%zu mutations of a %zu-byte bundle of %d entries)\n", passed, failed,
          sizeof cases / sizeof *cases, size, nitems);
   free(base);
