@@ -802,16 +802,21 @@ static int tune(int argc, char **argv)
 static int merge(int argc, char **argv)
 {
   const char *out = NULL;
-  const char *in[256];
+  const char **in = malloc((size_t)argc * sizeof *in); /* any number of shards */
   int n = 0;
+  if (!in) {
+    fprintf(stderr, "dsv4c-tune: out of memory\n");
+    return 1;
+  }
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "-o") && i + 1 < argc)
       out = argv[++i];
-    else if (n < 256)
+    else
       in[n++] = argv[i];
   }
   if (!out || n < 1) {
     fprintf(stderr, "usage: dsv4c-tune merge A.lock B.lock ... -o OUT.lock\n");
+    free(in);
     return 2;
   }
   dsv4_lock all = {0};
@@ -821,12 +826,15 @@ static int merge(int argc, char **argv)
     if (dsv4_lock_read(in[i], &l, err, sizeof err)) {
       fprintf(stderr, "dsv4c-tune: %s\n", err);
       dsv4_lock_free(&all);
+      free(in);
       return 1;
     }
     int bad = dsv4_lock_merge(&all, &l);
     dsv4_lock_free(&l);
     if (bad) {
       fprintf(stderr, "dsv4c-tune: out of memory\n");
+      dsv4_lock_free(&all);
+      free(in);
       return 1;
     }
   }
@@ -834,6 +842,7 @@ static int merge(int argc, char **argv)
   if (rc)
     fprintf(stderr, "dsv4c-tune: cannot write %s: %s\n", out, strerror(errno));
   dsv4_lock_free(&all);
+  free(in);
   return rc ? 1 : 0;
 }
 
