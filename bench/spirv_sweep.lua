@@ -6,8 +6,8 @@
 --        the checker's own rule (a head's lanes fit one 32-wide reduction),
 --        leave 5 variants;
 --   lgp  the portable indexer logits: a CTA's tokens (64, 128, 256), 3 variants.
---   dsv4c bench/spirv_sweep.lua -I specs -o build/spirv_sweep
---   dsv4c-tune build/spirv_sweep/spirv_sweep.dsv4b --lock spirv.lock --quick   (about 20 s on 2 cores)
+--   dsv4c bench/spirv_sweep.lua -I specs -o spirv_sweep
+--   dsv4c-tune spirv_sweep/spirv_sweep.dsv4b --lock spirv.lock --quick   (about 20 s on 2 cores)
 local L = include "layouts.lua"
 
 kernel {

@@ -614,8 +614,8 @@ double dsv4_lock_round(double us)
 {
   if (!(us == us) || us < 0)
     return 0;
-  if (us > 1e12)
-    us = 1e12;
+  if (us > 1e9) /* what the reader takes: 1000 s a launch; and 1e9 * 1e4 is exact in a double */
+    us = 1e9;
   return (double)(long long)(us * 1e4 + 0.5) / 1e4; /* no libm in the runtime */
 }
 
@@ -1029,9 +1029,9 @@ static int parse_variants(dsv4_lock_entry *e, const dsv4_json *vs, const char *w
      * failure's are not used, but a present one is still a number */
     int pass = v.gate == DSV4_GATE_PASS;
     double samples = 0;
-    if (take_num(x, "median_us", 0, 1e12, 0, pass, vw, &v.median_us, err, errlen) ||
-        take_num(x, "min_us", 0, 1e12, 0, pass, vw, &v.min_us, err, errlen) ||
-        take_num(x, "max_us", 0, 1e12, 0, pass, vw, &v.max_us, err, errlen) ||
+    if (take_num(x, "median_us", 0, 1e9, 0, pass, vw, &v.median_us, err, errlen) ||
+        take_num(x, "min_us", 0, 1e9, 0, pass, vw, &v.min_us, err, errlen) ||
+        take_num(x, "max_us", 0, 1e9, 0, pass, vw, &v.max_us, err, errlen) ||
         take_num(x, "samples", 0, 1e9, 1, 0, vw, &samples, err, errlen))
       return 1;
     v.samples = (int)samples;
