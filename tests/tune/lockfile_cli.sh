@@ -66,5 +66,18 @@ out=$("$tune" merge "$work/typed.lock" -o "$work/typed_out.lock" 2>&1)
 [ $? -eq 1 ] && printf '%s' "$out" | grep -q "typed.lock: line 4: entry 1 variant 2: 'median_us' is a string, not a number" &&
   [ ! -e "$work/typed_out.lock" ] && ok || bad "a string median_us: $out"
 
+# ---- what is no lockfile to read: a FIFO (opening one waited for a
+# writer), /dev/zero (read for ever), a file past the 32 MiB limit ----
+mkfifo "$work/fifo.lock" 2>/dev/null
+for f in "$work/fifo.lock" /dev/zero; do
+  [ -e "$f" ] || continue
+  out=$(timeout 20 "$tune" merge "$f" -o "$work/x.lock" 2>&1)
+  [ $? -eq 1 ] && printf '%s' "$out" | grep -q "$f: not a regular file" && ok || bad "$f: $out"
+done
+head -c $((33 << 20)) /dev/zero >"$work/big.lock"
+out=$(timeout 20 "$tune" merge "$work/big.lock" -o "$work/x.lock" 2>&1)
+[ $? -eq 1 ] && printf '%s' "$out" | grep -q "big.lock: larger than a lockfile may be (32 MiB)" && ok || bad "33 MiB: $out"
+rm -f "$work/big.lock"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,6 +3,7 @@
 #include "lock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1195,13 +1196,16 @@ int dsv4_tune_read_file(const char *path, char **text, size_t *len)
 
 int dsv4_tune_read_file_max(const char *path, size_t max, char **text, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  /* O_NONBLOCK: opening a FIFO would wait for a writer (for ever) */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return -1;
   struct stat st;
-  int why = fstat(fileno(f), &st) ? errno : !S_ISREG(st.st_mode) ? EINVAL : (uint64_t)st.st_size > max ? EFBIG : 0;
-  if (why) { /* a FIFO or /dev/zero would be read for ever; a huge file needs no reading to refuse */
-    fclose(f);
+  int why = fstat(fd, &st) ? errno : !S_ISREG(st.st_mode) ? EINVAL : (uint64_t)st.st_size > max ? EFBIG : 0;
+  FILE *f = why ? NULL : fdopen(fd, "rb");
+  if (!f) { /* a FIFO or /dev/zero would be read for ever; a huge file needs no reading to refuse */
+    why = why ? why : errno;
+    close(fd);
     errno = why;
     return -1;
   }
