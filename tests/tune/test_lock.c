@@ -179,7 +179,9 @@ int main(void)
         {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": null, \"min_us\": 1, \"max_us\": 1}",
          "line 4: entry 1 variant 2: 'median_us' is null, not a number"},
         {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": -3, \"min_us\": 1, \"max_us\": 1}",
-         "line 4: entry 1 variant 2: 'median_us' is -3; it takes a number from 0 to"},
+         "line 4: entry 1 variant 2: 'median_us' is -3; it takes a number from 0 to 1000000000"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": 1000000001, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is 1000000001; it takes a number from 0 to 1000000000"},
         {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": 9, \"min_us\": \"1\", \"max_us\": 1}",
          "line 4: entry 1 variant 2: 'min_us' is a string, not a number"},
         {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": 9, \"min_us\": 1, \"max_us\": 1, \"samples\": 2.5}",
@@ -210,9 +212,10 @@ int main(void)
     /* the seed: a whole number a JSON number holds (1e400 was a cast of a double out of range) */
     static const struct {
       const char *seed, *want;
-    } seeds[] = {{"1e400", "'seed' is inf; it takes a whole number from 0 to 9.0072e+15"},
+    } seeds[] = {{"1e400", "'seed' is inf; it takes a whole number from 0 to 9007199254740991"},
                  {"-1e400", "'seed' is -inf"},
-                 {"9223372036854775808", "'seed' is 9.22337e+18"},
+                 {"9223372036854775808", "'seed' is 9.22337203685477"},
+                 {"9007199254740992", "'seed' is 9007199254740992; it takes a whole number from 0 to 9007199254740991"},
                  {"1.5", "'seed' is 1.5"},
                  {"-1", "'seed' is -1"},
                  {"\"12\"", "'seed' is a string, not a number"},

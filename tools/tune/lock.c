@@ -977,7 +977,7 @@ static int take_num(const dsv4_json *o, const char *key, double lo, double hi, i
   }
   /* range first: a whole-number test casts, which only an in-range value may */
   if (!(v->num >= lo && v->num <= hi) || (whole && (double)(long long)v->num != v->num)) {
-    snprintf(err, errlen, "line %d: %s: '%s' is %g; it takes %s from %g to %g", v->line, where, key, v->num,
+    snprintf(err, errlen, "line %d: %s: '%s' is %.16g; it takes %s from %.16g to %.16g", v->line, where, key, v->num,
              whole ? "a whole number" : "a number", lo, hi);
     return 1;
   }
@@ -1078,11 +1078,14 @@ int dsv4_lock_parse(const char *text, size_t len, dsv4_lock *out, char *err, siz
   const char *fmt = dsv4_json_str(root, "format", NULL);
   const dsv4_json *entries = dsv4_json_get(root, "entries");
   if (!fmt || strcmp(fmt, DSV4_LOCK_FORMAT)) {
-    snprintf(err, errlen, "format is '%s', not '%s'", fmt ? fmt : "(missing)", DSV4_LOCK_FORMAT);
+    const dsv4_json *f = dsv4_json_get(root, "format");
+    snprintf(err, errlen, "line %d: format is '%s', not '%s'", f ? f->line : root->line, fmt ? fmt : "(missing)",
+             DSV4_LOCK_FORMAT);
     goto done;
   }
   if (!entries || entries->type != DSV4_JSON_ARR) {
-    snprintf(err, errlen, "'entries' is missing or not a list");
+    snprintf(err, errlen, "line %d: 'entries' is %s, not a list", entries ? entries->line : root->line,
+             entries ? jtype(entries) : "missing");
     goto done;
   }
   for (int i = 0; i < entries->n; i++) {
