@@ -253,10 +253,14 @@ int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job 
       code_hash(&j->art, hex);
     if (!j || !v || strcmp(v->code, hex)) {
       describe(e, what, sizeof what);
-      warn(d, lock_path, "stale entry (%s): %s's compiled code differs from the code that was measured (the code "
-           "generator changed); not used", what, e->winner);
-      if (k >= 0)
+      if (!j) /* -k or -t left the winner out: not this build's concern, but said */
+        warn(d, lock_path, "entry (%s): its winner '%s' is not built (dsv4c -k or -t left it out); not used", what,
+             e->winner);
+      else {
+        warn(d, lock_path, "stale entry (%s): %s's compiled code differs from the code that was measured (the code "
+             "generator changed); not used", what, e->winner);
         stale_code[k] = 1;
+      }
       free(e->v);
       memmove(e, e + 1, (size_t)(fresh->n - i - 1) * sizeof *e);
       fresh->n--, i--;
@@ -304,8 +308,9 @@ int dsv4_tuned_choices(const dsv4_lock *fresh, const dsv4_bundle_item *items, in
     dsv4_shape s;
     char what[600];
     describe(e, what, sizeof what);
-    char bw[300] = "";
-    const char *why = entry < 0 || !v                                  ? "its winner is not in the bundle"
+    char bw[300] = "", absent[120];
+    snprintf(absent, sizeof absent, "its winner '%s' is not in the bundle", e->winner);
+    const char *why = entry < 0 || !v                                  ? absent
                       : !op || (int)items[entry].kernel->op != op ||
                                 dsv4_shape_parse(op, e->key.bucket, &s) ? "its op or bucket is not the winner's"
                       : dsv4_shape_check_bucket(&s, bw, sizeof bw) ? bw /* what the bundle reader checks */

@@ -73,6 +73,10 @@ out=$("$dsv4c" "$dir/sweep_small.lua" -I "$specs" --lock "$work/fresh.lock" -o "
 said=$(printf '%s\n' "$out" | sed -n 's/^dsv4c: \([a-z0-9_]*\) \[\([a-z]*\) .*/\1.\2/p' | sed 's/\.spirv$/.spv/' | sort | tr '\n' ' ')
 have=$(cd "$work/tuned_v" && ls *.ptx *.spv | sort | tr '\n' ' ')
 [ -n "$said" ] && [ "$said" = "$have" ] && ok || bad "--lock -v announced '$said', the bundle's artifacts are '$have'"
+# -k leaves a winner unbuilt: said so, not called stale code or kept
+out=$("$dsv4c" "$dir/sweep_small.lua" -I "$specs" --lock "$work/fresh.lock" -k sdm -o "$work/tuned_k" 2>&1) || bad "--lock -k: $out"
+printf '%s\n' "$out" | grep -q "warning: entry (kernel sdp, .*): its winner 'sdp__h4_v32' is not built (dsv4c -k or -t left it out); not used" &&
+  ! printf '%s\n' "$out" | grep -q "compiled code differs\|stays in the bundle" && ok || bad "--lock -k sdm said: $out"
 # a bucket the runtime would refuse (T=3: a call's T 3 falls in T=4): an
 # error naming the line, no bundle (the bundle reader refused it before)
 entry sdm ptx sm_90a "$tc_ptx" "$spec_hash" "T=3,H=128,topk=128,extra=1024,xbs=64" sdm__h64_pbf16_pair1 "$h64p1" sdm__h64_pbf16_pair0 "$h64p0" |
