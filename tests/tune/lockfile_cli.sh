@@ -66,6 +66,19 @@ out=$("$tune" merge "$work/typed.lock" -o "$work/typed_out.lock" 2>&1)
 [ $? -eq 1 ] && printf '%s' "$out" | grep -q "typed.lock: line 4: entry 1 variant 2: 'median_us' is a string, not a number" &&
   [ ! -e "$work/typed_out.lock" ] && ok || bad "a string median_us: $out"
 
+# ---- an output that is not a regular file is written, not replaced (the
+# atomic rename turned -o /dev/null into a regular file when run as root):
+# a FIFO here, read by cat, must still be a FIFO after ----
+mkfifo "$work/out.fifo" 2>/dev/null && {
+  timeout 20 cat "$work/out.fifo" >"$work/fifo.out" &
+  reader=$!
+  timeout 20 "$tune" merge "$work/shards/s1.lock" -o "$work/out.fifo" >"$work/fifo.log" 2>&1
+  rc=$?
+  wait $reader
+  [ $rc -eq 0 ] && [ -p "$work/out.fifo" ] && grep -q '"kernel": "k001"' "$work/fifo.out" && ok ||
+    bad "merge -o FIFO (rc $rc): the FIFO $( [ -p "$work/out.fifo" ] && echo 'stayed' || echo 'was replaced'): $(cat "$work/fifo.log")"
+}
+
 # ---- what is no lockfile to read: a FIFO (opening one waited for a
 # writer), /dev/zero (read for ever), a file past the 32 MiB limit ----
 mkfifo "$work/fifo.lock" 2>/dev/null

@@ -1240,6 +1240,24 @@ int dsv4_tune_read_file_max(const char *path, size_t max, char **text, size_t *l
 
 int dsv4_tune_write_file(const char *path, const void *p, size_t n)
 {
+  /* a path that is not a regular file (/dev/null, a FIFO, a terminal) is
+   * written as it is: the rename below would replace it, a device node
+   * included, with a regular file */
+  struct stat st;
+  if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      errno = EISDIR;
+      return -1;
+    }
+    FILE *d = fopen(path, "wb");
+    if (!d)
+      return -1;
+    size_t w = fwrite(p, 1, n, d);
+    int bad = fclose(d) || w != n;
+    if (bad && !errno)
+      errno = EIO;
+    return bad ? -1 : 0;
+  }
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
   FILE *f = fopen(tmp, "wb");
