@@ -155,6 +155,15 @@ static void describe(const dsv4_lock_entry *e, char *buf, size_t n)
            e->key.bucket);
 }
 
+/* The first variant of sweep sw that is a kernel of the plan (-1: none). */
+static int first_variant(const dsv4_plan *p, int sw)
+{
+  for (int i = p->sweeps[sw].first; i < p->sweeps[sw].first + p->sweeps[sw].nvariants; i++)
+    if (p->variants[i].kernel >= 0)
+      return p->variants[i].kernel;
+  return -1;
+}
+
 int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned targets, unsigned char *keep,
                       dsv4_lock *fresh, dsv4_diags *d)
 {
@@ -167,38 +176,34 @@ int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned target
   }
   for (int i = 0; i < p->nkernels; i++)
     keep[i] = !dsv4_plan_variant(p, p->kernels[i].name);
-  for (int sw = 0; sw < p->nsweeps; sw++) /* compiled in case no fresh entry of the sweep survives (verify) */
-    for (int i = p->sweeps[sw].first; i < p->sweeps[sw].first + p->sweeps[sw].nvariants; i++)
-      if (p->variants[i].kernel >= 0) {
-        keep[p->variants[i].kernel] = 2;
-        break;
-      }
   int stale = 0, used = 0, none = 0;
   for (int i = 0; i < all.n; i++) {
     dsv4_lock_entry *e = &all.e[i];
-    char what[600], tc[160];
+    char what[600], tc[160], why[400] = "";
     describe(e, what, sizeof what);
     int t = dsv4_target_from_name(e->key.target);
     if (t < 0) {
-      warn(d, lock_path, "stale entry (%s): unknown target; not used", what), stale++;
+      warn(d, lock_path, "stale entry (%s): unknown target '%s'; not used", what, e->key.target), stale++;
       continue;
     }
     if (targets && !(targets & (1u << t)))
       continue; /* another target than the ones built: not this build's concern */
     dsv4_toolchain((dsv4_target_kind)t, tc, sizeof tc);
     int s = sweep_index(p, e->key.kernel), k = e->winner[0] ? kernel_index(p, e->winner) : -1;
-    const char *why = strcmp(e->key.spec_hash, p->spec_hash) ? "the spec (or a file it includes) changed since it was tuned"
-                      : strcmp(e->key.toolchain, tc)         ? "it was tuned with another toolchain"
-                      : s < 0                                 ? "the spec has no sweep of that kernel"
-                      : !e->winner[0]                         ? NULL
-                      : k < 0 || !in_sweep(p, s, k)           ? "its winner is not a variant of the sweep"
-                      : !p->kernels[k].target[t].enabled ||
-                                strcmp(p->kernels[k].target[t].arch, e->key.arch)
-                          ? "its winner is not built for that target and arch"
-                          : NULL;
-    if (why) {
-      warn(d, lock_path, "stale entry (%s): %s (%s); not used", what, why,
-           !strcmp(why, "it was tuned with another toolchain") ? e->key.toolchain : e->key.spec_hash);
+    if (strcmp(e->key.spec_hash, p->spec_hash))
+      snprintf(why, sizeof why, "the spec (or a file it includes) changed since it was tuned (the entry's spec hash "
+               "%.12s..., the spec's %.12s...)", e->key.spec_hash, p->spec_hash);
+    else if (strcmp(e->key.toolchain, tc))
+      snprintf(why, sizeof why, "it was tuned with another toolchain (%s; this is %s)", e->key.toolchain, tc);
+    else if (s < 0)
+      snprintf(why, sizeof why, "the spec has no sweep named '%s'", e->key.kernel);
+    else if (e->winner[0] && (k < 0 || !in_sweep(p, s, k)))
+      snprintf(why, sizeof why, "its winner '%s' is %s", e->winner,
+               k < 0 ? "not a kernel of the spec (not in the bundle)" : "not a variant of that sweep");
+    else if (e->winner[0] && (!p->kernels[k].target[t].enabled || strcmp(p->kernels[k].target[t].arch, e->key.arch)))
+      snprintf(why, sizeof why, "its winner '%s' is not built for %s %s", e->winner, e->key.target, e->key.arch);
+    if (why[0]) {
+      warn(d, lock_path, "stale entry (%s): %s; not used", what, why);
       stale++;
       continue;
     }
@@ -208,8 +213,8 @@ int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned target
       none++;
       continue;
     }
-    dsv4_lock_entry *f = dsv4_lock_find(fresh, &e->key, 1);
-    if (!f || dsv4_lock_merge(fresh, &(dsv4_lock){1, 1, e})) {
+    /* merged into fresh: the entry as it is (its shape and seed too) */
+    if (dsv4_lock_merge(fresh, &(dsv4_lock){1, 1, e, NULL, 0, 0})) {
       dsv4_error(d, lock_path, 0, "out of memory");
       dsv4_lock_free(&all);
       return 1;
@@ -218,6 +223,16 @@ int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned target
     used++;
   }
   dsv4_lock_free(&all);
+  /* a sweep no entry chooses from keeps its first variant (untuned), so that
+   * its op, layout and target keep a kernel; one with winners is built from
+   * those alone (each kernel compiled is one the bundle holds) */
+  for (int sw = 0; sw < p->nsweeps; sw++) {
+    int any = 0, first = first_variant(p, sw);
+    for (int i = p->sweeps[sw].first; i < p->sweeps[sw].first + p->sweeps[sw].nvariants; i++)
+      any |= p->variants[i].kernel >= 0 && keep[p->variants[i].kernel];
+    if (!any && first >= 0)
+      keep[first] = 1;
+  }
   if (stale)
     warn(d, lock_path, "%d of the lockfile's entries are stale and not used (tune again: dsv4c-tune)", stale);
   (void)used, (void)none;
@@ -227,7 +242,7 @@ int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned target
 int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job *jobs, int njobs, unsigned char *keep,
                       dsv4_lock *fresh, dsv4_diags *d)
 {
-  int w = 0;
+  unsigned char stale_code[DSV4_MAX_KERNELS] = {0}; /* winners compiled whose code is not the code measured */
   for (int i = 0; i < fresh->n; i++) {
     dsv4_lock_entry *e = &fresh->e[i];
     int k = kernel_index(p, e->winner), t = dsv4_target_from_name(e->key.target);
@@ -238,43 +253,37 @@ int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job 
       code_hash(&j->art, hex);
     if (!j || !v || strcmp(v->code, hex)) {
       describe(e, what, sizeof what);
-      warn(d, lock_path, "stale entry (%s): %s's compiled code differs from the code that was measured (the code "
-           "generator changed); not used", what, e->winner);
+      if (!j) /* -k or -t left the winner out: not this build's concern, but said */
+        warn(d, lock_path, "entry (%s): its winner '%s' is not built (dsv4c -k or -t left it out); not used", what,
+             e->winner);
+      else {
+        warn(d, lock_path, "stale entry (%s): %s's compiled code differs from the code that was measured (the code "
+             "generator changed); not used", what, e->winner);
+        stale_code[k] = 1;
+      }
       free(e->v);
       memmove(e, e + 1, (size_t)(fresh->n - i - 1) * sizeof *e);
       fresh->n--, i--;
+      dsv4_lock_unindex(fresh);
       continue;
     }
   }
-  /* variants no entry names any more leave the bundle */
-  for (int k = 0; k < p->nkernels; k++) {
-    if (!keep[k] || !dsv4_plan_variant(p, p->kernels[k].name))
-      continue;
-    int named = 0;
-    for (int i = 0; i < fresh->n && !named; i++)
-      named = !strcmp(fresh->e[i].winner, p->kernels[k].name);
-    keep[k] = (unsigned char)named;
-  }
-  /* a sweep no fresh entry chooses from keeps its first variant (untuned),
-   * so that its op, layout and target keep a kernel */
+  /* a stale winner no fresh entry names: still in the bundle (it was
+   * compiled, and -v said so), untuned: no choice record names it */
   for (int sw = 0; sw < p->nsweeps; sw++) {
     const dsv4_sweep *s = &p->sweeps[sw];
-    int first = -1, any = 0;
     for (int i = s->first; i < s->first + s->nvariants; i++) {
-      int k = p->variants[i].kernel;
-      if (k >= 0 && first < 0)
-        first = k;
-      any |= k >= 0 && keep[k];
-    }
-    if (!any && first >= 0) {
-      keep[first] = 1;
-      warn(d, lock_path, "sweep %s: no fresh entry chooses one of its variants; its first, %s, is built untuned",
-           s->kernel, p->kernels[first].name);
+      int k = p->variants[i].kernel, named = 0;
+      if (k < 0 || !keep[k] || !stale_code[k])
+        continue;
+      for (int x = 0; x < fresh->n && !named; x++)
+        named = !strcmp(fresh->e[x].winner, p->kernels[k].name);
+      if (!named)
+        warn(d, lock_path, "sweep %s: %s stays in the bundle untuned (its entries are stale; the default rule may "
+             "run it)", s->kernel, p->kernels[k].name);
     }
   }
-  for (int i = 0; i < fresh->n; i++)
-    w++;
-  return w;
+  return fresh->n;
 }
 
 int dsv4_tuned_choices(const dsv4_lock *fresh, const dsv4_bundle_item *items, int n, const char *lock_path,
@@ -299,9 +308,12 @@ int dsv4_tuned_choices(const dsv4_lock *fresh, const dsv4_bundle_item *items, in
     dsv4_shape s;
     char what[600];
     describe(e, what, sizeof what);
-    const char *why = entry < 0 || !v                                  ? "its winner is not in the bundle"
+    char bw[300] = "", absent[120];
+    snprintf(absent, sizeof absent, "its winner '%s' is not in the bundle", e->winner);
+    const char *why = entry < 0 || !v                                  ? absent
                       : !op || (int)items[entry].kernel->op != op ||
                                 dsv4_shape_parse(op, e->key.bucket, &s) ? "its op or bucket is not the winner's"
+                      : dsv4_shape_check_bucket(&s, bw, sizeof bw) ? bw /* what the bundle reader checks */
                       : !e->key.device[0] || strlen(e->key.device) >= DSV4_CHOICE_DEVICE
                           ? "its device model is empty or longer than a choice record holds (95 bytes)"
                       : nc == DSV4_BUNDLE_MAX_CHOICES ? "the bundle holds no more choice records"

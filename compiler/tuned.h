@@ -23,18 +23,20 @@ char *dsv4_sweep_manifest(const dsv4_plan *p, const char *spec, const dsv4_job *
 
 /* A tuned build (dsv4c --lock): which kernels to compile, and which
  * lockfile entries apply.  keep[i] is set for every kernel that is not a
- * sweep variant, for every variant that wins a fresh entry, and (2: only
- * compiled, kept by dsv4_tuned_verify where needed) for each sweep's first
- * variant, its op's kernel should no entry of the sweep be fresh; *fresh
- * receives those entries; each stale entry (another spec hash, another
- * toolchain, a kernel or winner the spec does not have) becomes a warning
- * in d.  0, or 1 with an error in d (the lockfile cannot be read). */
+ * sweep variant, for every variant that wins an entry that is fresh as far
+ * as the spec can tell (spec hash, toolchain, sweep, winner), and for the
+ * first variant of a sweep no such entry chooses from (untuned, so that its
+ * op keeps a kernel): every kernel compiled is one the bundle holds.
+ * *fresh receives those entries, as the lockfile has them (shape and seed
+ * too); each stale entry becomes a warning in d naming what it lacks.  0,
+ * or 1 with an error in d (the lockfile cannot be read). */
 int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned targets, unsigned char *keep,
                       dsv4_lock *fresh, dsv4_diags *d);
 
 /* After compiling: drop from *fresh each entry whose winner's compiled code
- * differs from the code that was measured (warned in d), then clear keep[]
- * for variants no fresh entry names any more.  Returns the entries left. */
+ * differs from the code that was measured (warned in d).  Such a winner
+ * stays in the bundle, untuned (a warning says so when no fresh entry
+ * names it).  Returns the entries left. */
 int dsv4_tuned_verify(const dsv4_plan *p, const char *lock_path, const dsv4_job *jobs, int njobs, unsigned char *keep,
                       dsv4_lock *fresh, dsv4_diags *d);
 

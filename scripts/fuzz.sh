@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the libFuzzer harnesses (tests/fuzz, Debian's clang) and run each:
 # first every saved finding in tests/fuzz/regress (spec_* through
-# fuzz_spec, bundle_* through fuzz_bundle), then a bounded run from seeds
-# made of the project's own specs and bundles.  A finding fails the run and
+# fuzz_spec, bundle_* through fuzz_bundle, lock_* through fuzz_lock), then
+# a bounded run from seeds made of the project's own specs, bundles and
+# lockfiles.  A finding fails the run and
 # is left as fuzz-<harness>-crash-* (or -timeout-*, -oom-*) in the build
 # folder, to become a file in tests/fuzz/regress.
 #   DSV4C_FUZZ_SECONDS  seconds a harness (default 30)
@@ -24,8 +25,31 @@ opts=(-timeout=10 -rss_limit_mb=2048 -max_len=300000 -print_final_stats=1)
 # seeds: the project's specs (fuzz_spec), and bundles of one kernel and
 # target each of specs/decode.lua, written by the build's dsv4c, behind
 # fuzz_bundle's mode byte (odd: header made right)
-mkdir -p "$work/spec" "$work/bundle"
+mkdir -p "$work/spec" "$work/bundle" "$work/lock"
 cp specs/*.lua tests/diag/*.lua tests/codegen/*.lua tests/exec/*.lua bench/*_variants.lua "$work/spec/"
+# lockfiles: a measured one (the logits run), and a small one of every gate
+cp bench/tuning/h200-2026-11-26/logits.lock "$work/lock/logits.lock"
+cat >"$work/lock/small.lock" <<'EOT'
+{
+  "format": "dsv4c-tune-lock 1",
+  "entries": [
+    {"kernel": "sd", "op": "sparse_decode", "target": "spirv", "arch": "opencl1.2", "device": "GPU X",
+     "toolchain": "dsv4c 0.1.0, LLVM 15", "spec_hash": "ab", "bucket": "T=8,H=64,topk=64,extra=0,xbs=0",
+     "shape": "T=5,H=64,topk=64,extra=0,xbs=0", "seed": 12345, "winner": "sd__h4",
+     "variants": [
+      {"name": "sd__h2", "gate": "pass", "median_us": 12.5000, "min_us": 12.0000, "max_us": 13.0000, "samples": 3, "code": "c1", "reason": ""},
+      {"name": "sd__h4", "gate": "pass", "median_us": 9.2500, "min_us": 9.0000, "max_us": 9.5000, "samples": 3, "code": "c2", "reason": ""},
+      {"name": "sd__h8", "gate": "wrong", "code": "c3", "reason": "out: 3 values \"off\"\u00e9"},
+      {"name": "sd__x", "gate": "skipped", "median_us": 0, "reason": "does not run here"}]},
+    {"kernel": "lg", "op": "paged_mqa_logits", "target": "ptx", "arch": "sm_90a", "device": "GPU X",
+     "toolchain": "t", "spec_hash": "ab", "bucket": "B=64,next_n=2,L=4096", "seed": 1, "variants": []},
+    {"kernel": "tk", "op": "topk", "target": "ptx", "arch": "sm_90a", "device": "GPU Y",
+     "toolchain": "t", "spec_hash": "ab", "bucket": "n=0", "seed": 0, "variants": [
+      {"name": "tk__a", "gate": "timeout", "code": "", "reason": "ran past"},
+      {"name": "tk__b", "gate": "crashed", "code": "", "reason": "signal 11"}]}
+  ]
+}
+EOT
 if [ -x "$main/bin/dsv4c" ]; then
   for k in $("$main/bin/dsv4c" specs/decode.lua --emit plan | awk '/^kernel /{print $2}'); do
     for t in ptx amdgcn spirv; do
@@ -38,7 +62,7 @@ if [ -x "$main/bin/dsv4c" ]; then
 fi
 
 status=0
-for h in spec bundle; do
+for h in spec bundle lock; do
   exe=$B/fuzz_$h
   [ -x "$exe" ] || { echo "fuzz_$h: not built"; status=1; continue; }
   regress=(tests/fuzz/regress/${h}_*)

@@ -475,13 +475,11 @@ static int check_choice(const dsv4rt_bundle *b, const dsv4_bundle_choice *r, cha
   for (int k = 0; k < DSV4_CHOICE_DIMS; k++) {
     if (k >= nd && r->bucket[k])
       return bad(why, "bucket dim %d is set past its %d dims", k + 1, nd);
-    if (r->bucket[k] < 0)
-      return bad(why, "bucket dim %s %lld is negative", names[k], (long long)r->bucket[k]);
     s.dim[k] = r->bucket[k];
   }
-  dsv4_shape bk = dsv4_shape_bucket(&s);
-  if (memcmp(bk.dim, s.dim, sizeof s.dim))
-    return bad(why, "bucket dims are not a bucket (the runtime rounds a shape's dims up to powers of two)");
+  char bw[300]; /* the check dsv4c --lock applies when it writes the record */
+  if (dsv4_shape_check_bucket(&s, bw, sizeof bw))
+    return bad(why, "%s", bw);
   if (r->reserved)
     return bad(why, "reserved word is %u, not 0", r->reserved);
   return 0;

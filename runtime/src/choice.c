@@ -13,6 +13,7 @@
  * toolchain or generator never runs a choice made for other code (the call
  * says which entries were stale).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,8 +305,12 @@ dsv4rt_status dsv4rt_bundle_load_tuning(dsv4rt_bundle *b, const char *path)
     return dsv4rt_bundle_load_tuning_text(b, NULL, 0);
   char *text;
   size_t len;
-  if (dsv4_tune_read_file(path, &text, &len))
+  if (dsv4_tune_read_file_max(path, DSV4_LOCK_MAX_BYTES, &text, &len)) {
+    if (errno == EFBIG || errno == EINVAL)
+      return rt_fail(b->ctx, DSV4RT_ERR_BUNDLE_FORMAT, "dsv4rt_bundle_load_tuning: %.900s: %s", path,
+                     errno == EFBIG ? "larger than a lockfile may be (32 MiB)" : "not a regular file");
     return rt_fail(b->ctx, DSV4RT_ERR_IO, "dsv4rt_bundle_load_tuning: cannot read %.900s", path);
+  }
   dsv4rt_status s = dsv4rt_bundle_load_tuning_text(b, text, len);
   free(text);
   return s;

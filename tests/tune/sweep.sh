@@ -66,6 +66,26 @@ got=$(cd "$work/tuned" && ls | tr '\n' ' ')
 [ "$got" = "sdm__h64_pbf16_pair1.ptx sdp__h4_v32.spir12.bc sdp__h4_v32.spv sweep_small.dsv4b sweep_small.lock " ] && ok ||
   bad "the tuned build wrote '$got'"
 grep -q '"winner": "sdm__h64_pbf16_pair1"' "$work/tuned/sweep_small.lock" && ok || bad "the tuned lock lacks its entry"
+# the tuned lock is the entries as the lockfile has them: shape and seed kept
+grep -q '"bucket": "T=8,H=128,topk=128,extra=1024,xbs=64", "shape": "T=8,H=128,topk=128,extra=1024,xbs=64", "seed": 1,' \
+  "$work/tuned/sweep_small.lock" && ok || bad "the tuned lock lost the entry's shape or seed: $(grep -A1 '"bucket"' "$work/tuned/sweep_small.lock")"
+# -v names only kernels the bundle holds (each has its artifact file)
+out=$("$dsv4c" "$dir/sweep_small.lua" -I "$specs" --lock "$work/fresh.lock" -o "$work/tuned_v" -v 2>&1) || bad "--lock -v: $out"
+said=$(printf '%s\n' "$out" | sed -n 's/^dsv4c: \([a-z0-9_]*\) \[\([a-z]*\) .*/\1.\2/p' | sed 's/\.spirv$/.spv/' | sort | tr '\n' ' ')
+have=$(cd "$work/tuned_v" && ls *.ptx *.spv | sort | tr '\n' ' ')
+[ -n "$said" ] && [ "$said" = "$have" ] && ok || bad "--lock -v announced '$said', the bundle's artifacts are '$have'"
+# -k leaves a winner unbuilt: said so, not called stale code or kept
+out=$("$dsv4c" "$dir/sweep_small.lua" -I "$specs" --lock "$work/fresh.lock" -k sdm -o "$work/tuned_k" 2>&1) || bad "--lock -k: $out"
+printf '%s\n' "$out" | grep -q "warning: entry (kernel sdp, .*): its winner 'sdp__h4_v32' is not built (dsv4c -k or -t left it out); not used" &&
+  ! printf '%s\n' "$out" | grep -q "compiled code differs\|stays in the bundle" && ok || bad "--lock -k sdm said: $out"
+# a bucket the runtime would refuse (T=3: a call's T 3 falls in T=4): an
+# error naming the line, no bundle (the bundle reader refused it before)
+entry sdm ptx sm_90a "$tc_ptx" "$spec_hash" "T=3,H=128,topk=128,extra=1024,xbs=64" sdm__h64_pbf16_pair1 "$h64p1" sdm__h64_pbf16_pair0 "$h64p0" |
+  write_lock "$work/nobucket.lock"
+out=$("$dsv4c" "$dir/sweep_small.lua" -I "$specs" --lock "$work/nobucket.lock" -o "$work/nobucket" 2>&1)
+rc=$?
+[ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "nobucket.lock: line 2: entry 1: bucket 'T=3,.*': bucket dims are not a bucket: T=3 is not a power of two" &&
+  [ ! -e "$work/nobucket/sweep_small.dsv4b" ] && ok || bad "a bucket that is no bucket (rc $rc): $out"
 # stale: another spec hash, another toolchain, other code
 {
   entry sdm ptx sm_90a "$tc_ptx" "0000${spec_hash:4}" "T=8,H=128,topk=128,extra=1024,xbs=64" sdm__h64_pbf16_pair1 "$h64p1" sdm__h64_pbf16_pair0 "$h64p0"; echo
@@ -81,7 +101,10 @@ printf '%s\n' "$out" | grep -q "stale entry (kernel sdp, spirv opencl1.2, GPU X,
   ok || bad "other code is not reported: $out"
 grep -q '"entries": \[\]' "$work/stale/sweep_small.lock" && ok || bad "stale entries were written into the tuned lock"
 got=$(cd "$work/stale" && ls *.ptx *.spv | tr '\n' ' ')
-[ "$got" = "sdm__h32_pbf16_pair0.ptx sdp__h2_v16.spv " ] && ok || bad "without fresh entries each sweep keeps its first variant, got '$got'"
+# sdm (no entry that could be fresh): its first variant; sdp (its winner's
+# code changed): that winner, compiled already, untuned
+[ "$got" = "sdm__h32_pbf16_pair0.ptx sdp__h4_v32.spv " ] && ok || bad "without fresh entries each sweep keeps one variant, got '$got'"
+printf '%s\n' "$out" | grep -q "warning: sweep sdp: sdp__h4_v32 stays in the bundle untuned" && ok || bad "the untuned winner is not reported: $out"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

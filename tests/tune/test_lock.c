@@ -165,6 +165,189 @@ int main(void)
         "JSON values: %s", j ? "wrong" : err);
   dsv4_json_free(j);
 
+  /* issue 37: a field of the wrong type is an error naming its line, not a 0 that wins */
+  {
+    static const struct {
+      const char *variant, *want;
+    } typed[] = {
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": \"999\", \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is a string, not a number"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": true, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is a boolean, not a number"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is missing"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": null, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is null, not a number"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": -3, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is -3; it takes a number from 0 to 1000000000"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": 1000000001, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'median_us' is 1000000001; it takes a number from 0 to 1000000000"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": 9, \"min_us\": \"1\", \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'min_us' is a string, not a number"},
+        {"{\"name\": \"slow\", \"gate\": \"pass\", \"median_us\": 9, \"min_us\": 1, \"max_us\": 1, \"samples\": 2.5}",
+         "line 4: entry 1 variant 2: 'samples' is 2.5; it takes a whole number"},
+        {"{\"name\": \"slow\", \"gate\": \"wrong\", \"median_us\": \"x\"}",
+         "line 4: entry 1 variant 2: 'median_us' is a string, not a number"},
+        {"{\"name\": 7, \"gate\": \"pass\", \"median_us\": 9, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2: 'name' is a number, not a string"},
+        {"{\"name\": \"fast\", \"gate\": \"pass\", \"median_us\": 9, \"min_us\": 1, \"max_us\": 1}",
+         "line 4: entry 1 variant 2 repeats variant fast (line 3)"},
+    };
+    for (size_t i = 0; i < sizeof typed / sizeof *typed; i++) {
+      char doc[1200];
+      snprintf(doc, sizeof doc,
+               "{\"format\": \"dsv4c-tune-lock 1\", \"entries\": [{\"kernel\": \"sd\", \"op\": \"sparse_decode\", "
+               "\"target\": \"ptx\", \"arch\": \"sm_90a\", \"device\": \"d\", \"toolchain\": \"t\", \"spec_hash\": "
+               "\"h\", \"bucket\": \"T=8,H=64,topk=64,extra=0,xbs=0\", \"seed\": 1,\n\"variants\": [\n"
+               "{\"name\": \"fast\", \"gate\": \"pass\", \"median_us\": 5, \"min_us\": 5, \"max_us\": 5},\n%s]}]}",
+               typed[i].variant);
+      dsv4_lock q;
+      err[0] = 0;
+      int rc = dsv4_lock_parse(doc, strlen(doc), &q, err, sizeof err);
+      CHECK(rc != 0 && strstr(err, typed[i].want), "typed %zu: want '%s', got %s (winner %s)", i, typed[i].want,
+            rc ? err : "accepted", rc ? "-" : q.e[0].winner);
+      if (!rc)
+        dsv4_lock_free(&q);
+    }
+    /* the seed: a whole number a JSON number holds (1e400 was a cast of a double out of range) */
+    static const struct {
+      const char *seed, *want;
+    } seeds[] = {{"1e400", "'seed' is inf; it takes a whole number from 0 to 9007199254740991"},
+                 {"-1e400", "'seed' is -inf"},
+                 {"9223372036854775808", "'seed' is 9.22337203685477"},
+                 {"9007199254740992", "'seed' is 9007199254740992; it takes a whole number from 0 to 9007199254740991"},
+                 {"1.5", "'seed' is 1.5"},
+                 {"-1", "'seed' is -1"},
+                 {"\"12\"", "'seed' is a string, not a number"},
+                 {"9007199254740991", NULL},
+                 {"0", NULL}};
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+      char doc[1200];
+      snprintf(doc, sizeof doc,
+               "{\"format\": \"dsv4c-tune-lock 1\", \"entries\": [{\"kernel\": \"sd\", \"op\": \"sparse_decode\", "
+               "\"target\": \"ptx\", \"arch\": \"sm_90a\", \"device\": \"d\", \"toolchain\": \"t\", \"spec_hash\": "
+               "\"h\", \"bucket\": \"T=8,H=64,topk=64,extra=0,xbs=0\",\n\"seed\": %s, \"variants\": []}]}",
+               seeds[i].seed);
+      dsv4_lock q;
+      err[0] = 0;
+      int rc = dsv4_lock_parse(doc, strlen(doc), &q, err, sizeof err);
+      if (seeds[i].want)
+        CHECK(rc != 0 && strstr(err, "line 2: entry 1: ") && strstr(err, seeds[i].want), "seed %s: want '%s', got %s",
+              seeds[i].seed, seeds[i].want, rc ? err : "accepted");
+      else
+        CHECK(rc == 0 && q.e[0].seed == atoll(seeds[i].seed), "seed %s refused: %s", seeds[i].seed, err);
+      if (!rc)
+        dsv4_lock_free(&q);
+    }
+    /* a bucket the runtime refuses (T=3, L=384), one of another spelling, one not of the op: errors */
+    static const struct {
+      const char *op, *bucket, *want;
+    } buckets[] = {{"sparse_decode", "T=3,H=64,topk=64,extra=0,xbs=0", "T=3 is not a power of two"},
+                   {"paged_mqa_logits", "B=64,next_n=1,L=384", "L=384 is not a power of two"},
+                   {"paged_mqa_logits", "B=64,next_n=3,L=512", NULL}, /* next_n is exact */
+                   {"sparse_decode", "H=64,T=8,topk=64,extra=0,xbs=0", "is written 'T=8,H=64,topk=64,extra=0,xbs=0'"},
+                   {"sparse_decode", "T=8,H=64", "is not op sparse_decode's T=N,H=N,topk=N,extra=N,xbs=N"},
+                   {"some_future_op", "z=3", NULL}}; /* an op this reader does not know: its users say stale */
+    for (size_t i = 0; i < sizeof buckets / sizeof *buckets; i++) {
+      char doc[1200];
+      snprintf(doc, sizeof doc,
+               "{\"format\": \"dsv4c-tune-lock 1\", \"entries\": [{\"kernel\": \"sd\", \"op\": \"%s\", "
+               "\"target\": \"ptx\", \"arch\": \"sm_90a\", \"device\": \"d\", \"toolchain\": \"t\", \"spec_hash\": "
+               "\"h\",\n\"bucket\": \"%s\", \"variants\": []}]}",
+               buckets[i].op, buckets[i].bucket);
+      dsv4_lock q;
+      err[0] = 0;
+      int rc = dsv4_lock_parse(doc, strlen(doc), &q, err, sizeof err);
+      if (buckets[i].want)
+        CHECK(rc != 0 && strstr(err, "line 2: entry 1: bucket ") && strstr(err, buckets[i].want),
+              "bucket %s: want '%s', got %s", buckets[i].bucket, buckets[i].want, rc ? err : "accepted");
+      else
+        CHECK(rc == 0, "bucket %s refused: %s", buckets[i].bucket, err);
+      if (!rc)
+        dsv4_lock_free(&q);
+    }
+    dsv4_shape t3 = {DSV4_OP_SPARSE_DECODE, 5, {3, 64, 64, 0, 0}}, t4 = {DSV4_OP_SPARSE_DECODE, 5, {4, 64, 64, 0, 0}};
+    char why[300];
+    CHECK(dsv4_shape_check_bucket(&t3, why, sizeof why) && strstr(why, "T=3"), "T=3 taken as a bucket");
+    CHECK(!dsv4_shape_check_bucket(&t4, why, sizeof why), "T=4 refused: %s", why);
+    /* past the size limit: refused before it is parsed */
+    CHECK(dsv4_lock_parse("{}", DSV4_LOCK_MAX_BYTES + 1, &r, err, sizeof err) != 0 && strstr(err, "at most 32 MiB"),
+          "a text past the limit: %s", err);
+    /* a list of zeros below the byte limit: refused at the value limit */
+    size_t nz = 2 * (size_t)DSV4_JSON_MAX_VALUES + 100;
+    char *zeros = malloc(nz + 2);
+    if (zeros) {
+      zeros[0] = '[';
+      for (size_t i = 1; i < nz; i += 2)
+        zeros[i] = '0', zeros[i + 1] = ',';
+      zeros[nz] = '0', zeros[nz + 1] = ']';
+      CHECK(dsv4_json_parse(zeros, nz + 2, err, sizeof err) == NULL && strstr(err, "more than 2097152 values"),
+            "a list of zeros: %s", err);
+      free(zeros);
+    }
+  }
+
+  /* a large lockfile (16K entries, one variant each, as the issue's 3.9 MB
+   * one): parsed, merged with a second of other variants, written and read
+   * back; each entry found (the reader and merge were quadratic) */
+  {
+    enum { N = 16384 };
+    dsv4_text big[2] = {{0}, {0}};
+    for (int f = 0; f < 2; f++) {
+      dsv4_text_printf(&big[f], "{\"format\": \"dsv4c-tune-lock 1\", \"entries\": [");
+      for (int i = 0; i < N; i++)
+        dsv4_text_printf(&big[f],
+                         "%s\n{\"kernel\": \"sd\", \"op\": \"sparse_decode\", \"target\": \"ptx\", \"arch\": "
+                         "\"sm_90a\", \"device\": \"GPU X\", \"toolchain\": \"t\", \"spec_hash\": \"h\", \"bucket\": "
+                         "\"T=%d,H=%d,topk=%d,extra=%d,xbs=64\", \"seed\": %d, \"variants\": [{\"name\": \"sd__%c\", "
+                         "\"gate\": \"pass\", \"median_us\": %d.5, \"min_us\": 1, \"max_us\": 99, \"samples\": 3, "
+                         "\"code\": \"c\", \"reason\": \"\"}]}",
+                         i ? "," : "", 1 << (i % 16), 1 << (i / 16 % 16), 1 << (i / 256 % 16), 1 << (i / 4096),
+                         f + 1, f ? 'b' : 'a', f ? 97 - i % 97 : i % 97);
+      dsv4_text_printf(&big[f], "]}\n");
+    }
+    CHECK(!big[0].failed && !big[1].failed, "the large lockfiles' text");
+    dsv4_lock b0, b1, mg = {0};
+    CHECK(dsv4_lock_parse(big[0].s, big[0].n, &b0, err, sizeof err) == 0 && b0.n == N, "16K entries: %s", err);
+    CHECK(dsv4_lock_parse(big[1].s, big[1].n, &b1, err, sizeof err) == 0 && b1.n == N, "16K entries (2): %s", err);
+    CHECK(!dsv4_lock_merge(&mg, &b1) && !dsv4_lock_merge(&mg, &b0) && mg.n == N, "16K merged: %d entries", mg.n);
+    size_t mlen;
+    char *mtext = dsv4_lock_format(&mg, &mlen);
+    dsv4_lock back;
+    CHECK(mtext && dsv4_lock_parse(mtext, mlen, &back, err, sizeof err) == 0 && back.n == N, "merged read back: %s",
+          err);
+    int right = 0;
+    for (int i = 0; i < N; i++) {
+      char bk[96];
+      snprintf(bk, sizeof bk, "T=%d,H=%d,topk=%d,extra=%d,xbs=64", 1 << (i % 16), 1 << (i / 16 % 16),
+               1 << (i / 256 % 16), 1 << (i / 4096));
+      dsv4_lock_key k = key("sd", bk);
+      snprintf(k.device, sizeof k.device, "GPU X"), snprintf(k.toolchain, sizeof k.toolchain, "t");
+      snprintf(k.spec_hash, sizeof k.spec_hash, "h");
+      const dsv4_lock_entry *x = dsv4_lock_find(&back, &k, 0);
+      double a0 = i % 97 + 0.5, a1 = 97 - i % 97 + 0.5;
+      right += x && x->nvariants == 2 && x->seed == 1 && !strcmp(x->winner, a0 <= a1 ? "sd__a" : "sd__b");
+    }
+    CHECK(right == N, "%d of %d entries found with both variants, the right winner and the smaller seed", right, N);
+    /* the same key twice, far apart: still found */
+    char *dup = malloc(big[0].n + 600);
+    if (dup) {
+      size_t cut = big[0].n - 3; /* before "]}\n" */
+      memcpy(dup, big[0].s, cut);
+      int m = snprintf(dup + cut, 600,
+                       ",\n{\"kernel\": \"sd\", \"op\": \"sparse_decode\", \"target\": \"ptx\", \"arch\": \"sm_90a\", "
+                       "\"device\": \"GPU X\", \"toolchain\": \"t\", \"spec_hash\": \"h\", \"bucket\": "
+                       "\"T=1,H=1,topk=1,extra=1,xbs=64\", \"variants\": []}]}\n");
+      dsv4_lock q;
+      CHECK(dsv4_lock_parse(dup, cut + (size_t)m, &q, err, sizeof err) != 0 &&
+                strstr(err, "line 16386: entry 16385 repeats the key of an earlier entry"),
+            "a repeated key among 16K: %s", err);
+      free(dup);
+    }
+    free(mtext), free(big[0].s), free(big[1].s);
+    dsv4_lock_free(&b0), dsv4_lock_free(&b1), dsv4_lock_free(&mg), dsv4_lock_free(&back);
+  }
+
   /* a file round trip (atomic write) */
   char path[] = "/tmp/dsv4c-test-lock-XXXXXX";
   int fd = mkstemp(path);

@@ -44,14 +44,17 @@ void dsv4_hex(const unsigned char *p, size_t n, char *out); /* 2n digits and a N
 enum { DSV4_JSON_NULL, DSV4_JSON_BOOL, DSV4_JSON_NUM, DSV4_JSON_STR, DSV4_JSON_ARR, DSV4_JSON_OBJ };
 typedef struct dsv4_json {
   int type;
+  int line;          /* the line the value starts on (1 the first) */
   double num;        /* NUM; BOOL: 0 or 1 */
   char *str;         /* STR (NUL-terminated, escapes decoded; \u00XX only) */
   char **keys;       /* OBJ: n keys */
   struct dsv4_json *items; /* ARR, OBJ: n values */
   int n;
 } dsv4_json;
-/* Parse text (at most 64 levels deep); NULL with the reason and the line in
- * err on a syntax error or when memory runs out. */
+/* Parse text (at most 64 levels deep, at most DSV4_JSON_MAX_VALUES values);
+ * NULL with the reason and the line in err on a syntax error, past those
+ * limits or when memory runs out. */
+#define DSV4_JSON_MAX_VALUES (1 << 21)
 dsv4_json *dsv4_json_parse(const char *text, size_t len, char *err, size_t errlen);
 void dsv4_json_free(dsv4_json *j);
 /* Member key of an object (NULL if absent or j is not an object). */
@@ -96,6 +99,13 @@ dsv4_shape dsv4_shape_bucket(const dsv4_shape *s);
 void dsv4_shape_format(const dsv4_shape *s, char *out, size_t n);
 /* Parse that form for op (every dim named once, non-negative integers); 0 on success. */
 int dsv4_shape_parse(int op, const char *text, dsv4_shape *out);
+/* Whether s is a bucket the runtime can match a call's shape to: s->n is
+ * its op's count of dims, each dim non-negative and as dsv4_shape_bucket
+ * leaves it (T=3 or L=384 are no bucket: a call's T 3 falls in T=4).  The
+ * one check of the writer (dsv4c --lock's choice records), the bundle
+ * reader (a choice record) and the lockfile reader.  0, or 1 with the
+ * reason (naming the dim) in why. */
+int dsv4_shape_check_bucket(const dsv4_shape *s, char *why, size_t n);
 /* dsv4_op by name ("sparse_decode"), 0 when unknown; and back ("?"). */
 int dsv4_tune_op_from_name(const char *s);
 const char *dsv4_tune_op_name(int op);
@@ -153,7 +163,16 @@ typedef struct {
 typedef struct {
   int n, cap;
   dsv4_lock_entry *e;
+  /* dsv4_lock_find's hash index of the keys (made and kept by it): slot[]
+   * holds entry number + 1 (0 empty), nslot a power of two; entries
+   * [0, indexed) are in it.  Code that reorders or removes entries of e
+   * calls dsv4_lock_unindex. */
+  int *slot, nslot, indexed;
 } dsv4_lock;
+
+/* The largest lockfile the readers take (dsv4_lock_read, dsv4_lock_parse,
+ * dsv4rt_bundle_load_tuning): 32 MiB, about 100,000 variant lines. */
+#define DSV4_LOCK_MAX_BYTES ((size_t)32 << 20)
 
 /* The tie-break, as written into the file and the docs. */
 #define DSV4_LOCK_TIE_BREAK "lowest median_us; equal medians: lowest min_us; then the name in byte order"
@@ -162,16 +181,24 @@ typedef struct {
 double dsv4_lock_round(double us);
 int dsv4_lock_key_cmp(const dsv4_lock_key *a, const dsv4_lock_key *b);
 /* The entry with key k (made, empty, when create and absent; NULL when
- * absent or out of memory). */
+ * absent or out of memory).  Constant time (a hash index of l's keys). */
 dsv4_lock_entry *dsv4_lock_find(dsv4_lock *l, const dsv4_lock_key *k, int create);
+/* Drop l's index (after reordering or removing entries; the next find remakes it). */
+void dsv4_lock_unindex(dsv4_lock *l);
 /* The variant of e named name, or NULL. */
 dsv4_lock_variant *dsv4_lock_variant_find(dsv4_lock_entry *e, const char *name);
 /* Insert v into e or replace the one of its name (times rounded); 0 or -1 (memory). */
 int dsv4_lock_put(dsv4_lock_entry *e, const dsv4_lock_variant *v);
 /* e's winner by the tie-break among PASS variants ("" when none). */
 void dsv4_lock_decide(dsv4_lock_entry *e);
-/* Parse / read a lockfile; 0, or -1 with the reason in err.  A missing
- * file is an error here (callers that resume check for it first). */
+/* Parse / read a lockfile; 0, or -1 with the reason in err (with the line
+ * for a field of the wrong type or range).  A missing file is an error
+ * here (callers that resume check for it first); so is one larger than
+ * DSV4_LOCK_MAX_BYTES (refused before it is read) or one that is not a
+ * regular file.  Every string is checked against its field's size, every
+ * number's type and range (a passing variant's times are required), a
+ * known op's bucket with dsv4_shape_check_bucket and in its canonical
+ * text; the seed is a whole number below 2^53. */
 int dsv4_lock_parse(const char *text, size_t len, dsv4_lock *out, char *err, size_t errlen);
 int dsv4_lock_read(const char *path, dsv4_lock *out, char *err, size_t errlen);
 /* The canonical text (sorted, winners decided; l is sorted in place);
@@ -194,6 +221,9 @@ void dsv4_lock_variant_text(const dsv4_lock_variant *v, dsv4_text *t);
 
 /* Read a whole file (NUL-terminated, malloc'd); -1 on failure. */
 int dsv4_tune_read_file(const char *path, char **text, size_t *len);
+/* The same for a regular file of at most max bytes: -1 with errno EFBIG
+ * past it (found before reading), EINVAL for a FIFO, device or folder. */
+int dsv4_tune_read_file_max(const char *path, size_t max, char **text, size_t *len);
 /* Write a whole file atomically; 0 or -1. */
 int dsv4_tune_write_file(const char *path, const void *p, size_t n);
 

@@ -108,7 +108,8 @@ static void usage(FILE *f)
           "  --seed N          the inputs' seed (default DSV4_SEED, else the clock; give shards one)\n"
           "  --rotate MiB      bytes of caches the timing rotates through (default 256; --quick 8)\n"
           "  --retry-failed    measure again the variants the lockfile has as failed\n"
-          "Exit status: 0 done, 1 error, 2 bad usage, 77 no device, 130 interrupted (resume by running again).\n");
+          "Exit status: 0 done, 1 error, 2 bad usage, 3 nothing in the sweep runs on the device (nothing written),\n"
+          "77 no device, 130 interrupted (resume by running again).\n");
 }
 
 static int parse_devices(const char *s, options *o)
@@ -297,8 +298,13 @@ static int probe(const options *o, int device, const tune_manifest *m, probe_hea
           for (int e = 0; v && e < dsv4rt_bundle_count(b) && !v[k].runs; e++) {
             const char *name, *op, *target, *arch;
             dsv4rt_kernel_info info;
-            if (dsv4rt_bundle_entry(b, e, &name, &op, &target, &arch) || strcmp(name, m->s[sw].v[i].name) ||
-                !dsv4rt_bundle_entry_runs(b, e) || dsv4rt_bundle_entry_info(b, e, &info) ||
+            if (dsv4rt_bundle_entry(b, e, &name, &op, &target, &arch) || strcmp(name, m->s[sw].v[i].name))
+              continue;
+            if (!v[k].target[0]) { /* what it is built for, said when nothing runs here */
+              snprintf(v[k].target, sizeof v[k].target, "%s", target);
+              snprintf(v[k].arch, sizeof v[k].arch, "%s", arch);
+            }
+            if (!dsv4rt_bundle_entry_runs(b, e) || dsv4rt_bundle_entry_info(b, e, &info) ||
                 dsv4rt_bundle_entry_layout(b, e, &v[k].L) || dsv4rt_bundle_entry_code_hash(b, e, v[k].code))
               continue;
             v[k].runs = 1, v[k].v_dim = info.v_dim, v[k].heads = info.heads;
@@ -717,6 +723,34 @@ static int tune(int argc, char **argv)
     for (int v = m.s[w].nvariants - 1; v >= 0; v--)
       if (pv[base + v].runs)
         R.sweep_pv[w] = pv[base + v];
+  /* nothing of the sweep runs on this device (a PTX sweep on a machine
+   * without an NVIDIA GPU): one line, no lockfile, no report, status 3 */
+  int runnable = 0;
+  for (int i = 0; i < n; i++)
+    runnable += R.items[i].pv->runs;
+  if (n && !runnable) {
+    char built[200] = "";
+    size_t at = 0;
+    int kinds = 0;
+    for (int i = 0; i < n && at < sizeof built - 40; i++) {
+      char one[40];
+      const probe_variant *p = R.items[i].pv;
+      snprintf(one, sizeof one, "%s %s", p->target[0] ? p->target : "?", p->arch[0] ? p->arch : "?");
+      if (!strstr(built, one))
+        at += (size_t)snprintf(built + at, sizeof built - at, "%s%s", kinds++ ? ", " : "", one);
+    }
+    int nv_sel = 0;
+    for (int w = 0; w < m.nsweeps; w++)
+      if (!o.only || !strcmp(o.only, m.s[w].kernel))
+        for (int v = 0; v < m.s[w].nvariants; v++)
+          nv_sel += m.s[w].v[v].expanded;
+    fprintf(stderr, "dsv4c-tune: nothing to tune: none of the %d variants in %s runs on %s (they are built for %s); "
+            "%s not written\n", nv_sel, o.bundle, h.device, built, o.lock);
+    free(R.items), free(pv), free(pv2), free(shapes);
+    dsv4_lock_free(&R.lock);
+    tune_manifest_free(&m);
+    return 3;
+  }
   int lo = (int)((long long)n * o.shard / o.nshards), hi = (int)((long long)n * (o.shard + 1) / o.nshards);
   int *todo = malloc((size_t)(n ? n : 1) * sizeof *todo), ntodo = 0, skipped = 0, have = 0;
   for (int i = lo; i < hi; i++) {
@@ -802,16 +836,21 @@ static int tune(int argc, char **argv)
 static int merge(int argc, char **argv)
 {
   const char *out = NULL;
-  const char *in[256];
+  const char **in = malloc((size_t)argc * sizeof *in); /* any number of shards */
   int n = 0;
+  if (!in) {
+    fprintf(stderr, "dsv4c-tune: out of memory\n");
+    return 1;
+  }
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "-o") && i + 1 < argc)
       out = argv[++i];
-    else if (n < 256)
+    else
       in[n++] = argv[i];
   }
   if (!out || n < 1) {
     fprintf(stderr, "usage: dsv4c-tune merge A.lock B.lock ... -o OUT.lock\n");
+    free(in);
     return 2;
   }
   dsv4_lock all = {0};
@@ -821,12 +860,15 @@ static int merge(int argc, char **argv)
     if (dsv4_lock_read(in[i], &l, err, sizeof err)) {
       fprintf(stderr, "dsv4c-tune: %s\n", err);
       dsv4_lock_free(&all);
+      free(in);
       return 1;
     }
     int bad = dsv4_lock_merge(&all, &l);
     dsv4_lock_free(&l);
     if (bad) {
       fprintf(stderr, "dsv4c-tune: out of memory\n");
+      dsv4_lock_free(&all);
+      free(in);
       return 1;
     }
   }
@@ -834,6 +876,7 @@ static int merge(int argc, char **argv)
   if (rc)
     fprintf(stderr, "dsv4c-tune: cannot write %s: %s\n", out, strerror(errno));
   dsv4_lock_free(&all);
+  free(in);
   return rc ? 1 : 0;
 }
 

@@ -45,21 +45,76 @@ static int by_time(const void *a, const void *b)
   return strcmp(x->name, y->name);
 }
 
-static void esc(dsv4_text *t, const char *s) /* for SVG text and Markdown cells */
+/* The length of the UTF-8 sequence at p (1 to 4), or 0 when it is not
+ * one: an XML reader refuses a document with a bad sequence. */
+static int utf8_len(const unsigned char *p)
 {
-  for (; *s; s++)
-    if (*s == '<')
+  int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 && p[0] >= 0xC2 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
+        : (p[0] & 0xF8) == 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+  for (int i = 1; i < n; i++)
+    if ((p[i] & 0xC0) != 0x80)
+      return 0;
+  return n;
+}
+
+/* Text taken from a lockfile or manifest (any bytes: a hostile file's
+ * too), as SVG character data or an attribute value: markup characters as
+ * entities, control characters as spaces, bad UTF-8 as '?'. */
+static void esc_svg(dsv4_text *t, const char *s)
+{
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    int n = utf8_len(p);
+    if (!n)
+      dsv4_text_printf(t, "?"), p++;
+    else if (n > 1)
+      dsv4_text_printf(t, "%.*s", n, (const char *)p), p += n;
+    else {
+      switch (*p) {
+      case '<': dsv4_text_printf(t, "&lt;"); break;
+      case '>': dsv4_text_printf(t, "&gt;"); break;
+      case '&': dsv4_text_printf(t, "&amp;"); break;
+      case '"': dsv4_text_printf(t, "&quot;"); break;
+      case '\'': dsv4_text_printf(t, "&#39;"); break;
+      default: dsv4_text_printf(t, "%c", *p < 0x20 || *p == 0x7f ? ' ' : *p);
+      }
+      p++;
+    }
+  }
+}
+
+/* The same for Markdown (a table cell or a heading): HTML's characters as
+ * entities (no tag or comment gets through), the table's '|' and what
+ * would start emphasis, code or a link backslashed, control characters as
+ * spaces; '_' only where it could start or end emphasis (not inside a
+ * word, as in sd__h64_pair1). */
+static void esc_md(dsv4_text *t, const char *s)
+{
+  const unsigned char *start = (const unsigned char *)s;
+  for (const unsigned char *p = start; *p;) {
+    int n = utf8_len(p);
+    if (!n) {
+      dsv4_text_printf(t, "?"), p++;
+      continue;
+    }
+    if (n > 1) {
+      dsv4_text_printf(t, "%.*s", n, (const char *)p), p += n;
+      continue;
+    }
+    int c = *p, word_before = p > start && ((p[-1] >= '0' && p[-1] <= '9') || ((p[-1] | 32) >= 'a' && (p[-1] | 32) <= 'z') || p[-1] == '_'),
+        word_after = (p[1] >= '0' && p[1] <= '9') || ((p[1] | 32) >= 'a' && (p[1] | 32) <= 'z') || p[1] == '_';
+    if (c == '<')
       dsv4_text_printf(t, "&lt;");
-    else if (*s == '>')
+    else if (c == '>')
       dsv4_text_printf(t, "&gt;");
-    else if (*s == '&')
+    else if (c == '&')
       dsv4_text_printf(t, "&amp;");
-    else if (*s == '|')
-      dsv4_text_printf(t, "\\|");
-    else if (*s == '\n')
-      dsv4_text_printf(t, " ");
+    else if (c == '|' || c == '\\' || c == '*' || c == '`' || c == '[' || c == ']' || c == '~' ||
+             (c == '_' && !(word_before && word_after)))
+      dsv4_text_printf(t, "\\%c", c);
     else
-      dsv4_text_printf(t, "%c", *s);
+      dsv4_text_printf(t, "%c", c < 0x20 || c == 0x7f ? ' ' : c);
+    p++;
+  }
 }
 
 /* One plot: a panel a swept field (or one panel of the variants by rank
@@ -88,11 +143,17 @@ static void plot(dsv4_text *t, const dsv4_lock_entry *e, const tune_sweep *sw, c
   dsv4_text_printf(t, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                       "font-size=\"11\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
   dsv4_text_printf(t, "<text x=\"10\" y=\"16\" font-size=\"13\">");
-  esc(t, e->key.kernel);
+  esc_svg(t, e->key.kernel);
   dsv4_text_printf(t, " on ");
-  esc(t, e->key.device);
-  dsv4_text_printf(t, " (%s %s), %s: median time a launch; winner ", e->key.target, e->key.arch, e->key.bucket);
-  esc(t, e->winner[0] ? e->winner : "none");
+  esc_svg(t, e->key.device);
+  dsv4_text_printf(t, " (");
+  esc_svg(t, e->key.target);
+  dsv4_text_printf(t, " ");
+  esc_svg(t, e->key.arch);
+  dsv4_text_printf(t, "), ");
+  esc_svg(t, e->key.bucket);
+  dsv4_text_printf(t, ": median time a launch; winner ");
+  esc_svg(t, e->winner[0] ? e->winner : "none");
   dsv4_text_printf(t, "</text>\n");
   for (int p = 0; p < panels; p++) {
     int x0 = p * (pw + left) + left, y0 = top;
@@ -120,14 +181,14 @@ static void plot(dsv4_text *t, const dsv4_lock_entry *e, const tune_sweep *sw, c
                        x0, y, x0 + pw, y, x0 - 4, y + 4, dec, v);
     }
     dsv4_text_printf(t, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", x0 + pw / 2, y0 + ph + 40);
-    esc(t, nf ? sw->field[p] : "variants by rank");
+    esc_svg(t, nf ? sw->field[p] : "variants by rank");
     dsv4_text_printf(t, "</text>\n<text x=\"%d\" y=\"%d\" transform=\"rotate(-90 %d %d)\" text-anchor=\"middle\">us"
                         "</text>\n", x0 - 45, y0 + ph / 2, x0 - 45, y0 + ph / 2);
     int slots = nf ? nvals : (npass ? npass : 1);
     for (int k = 0; nf && k < nvals; k++) {
       int x = x0 + (int)((k + 0.5) * pw / slots);
       dsv4_text_printf(t, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", x, y0 + ph + 16);
-      esc(t, vals[k]);
+      esc_svg(t, vals[k]);
       dsv4_text_printf(t, "</text>\n");
     }
     int rank = 0;
@@ -156,7 +217,7 @@ static void plot(dsv4_text *t, const dsv4_lock_entry *e, const tune_sweep *sw, c
       int win = !strcmp(v->name, e->winner);
       dsv4_text_printf(t, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"%s\"%s><title>", x, y, win ? 6 : 3,
                        win ? "#d62728" : "#1f77b4", win ? " stroke=\"black\"" : " fill-opacity=\"0.6\"");
-      esc(t, v->name);
+      esc_svg(t, v->name);
       dsv4_text_printf(t, ": %.3f us</title></circle>\n", v->median_us);
       if (win && p == 0) {
         dsv4_text_printf(t, "<text x=\"%d\" y=\"%d\" fill=\"#d62728\">winner</text>\n", x + 8, y - 6);
@@ -183,10 +244,12 @@ int tune_report(const char *lock_path, dsv4_lock *l, const tune_manifest *m, cha
   char *canon = dsv4_lock_format(l, &len); /* sorts l and decides its winners */
   free(canon);
   dsv4_text md = {0};
-  dsv4_text_printf(&md, "# Tuning report: %s\n\nEvery variant of each sweep on each shape bucket: the correctness gate "
+  dsv4_text_printf(&md, "# Tuning report: ");
+  esc_md(&md, base);
+  dsv4_text_printf(&md, "\n\nEvery variant of each sweep on each shape bucket: the correctness gate "
                         "(against the reference, two runs bit for bit), then the median, min and max time of a launch "
                         "in microseconds.  Winner: %s.\n",
-                   base, DSV4_LOCK_TIE_BREAK);
+                   DSV4_LOCK_TIE_BREAK);
   for (int i = 0; i < l->n; i++) {
     dsv4_lock_entry *e = &l->e[i];
     const tune_sweep *sw = NULL;
@@ -195,12 +258,23 @@ int tune_report(const char *lock_path, dsv4_lock *l, const tune_manifest *m, cha
         sw = &m->s[s];
     char svg[1400];
     svg_name(base, e, svg, sizeof svg);
-    dsv4_text_printf(&md, "\n## %s, %s\n\n%s %s on %s; measured at %s; toolchain %s; spec %.12s\n\n![plot](%s)\n\n",
-                     e->key.kernel, e->key.bucket, e->key.target, e->key.arch, e->key.device, e->shape,
-                     e->key.toolchain, e->key.spec_hash, svg);
+    /* every string from the lockfile or manifest escaped (the plot's name is made of safe characters) */
+    char spec12[13];
+    snprintf(spec12, sizeof spec12, "%.12s", e->key.spec_hash);
+    const char *parts[] = {"\n## ", e->key.kernel, ", ", e->key.bucket, "\n\n", e->key.target, " ", e->key.arch, " on ",
+                           e->key.device, "; measured at ", e->shape, "; toolchain ", e->key.toolchain, "; spec ", spec12};
+    for (size_t q = 0; q < sizeof parts / sizeof *parts; q++)
+      if (q % 2)
+        esc_md(&md, parts[q]);
+      else
+        dsv4_text_printf(&md, "%s", parts[q]);
+    dsv4_text_printf(&md, "\n\n![plot](%s)\n\n", svg);
     dsv4_text_printf(&md, "| rank | variant |");
-    for (int f = 0; sw && f < sw->nfields; f++)
-      dsv4_text_printf(&md, " %s |", sw->field[f]);
+    for (int f = 0; sw && f < sw->nfields; f++) {
+      dsv4_text_printf(&md, " ");
+      esc_md(&md, sw->field[f]);
+      dsv4_text_printf(&md, " |");
+    }
     dsv4_text_printf(&md, " median us | min us | max us | gate |\n|---|---|");
     for (int f = 0; sw && f < sw->nfields; f++)
       dsv4_text_printf(&md, "---|");
@@ -216,17 +290,22 @@ int tune_report(const char *lock_path, dsv4_lock *l, const tune_manifest *m, cha
     for (int k = 0; k < e->nvariants; k++) {
       int win = !strcmp(v[k].name, e->winner);
       if (v[k].gate == DSV4_GATE_PASS)
-        dsv4_text_printf(&md, "| %d | %s%s%s |", k + 1, win ? "**" : "", v[k].name, win ? "** (winner)" : "");
+        dsv4_text_printf(&md, "| %d | %s", k + 1, win ? "**" : "");
       else
-        dsv4_text_printf(&md, "| - | %s |", v[k].name);
+        dsv4_text_printf(&md, "| - | ");
+      esc_md(&md, v[k].name);
+      dsv4_text_printf(&md, "%s |", v[k].gate == DSV4_GATE_PASS && win ? "** (winner)" : "");
       const tune_variant *tv = m ? tune_manifest_variant(m, v[k].name, NULL) : NULL;
-      for (int f = 0; sw && f < sw->nfields; f++)
-        dsv4_text_printf(&md, " %s |", tv ? tv->values[f] : "");
+      for (int f = 0; sw && f < sw->nfields; f++) {
+        dsv4_text_printf(&md, " ");
+        esc_md(&md, tv ? tv->values[f] : "");
+        dsv4_text_printf(&md, " |");
+      }
       if (v[k].gate == DSV4_GATE_PASS)
         dsv4_text_printf(&md, " %.3f | %.3f | %.3f | pass |\n", v[k].median_us, v[k].min_us, v[k].max_us);
       else {
         dsv4_text_printf(&md, " | | | %s: ", dsv4_gate_name(v[k].gate));
-        esc(&md, v[k].reason);
+        esc_md(&md, v[k].reason);
         dsv4_text_printf(&md, " |\n");
       }
     }
