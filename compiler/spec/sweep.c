@@ -504,7 +504,8 @@ int sc_check_sweep(checker *c, int idx)
 
 /* SHA-256 of the spec's bytes and of each file it included, the latter
  * sorted by their own hash: the same text gives the same hash wherever the
- * files sit (no path enters it). */
+ * files sit (no path enters it).  The bytes are those the sandbox read and
+ * ran (never the files reopened by name). */
 static int cmp_hex(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
 void sc_spec_hash(checker *c, const char *path)
@@ -512,30 +513,31 @@ void sc_spec_hash(checker *c, const char *path)
   lua_State *L = c->L;
   char(*hex)[65] = NULL;
   int n = 0, cap = 0;
-  char *text;
   size_t len;
   char top[65] = "";
-  if (!dsv4_tune_read_file(path, &text, &len)) {
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_SOURCES_KEY);
+  if (lua_getfield(L, -1, path) == LUA_TSTRING) {
+    const char *text = lua_tolstring(L, -1, &len);
     dsv4_sha256_hex(text, len, top);
-    free(text);
   }
-  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_INCLUDED_KEY);
+  lua_pop(L, 2);
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_TEXTS_KEY);
   if (lua_type(L, -1) == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING || dsv4_tune_read_file(lua_tostring(L, -1), &text, &len))
-        continue;
-      if (n == cap) {
-        char(*h)[65] = realloc(hex, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *hex);
-        if (!h) {
-          free(text);
-          break;
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        if (n == cap) {
+          char(*h)[65] = realloc(hex, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *hex);
+          if (!h) {
+            lua_pop(L, 2);
+            break;
+          }
+          hex = h;
         }
-        hex = h;
+        const char *text = lua_tolstring(L, -1, &len);
+        dsv4_sha256_hex(text, len, hex[n++]);
       }
-      dsv4_sha256_hex(text, len, hex[n++]);
-      free(text);
+      lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);

@@ -1,0 +1,93 @@
+/* test_include_swap.c -- include() runs the file it checked: a link in the
+ * spec's folder swapped to a file outside it between the check (realpath)
+ * and the open must not make the run execute the outside file (issue 37,
+ * item 4).  The race is made certain, not hoped for: the test links with
+ * -Wl,--wrap=realpath, and the wrapper swaps the link the moment after
+ * the sandbox resolved it.  Also: the spec's hash is of the bytes that ran. */
+#define _DEFAULT_SOURCE
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "spec.h"
+
+static int passed, failed;
+static char link_path[PATH_MAX], outside_path[PATH_MAX];
+static int swaps;
+
+char *__real_realpath(const char *path, char *resolved);
+
+/* realpath, then (once) the link re-pointed outside the spec's folder. */
+char *__wrap_realpath(const char *path, char *resolved)
+{
+  char *r = __real_realpath(path, resolved);
+  size_t n = strlen(path);
+  if (r && !swaps && n >= 8 && !strcmp(path + n - 8, "link.lua")) {
+    swaps++;
+    if (unlink(link_path) || symlink(outside_path, link_path))
+      perror("swapping the link");
+  }
+  return r;
+}
+
+static void write_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+/* Load spec; 1 if its diagnostics contain text. */
+static int says(const dsv4_diags *d, const char *text)
+{
+  for (int i = 0; i < d->n; i++)
+    if (strstr(d->items[i].msg, text))
+      return 1;
+  return 0;
+}
+
+int main(void)
+{
+  char base[] = "/tmp/dsv4_swap_XXXXXX";
+  if (!mkdtemp(base)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  char root[256], other[256], spec[PATH_MAX], inside[PATH_MAX];
+  snprintf(root, sizeof root, "%s/specs", base);
+  snprintf(other, sizeof other, "%s/elsewhere", base);
+  if (mkdir(root, 0700) || mkdir(other, 0700)) {
+    perror("mkdir");
+    return 1;
+  }
+  snprintf(spec, sizeof spec, "%s/spec.lua", root);
+  snprintf(inside, sizeof inside, "%s/inside.lua", root);
+  snprintf(link_path, sizeof link_path, "%s/link.lua", root);
+  snprintf(outside_path, sizeof outside_path, "%s/outside.lua", other);
+  /* the spec stops on an error naming which file ran; "declares no kernel" otherwise */
+  write_file(spec, "local v = include \"link.lua\"\nif v ~= \"inside\" then error(\"ran \" .. tostring(v)) end\n");
+  write_file(inside, "return \"inside\"\n");
+  write_file(outside_path, "return \"outside\"\n");
+  if (symlink("inside.lua", link_path)) {
+    perror("symlink");
+    return 1;
+  }
+  static dsv4_plan plan;
+  dsv4_diags d = {0};
+  int rc = dsv4_spec_load(spec, NULL, &plan, &d);
+  CHECK(swaps == 1, "the link was swapped %d times (the wrapper did not run: the test proves nothing)", swaps);
+  CHECK(rc != 0 && says(&d, "declares no kernel"), "the spec did not run to its end (%d diagnostics: %s)", d.n,
+        d.n ? d.items[0].msg : "none");
+  CHECK(!says(&d, "ran outside"), "include ran the file outside the spec's folder: %s", d.items[0].msg);
+  for (int i = 0; i < d.n; i++)
+    printf("  %s:%d: %s\n", d.items[i].file, d.items[i].line, d.items[i].msg);
+  unlink(link_path), unlink(inside), unlink(spec), unlink(outside_path), rmdir(root), rmdir(other), rmdir(base);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
