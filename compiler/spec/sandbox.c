@@ -321,14 +321,72 @@ static int l_layout(lua_State *L)
 {
   luaL_checktype(L, 1, LUA_TTABLE);
   remember_pos(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_LAYOUTS_KEY); /* for "names no layout" hints (kernel.c) */
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   lua_settop(L, 1);
   return 1;
 }
 
-/* kernel { ... }: remembers its position and queues it for checking. */
+static int ident_char(char ch)
+{
+  return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* The 1-based column of the first call of `name` on line `line` of the
+ * spec file `file` (its text as read: DSV4_SPEC_SOURCES_KEY); 0 if not
+ * found.  Lua keeps lines only. */
+static int call_column(lua_State *L, const char *file, int line, const char *name)
+{
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_SOURCES_KEY);
+  lua_getfield(L, -1, file);
+  size_t len = 0;
+  const char *t = lua_tolstring(L, -1, &len), *end = t + len;
+  lua_pop(L, 2); /* the registry still holds the string */
+  if (!t)
+    return 0;
+  for (int l = 1; l < line && t < end; t++)
+    l += *t == '\n';
+  size_t n = strlen(name);
+  for (const char *p = t; p < end && *p != '\n'; p++) {
+    int before = p > t && ident_char(p[-1]), after = p + n < end && ident_char(p[n]);
+    if ((size_t)(end - p) >= n && !memcmp(p, name, n) && !before && !after)
+      return (int)(p - t) + 1;
+  }
+  return 0;
+}
+
+/* kernel { ... }: remembers its position and queues it for checking.
+ * Once the spec has run, the kernels are being checked and one declared
+ * now (by a sweep constraint, or a metamethod the checker reaches) would
+ * be lost: an error at the call, "file:line:col: ..." (report() reads the
+ * column). */
 static int l_kernel(lua_State *L)
 {
   luaL_checktype(L, 1, LUA_TTABLE);
+  dsv4_sandbox *s = sandbox_of(L);
+  if (s->sealed) {
+    char file[DSV4_PATH_MAX] = "?";
+    int line = 0;
+    lua_Debug ar;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      snprintf(file, sizeof file, "%s", ar.source[0] == '@' ? ar.source + 1 : ar.short_src);
+      line = ar.currentline;
+    }
+    const char *name = lua_getfield(L, 1, "name") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    int col = call_column(L, file, line, "kernel");
+    lua_pushfstring(L, "%s:%d:", file, line);
+    if (col)
+      lua_pushfstring(L, "%d:", col);
+    else
+      lua_pushliteral(L, "");
+    lua_pushfstring(L, " kernel%s%s%s called while the spec's kernels are checked (in a sweep constraint or a "
+                       "metamethod), where it would be lost: declare every kernel when the spec runs; a constraint "
+                       "only reads the variant it is given",
+                    name ? " '" : " {}", name ? name : "", name ? "'" : "");
+    lua_concat(L, 3);
+    return lua_error(L);
+  }
   remember_pos(L);
   lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_KERNELS_KEY);
   lua_pushvalue(L, 1);
