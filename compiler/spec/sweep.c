@@ -143,7 +143,34 @@ static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q
         return 1;
       }
   }
+  /* frozen: the variants are built from a copy of the values read here,
+   * so a constraint that writes into the spec's list (through an upvalue)
+   * cannot make a variant other than its name and the plan say */
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    lua_rawseti(L, -2, i);
+  }
+  lua_replace(L, list);
   return 0;
+}
+
+/* A shallow copy of the table at idx (less the field `skip`) pushed: what
+ * the variants are built from, taken before any constraint runs. */
+static void push_copy(lua_State *L, int idx, const char *skip)
+{
+  lua_newtable(L);
+  int t = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (skip && lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), skip)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, t);
+  }
 }
 
 /* Push value v of swept field s (as the Lua value it was). */
@@ -350,8 +377,16 @@ int sc_check_sweep(checker *c, int idx)
   }
   sw->first = p->nvariants;
   int the_sweep = p->nsweeps++;
-  /* the base tile (a table, or none: the checker then says it is missing) */
-  int base_tile = lua_getfield(L, idx, "tile") == LUA_TTABLE ? lua_gettop(L) : 0;
+  /* the base tile (a table, or none: the checker then says it is missing),
+   * and the kernel{}'s own fields: copied before any constraint runs, as
+   * the swept lists were (read_values) */
+  int base_tile = 0;
+  if (lua_getfield(L, idx, "tile") == LUA_TTABLE) {
+    push_copy(L, lua_gettop(L), NULL);
+    base_tile = lua_gettop(L);
+  }
+  push_copy(L, idx, "sweep");
+  int fields = lua_gettop(L);
   int idxv[DSV4_SWEEP_PARAMS] = {0}, accepted = 0, first_checked = -1, rc = 0;
   dsv4_diags *scratch = lua_newuserdatauv(L, sizeof *scratch, 0), *first_diags = lua_newuserdatauv(L, sizeof *first_diags, 0);
   memset(first_diags, 0, sizeof *first_diags);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Spec files that are not plain files: cases a fixed .lua / .err pair
-# cannot hold (a FIFO is made here).  Usage: files.sh DSV4C SPECS OUT
+# Spec files that are not plain files, and sweeps whose constraints write
+# into the swept lists: cases a fixed .lua / .err pair cannot hold (a FIFO
+# is made here; a plan is compared, not an error).  Usage: files.sh DSV4C SPECS OUT
 set -u
 dsv4c=$1 specs=$2 out=$3
 pass=0 fail=0
@@ -23,5 +24,28 @@ expect 1 "inc_folder.lua:1: error: include: 'folder.lua' is a folder, not a regu
 expect 1 "the spec file is a folder, not a regular file" -- folder.lua
 expect 1 "error: the spec file is a character device, not a regular file" -- /dev/zero
 
+# a constraint assigning into the list it sweeps (HL[2] = 8): variant
+# g__c4 is still built with tokens_per_cta 4, as its name says
+cat >assign.lua <<'LUA'
+local L = include "layouts.lua"
+local HL = { 16, 4 }
+local T = { values_per_thread = 8, tokens_per_cta = 2 }
+kernel {
+  name = "g",
+  op = "dequant_gather",
+  layout = L.bf16,
+  tile = T,
+  targets = { spirv = true },
+  sweep = {
+    tile = { tokens_per_cta = HL },
+    constraints = { function(v) HL[2] = 8; HL[1] = 2; T.values_per_thread = 16; return true end },
+  },
+}
+LUA
+plan=$("$dsv4c" assign.lua -I "$specs" --emit plan 2>&1)
+for want in "kernel g__c16 (assign.lua:4): op dequant_gather, layout bf16, tile values_per_thread 8 tokens_per_cta 16 " \
+            "kernel g__c4 (assign.lua:4): op dequant_gather, layout bf16, tile values_per_thread 8 tokens_per_cta 4 "; do
+  if grep -qF -- "$want" <<<"$plan"; then pass=$((pass + 1)); else echo "FAIL: assign.lua: the plan lacks '$want': $plan"; fail=$((fail + 1)); fi
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
