@@ -460,18 +460,8 @@ int sc_check_sweep(checker *c, int idx)
       /* the variant as a kernel table: the kernel{}'s fields less the sweep,
        * its name, a tile with the swept values, the swept kernel fields;
        * positioned where the kernel{} was (the checker's field lines) */
-      lua_newtable(L);
+      push_copy(L, fields, NULL);
       int kt = lua_gettop(L);
-      lua_pushnil(L);
-      while (lua_next(L, idx)) {
-        if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "sweep")) {
-          lua_pop(L, 1);
-          continue;
-        }
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_rawset(L, kt);
-      }
       lua_pushstring(L, vname);
       lua_setfield(L, kt, "name");
       lua_newtable(L);
