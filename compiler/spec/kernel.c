@@ -484,13 +484,19 @@ int sc_check_kernel(checker *c, int idx)
   static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k",
                                       "sweep", NULL};
   dsv4_plan *p = c->plan;
-  if (p->nkernels == DSV4_MAX_KERNELS) {
-    dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
+  dsv4_kernel *kn = &p->kernels[p->nkernels == DSV4_MAX_KERNELS ? 0 : p->nkernels];
+  char kfile[DSV4_PATH_MAX] = "";
+  int kline = 0;
+  sc_table_pos(c, idx, kfile, sizeof kfile, &kline);
+  if (p->nkernels == DSV4_MAX_KERNELS) { /* at the kernel{} that does not fit (a sweep says so itself: sweep.c) */
+    cursor at = {.c = c, .idx = idx, .file = kfile, .line = kline, .what = "kernel"};
+    sc_field_error(&at, NULL, "kernel{} is one kernel more than the %d one spec (and its bundle) holds", DSV4_MAX_KERNELS);
+    c->structural++;
     return 1;
   }
-  dsv4_kernel *kn = &p->kernels[p->nkernels];
   memset(kn, 0, sizeof *kn);
-  sc_table_pos(c, idx, kn->file, sizeof kn->file, &kn->line);
+  snprintf(kn->file, sizeof kn->file, "%s", kfile);
+  kn->line = kline;
   cursor k = {.c = c, .idx = idx, .file = kn->file, .line = kn->line, .what = "kernel"};
   char what[96];
   int bad = sc_get_str(&k, "name", 1, "", kn->name, sizeof kn->name);

@@ -456,6 +456,15 @@ int sc_check_sweep(checker *c, int idx)
       }
       lua_pop(L, 2);
     }
+    if (keep && p->nkernels == DSV4_MAX_KERNELS) {
+      /* no silent limit: the variants past it would be missing from the build */
+      FERR(&k, "sweep", "builds more than %d kernels, the most one spec (and its bundle) holds: variant '%s' and "
+           "those after it do not fit; sweep fewer values or reject more variants with constraints",
+           DSV4_MAX_KERNELS, vname);
+      c->structural++;
+      rc = 1;
+      break;
+    }
     if (keep) {
       /* the variant as a kernel table: the kernel{}'s fields less the sweep,
        * its name, a tile with the swept values, the swept kernel fields;
