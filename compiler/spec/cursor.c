@@ -97,8 +97,8 @@ void sc_missing(cursor *k, const char *what, const char *key)
                 what, key);
 }
 
-/* Edit distance, for "did you mean" hints on unknown fields. */
-static int edit_distance(const char *a, const char *b)
+/* Edit distance, for "did you mean" hints on unknown fields and names. */
+int sc_edit_distance(const char *a, const char *b)
 {
   int la = (int)strlen(a), lb = (int)strlen(b);
   if (la > 31 || lb > 31)
@@ -139,7 +139,7 @@ int sc_check_known(cursor *k, const char *const *allowed)
     for (const char *const *a = allowed; *a; a++) {
       if (strcmp(*a, key) == 0)
         known = 1;
-      int e = edit_distance(*a, key);
+      int e = sc_edit_distance(*a, key);
       if (e < best)
         best = e, hint = *a;
     }

@@ -478,6 +478,90 @@ static int choose_forms(cursor *k, dsv4_kernel *kn)
   return 0;
 }
 
+/* The text of the value the spec wrote for field key of the cursor's
+ * table ("L.no_such_layout"), into buf; 0 when the source has no such
+ * field there (Lua drops a field whose value is nil, so the source says
+ * whether one was written). */
+static int written_value(cursor *k, const char *key, char *buf, size_t n)
+{
+  const src_file *src = sc_source(k->c, k->file);
+  int col, line = sc_field_pos(k, key, &col);
+  if (!src || col <= 0)
+    return 0;
+  const char *p = src->text, *end = src->text + src->len;
+  for (int l = 1; l < line && p < end; p++)
+    l += *p == '\n';
+  p += col - 1;
+  size_t kl = strlen(key);
+  if (p + kl > end || memcmp(p, key, kl))
+    return 0;
+  for (p += kl; p < end && (*p == ' ' || *p == '\t'); p++)
+    ;
+  if (p == end || *p != '=')
+    return 0;
+  for (p++; p < end && (*p == ' ' || *p == '\t'); p++)
+    ;
+  size_t o = 0;
+  int depth = 0;
+  for (; p < end && o + 1 < n && *p != '\n'; p++) {
+    if (depth == 0 && (*p == ',' || *p == ';' || *p == '}' || (*p == '-' && p + 1 < end && p[1] == '-')))
+      break;
+    depth += (*p == '(' || *p == '[' || *p == '{') - (*p == ')' || *p == ']' || *p == '}');
+    buf[o++] = *p;
+  }
+  while (o && (buf[o - 1] == ' ' || buf[o - 1] == '\t'))
+    o--;
+  buf[o] = 0;
+  return o > 0;
+}
+
+/* kernel{}'s layout is nil: missing, or (where the source has the field)
+ * an expression that named no layout, such as L.misspelt: then say so, with
+ * the closest name of the layouts the spec made and the list of them. */
+static void nil_layout(cursor *k)
+{
+  char expr[64];
+  if (!written_value(k, "layout", expr, sizeof expr)) {
+    sc_missing(k, "field", "layout");
+    return;
+  }
+  lua_State *L = k->c->L;
+  const char *last = expr; /* the name after the last '.' */
+  for (const char *q = expr; *q; q++)
+    if (*q == '.' || *q == '[' || *q == '"' || *q == '\'')
+      last = q + 1;
+  char names[256] = "", hint[48] = "";
+  int best = 3, count = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_LAYOUTS_KEY);
+  for (lua_Integer i = 1, n = (lua_Integer)lua_rawlen(L, -1); i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    lua_pushliteral(L, "name");
+    if (lua_type(L, -2) == LUA_TTABLE && lua_rawget(L, -2) == LUA_TSTRING) {
+      const char *nm = lua_tostring(L, -1);
+      size_t used = strlen(names);
+      if (used + strlen(nm) + 8 < sizeof names)
+        snprintf(names + used, sizeof names - used, "%s%s", count ? ", " : "", nm);
+      else if (!strstr(names, ", ..."))
+        snprintf(names + used, sizeof names - used, ", ...");
+      count++;
+      int e = sc_edit_distance(last, nm);
+      if (e < best && strlen(nm) < sizeof hint)
+        best = e, snprintf(hint, sizeof hint, "%s", nm);
+    }
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  char more[320];
+  if (hint[0])
+    snprintf(more, sizeof more, " (did you mean '%s'?)", hint);
+  else if (count)
+    snprintf(more, sizeof more, " (the spec's layouts: %s)", names);
+  else
+    snprintf(more, sizeof more, " (the spec made none with layout { ... })");
+  FERR(k, "layout", "is nil: %s names no layout%s", expr, more);
+  k->c->structural++;
+}
+
 /* One kernel{} table (on the stack top) into the plan. */
 int sc_check_kernel(checker *c, int idx)
 {
@@ -534,7 +618,7 @@ int sc_check_kernel(checker *c, int idx)
     bad |= sc_check_layout_table(c, lua_gettop(c->L), what, &kn->layout);
   else if (lt == LUA_TNIL) {
     if (needs) {
-      sc_missing(&k, "field", "layout");
+      nil_layout(&k);
       bad = 1;
     }
   } else {
