@@ -1178,14 +1178,19 @@ static PyObject *run(BundleObject *self, call *c, tview **tv, long iters, double
   char msg[1024] = "";
   Py_BEGIN_ALLOW_THREADS
   PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
-  s = bind_all(ctx, c);
-  if (!s) {
-    fill_buffers(ctx, c, tv);
-    s = launch_bound(self, c, c->stream, iters, secs);
+  if (!self->b) { /* closed by another thread since the call was checked (Bundle.close takes this lock) */
+    s = DSV4RT_ERR_INVALID_ARG;
+    snprintf(msg, sizeof msg, "the bundle is closed");
+  } else {
+    s = bind_all(ctx, c);
+    if (!s) {
+      fill_buffers(ctx, c, tv);
+      s = launch_bound(self, c, c->stream, iters, secs);
+    }
+    if (s)
+      snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
+    unbind_all(c);
   }
-  if (s)
-    snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
-  unbind_all(c);
   PyThread_release_lock(ctx->lock);
   Py_END_ALLOW_THREADS
   release_all(c);
@@ -1871,14 +1876,20 @@ static PyObject *Bundle_op_info(BundleObject *self, PyObject *args)
   return info_dict(self, c.entry);
 }
 
+/* close(): the bundle destroyed and self->b cleared under the context's
+ * lock, so a call in another thread (which reads self->b under that lock,
+ * the GIL let go: run(), Prepared_call) sees either the bundle or NULL,
+ * never a destroyed one.  The GIL is held throughout: the calls that read
+ * self->b with the GIL (their argument checks) cannot run meanwhile. */
 static PyObject *Bundle_close(BundleObject *self, PyObject *unused)
 {
   (void)unused;
   if (self->b) {
     PyThread_acquire_lock(self->ctx->lock, WAIT_LOCK);
-    dsv4rt_bundle_destroy(self->b);
-    PyThread_release_lock(self->ctx->lock);
+    dsv4rt_bundle *b = self->b;
     self->b = NULL;
+    dsv4rt_bundle_destroy(b);
+    PyThread_release_lock(self->ctx->lock);
   }
   Py_RETURN_NONE;
 }

@@ -15,6 +15,7 @@ missing, so that such a run never counts as passed.
 import os
 import sys
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -706,6 +707,53 @@ class TestThreads(Case):
         """Calls from several threads on one context (the extension's lock; GIL released)."""
         cache, idx, ref = self.gather_case(9)
         self.in_threads(lambda: B["decode"].dequant_gather(cache, idx), ref)
+
+    def test_close_while_calling(self):
+        """Bundle.close in one thread while others call it and launch a prepared call of it: nothing
+        crashes, every call gives the right answer or raises 'the bundle is closed' (never a call on
+        a destroyed bundle), and every call after the close raises it (issue 37, item 5)."""
+        cache, idx, ref = self.gather_case(11)
+        for round in range(8):
+            b = CTX.open_bundle(os.path.join(KERNELS, "decode.dsv4b"))
+            p = b.prepare("dequant_gather", cache, idx)
+            closed, errors, done = threading.Event(), [], []
+            start = threading.Barrier(5)
+
+            def work(call):
+                start.wait()
+                for _ in range(40):
+                    after = closed.is_set()
+                    try:
+                        if not np.array_equal(call(), ref):
+                            errors.append("wrong result")
+                        elif after:
+                            errors.append("a call after close() ran")
+                    except ValueError as e:
+                        if "closed" not in str(e):
+                            errors.append(repr(e))
+                    except Exception as e:  # noqa: BLE001 (reported below)
+                        errors.append(repr(e))
+                done.append(1)
+
+            def closer():
+                start.wait()
+                time.sleep(0.002 * round)
+                b.close()
+                closed.set()
+
+            ts = [threading.Thread(target=work, args=(lambda: b.dequant_gather(cache, idx),)) for _ in range(3)]
+            ts += [threading.Thread(target=work, args=(p,)), threading.Thread(target=closer)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            self.assertEqual(len(done), 4)
+            self.assertFalse(errors, errors[:3])
+            with self.assertRaisesRegex(ValueError, "closed"):
+                b.dequant_gather(cache, idx)
+            with self.assertRaisesRegex(ValueError, "closed"):
+                p()
+            p.close()
 
     def test_prepared_from_threads(self):
         """One prepared call launched from several threads at once (each launch under the context's
