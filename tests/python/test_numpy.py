@@ -766,6 +766,129 @@ class TestThreads(Case):
         self.assertRaises(ValueError, p)
 
 
+# ---- every refusal names its argument first (issue 37, item 6) ----
+
+
+class TestArgumentNames(Case):
+    """Each bad argument is refused with a message that starts with its Python name (CPython's own
+    conversion errors and the runtime's C field names included), before anything is written."""
+
+    def check_all(self, cases, *outs):
+        bad = []
+        for name, fn in cases:
+            before = [np.array(o, copy=True) for o in outs]
+            try:
+                fn()
+            except (TypeError, ValueError, OverflowError, dsv4c.Error) as e:
+                if not str(e).startswith(name + ":") and not str(e).startswith(name + "["):
+                    bad.append("%s: %s: %s" % (name, type(e).__name__, e))
+            else:
+                bad.append("%s: not refused" % name)
+            for o, b in zip(outs, before):
+                if not np.array_equal(np.asarray(o).view(np.uint8), b.view(np.uint8)):
+                    bad.append("%s: an output was written" % name)
+        self.assertFalse(bad, "\n".join(bad))
+        return len(cases)
+
+    def test_gathers(self):
+        b = B["decode"]
+        g = rng(80)
+        raw, _ = R.v4_cache(g, 5, 16)
+        c = R.token_view(raw, 16)
+        i = g.integers(-1, 80, size=37).astype(np.int32)
+        out = poison((37, 512), np.uint16)
+        d = b.dequant_gather
+        pout = poison((3, 40, 512), np.uint16)
+        seq, bt = np.array([37, 5, 64], np.int32), np.zeros((3, 4), np.int32)
+        p = b.paged_gather
+        n = self.check_all([
+            ("block_size", lambda: d(raw, i, out, block_size=2 ** 70)),
+            ("block_size", lambda: d(raw, i, out, block_size="64")),
+            ("block_size", lambda: d(raw, i, out, block_size=1.5)),
+            ("block_size", lambda: d(raw, i, out, block_size=-1)),
+            ("kernel", lambda: d(c, i, out, kernel=123)),
+            ("kernel", lambda: d(c, i, out, kernel="dequant\0gather_v4")),
+            ("kernel", lambda: d(c, i, out, kernel="nope")),
+            ("stream", lambda: d(c, i, out, stream=-1)),
+            ("stream", lambda: d(c, i, out, stream=2 ** 70)),
+            ("stream", lambda: d(c, i, out, stream=1.5)),
+            ("tensor_scale", lambda: d(c, i, out, tensor_scale="x")),
+            ("check_contents", lambda: d(c, i, out, check_contents=np.array([1, 2]))),
+            ("indices", lambda: d(c, [1, 2, 3], out)),
+            ("indices", lambda: d(c, "indices", out)),
+            ("cache", lambda: d(b"bytes", i, out)),
+            ("out", lambda: d(c, i, 5)),
+            ("offset", lambda: p(pout, c, seq, bt, offset="x")),
+            ("offset", lambda: p(pout, c, seq, bt, offset=2 ** 70)),
+            ("offset", lambda: p(pout, c, seq, bt, offset=41)),
+            ("seq_lens", lambda: p(pout, c, np.array([999, 1, 1], np.int32), bt, check_contents=True)),
+        ], out, pout)
+        self.assertEqual(n, 20)
+
+    def test_decode_and_insert(self):
+        b = B["decode"]
+        c = decode_case(rng(81))
+        out, lse = poison((5, 8, 512), np.uint16), poison((5, 8), np.float32)
+        cache = R.token_view(c["main"], c["bs"])
+        xc = R.token_view(c["xcache"], c["xbs"])
+
+        def d(q=c["q"], idx=c["idx"], lens=c["lens"], **more):
+            return b.sparse_decode(q, cache, idx, lens, **dict(dict(out=out, lse=lse, softmax_scale=c["scale"]),
+                                                              **more))
+
+        raw = poison((4, 16 * R.V4_TOKEN), np.uint8)
+        kc = R.token_view(raw, 16)
+        kv = np.zeros((7, 512), np.uint16)
+        sm, pos, cs = np.zeros(6, np.int64), np.zeros(7, np.int64), R.cos_sin_table(100)
+        qk = np.zeros((7, 3, 512), np.uint16)
+        k = b.kv_insert
+        self.check_all([
+            ("softmax_scale", lambda: d(softmax_scale="x")),
+            ("softmax_scale", lambda: d(softmax_scale=float("nan"))),
+            ("splits", lambda: d(splits="x")),
+            ("splits", lambda: d(splits=2 ** 40)),
+            ("splits", lambda: d(splits=-1)),
+            ("q", lambda: d(q=np.zeros((5, 0, 512), np.uint16), out=np.zeros((5, 0, 512), np.uint16),
+                            lse=np.zeros((5, 0), np.float32))),
+            ("q", lambda: d(q=[[1.0]])),
+            ("extra_block_size", lambda: d(extra_cache=xc, extra_indices=c["xidx"], extra_lens=c["xlens"],
+                                           extra_block_size="x")),
+            ("extra_indices", lambda: d(extra_cache=xc, extra_lens=c["xlens"])),
+            ("lens", lambda: d(lens=np.full(5, 500, np.int32), check_contents=True)),
+            ("indices", lambda: d(idx=np.full((5, 128), 10 ** 6, np.int32), check_contents=True)),
+            ("attn_sink", lambda: d(attn_sink=np.zeros(8, np.float64))),
+            ("eps", lambda: k(kc, kv, sm, pos, cs, eps="x")),
+            ("eps", lambda: k(kc, kv, sm, pos, cs, qk, eps=-1.0)),
+            ("padded_heads", lambda: k(kc, kv, sm, pos, cs, qk, padded_heads=0)),
+            ("padded_heads", lambda: k(kc, kv, sm, pos, cs, qk, padded_heads="4")),
+            ("positions", lambda: k(kc, kv, sm, pos.astype(np.int32), cs)),
+            ("positions", lambda: B["insert"].kv_insert(kc, kv, sm, pos, cs, kernel="kv_quant_insert_v4")),
+            ("q", lambda: B["insert"].kv_insert(kc, kv, sm, q=qk, kernel="kv_quant_insert_v4")),
+            ("q", lambda: k(kc, kv, sm, pos, cs, [1, 2])),
+        ], out, lse, raw)
+
+    def test_indexer(self):
+        b = B["indexer"]
+        lg = poison((4, 200), np.float32)
+        q = np.zeros((2, 2, 64, 128), np.uint8)
+        cache = R.token_view(poison((12, 16 * R.IDX_TOKEN), np.uint8), 16, R.IDX_TOKEN)
+        w, ctx, bt = np.zeros((4, 64), np.float32), np.zeros((2, 2), np.int32), np.zeros((2, 13), np.int32)
+        m = b.paged_mqa_logits
+        out = poison((4, 512), np.int32)
+        self.check_all([
+            ("no_tensor_maps", lambda: m(q, cache, w, ctx, bt, logits=lg, no_tensor_maps=np.array([1, 2]))),
+            ("row_len", lambda: m(q, cache, w, ctx, bt)),
+            ("logits", lambda: m(q, cache, w, ctx, bt, logits=lg[:, ::2])),
+            ("kernel", lambda: m(q, cache, w, ctx, bt, logits=lg, kernel="topk_512")),
+            ("context_lens", lambda: m(q, cache, w, np.full((2, 2), 10 ** 6, np.int32), bt, logits=lg,
+                                       check_contents=True)),
+            ("logits", lambda: b.topk(lg.astype(np.float64), ctx.reshape(4), out)),
+            ("logits", lambda: b.topk(None, ctx.reshape(4))),
+            ("check_contents", lambda: b.topk(lg, ctx.reshape(4), out, check_contents=np.array([1, 2]))),
+            ("op", lambda: b.prepare("no_such_op")),
+        ], lg, out)
+
+
 if __name__ == "__main__":
     argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != KERNELS]
     prog = unittest.main(argv=argv, exit=False, verbosity=2)
