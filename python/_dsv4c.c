@@ -1990,11 +1990,12 @@ static PyObject *info_dict(BundleObject *self, int i)
   const char *name, *op, *target, *arch;
   dsv4_layout L;
   dsv4rt_kernel_info k;
+  char code[65];
   if (dsv4rt_bundle_entry(self->b, i, &name, &op, &target, &arch) || dsv4rt_bundle_entry_layout(self->b, i, &L) ||
-      dsv4rt_bundle_entry_info(self->b, i, &k))
+      dsv4rt_bundle_entry_info(self->b, i, &k) || dsv4rt_bundle_entry_code_hash(self->b, i, code))
     return raise_status(DSV4RT_ERR_BUNDLE_FORMAT, dsv4rt_last_error(self->ctx->ctx));
-  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:O,s:s,s:i,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", name,
-                       "op", op, "target", target, "arch", arch, "runs",
+  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:O,s:s,s:i,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", name,
+                       "op", op, "target", target, "arch", arch, "code", code, "runs",
                        dsv4rt_bundle_entry_runs(self->b, i) ? Py_True : Py_False, "layout", L.name, "dim", L.dim,
                        "token_bytes", (long long)token_bytes(&L), "block_tokens", L.block_tokens, "block_stride",
                        L.block_stride, "threads", k.threads, "v_dim", k.v_dim, "heads", k.heads, "topk", k.topk,
@@ -2064,6 +2065,70 @@ static PyObject *Bundle_close(BundleObject *self, PyObject *unused)
   Py_RETURN_NONE;
 }
 
+/* tuned_kernel(op, dims): the kernel the loaded tuning (a lockfile, or
+ * the bundle's own choice records) chooses for an unnamed call of op with
+ * these dims (dsv4rt_bundle_tuned_kernel), or None when none covers their
+ * bucket and the default rule applies. */
+static PyObject *Bundle_tuned_kernel(BundleObject *self, PyObject *args)
+{
+  static const char *const dim_names[OP_COUNT] = {"n: indices.size", "R: len(seq_lens)", "N: kv.shape[0]",
+                                                  "T, H, topk, extra_topk, extra_block_size", "B, next_n, row_len",
+                                                  "rows: logits.shape[0]"};
+  static const int ndims[OP_COUNT] = {1, 1, 1, 5, 3, 1};
+  PyObject *op_o, *dims_o;
+  if (!PyArg_ParseTuple(args, "OO:tuned_kernel", &op_o, &dims_o))
+    return NULL;
+  const char *opname = PyUnicode_Check(op_o) ? PyUnicode_AsUTF8AndSize(op_o, NULL) : NULL;
+  int op = -1;
+  for (int i = 0; opname && i < OP_COUNT; i++)
+    if (!strcmp(opname, op_names[i]))
+      op = i;
+  if (op < 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "op: %R is no op (one of dequant_gather, paged_gather, kv_insert, sparse_decode, "
+                 "paged_mqa_logits, topk)", op_o);
+    return NULL;
+  }
+  int64_t dims[8];
+  PyObject *seq = PyLong_Check(dims_o) ? PyTuple_Pack(1, dims_o) : PySequence_Tuple(dims_o);
+  if (!seq) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "dims: expected a sequence of ints (%s), got %S", dim_names[op],
+                 (PyObject *)Py_TYPE(dims_o));
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_Size(seq);
+  if (n != ndims[op]) {
+    PyErr_Format(PyExc_ValueError, "dims: %s takes %d dim%s (%s), got %zd", op_names[op], ndims[op],
+                 ndims[op] > 1 ? "s" : "", dim_names[op], n);
+    Py_DECREF(seq);
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    long long v = PyLong_AsLongLong(PyTuple_GetItem(seq, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      name_exception("dims");
+      return NULL;
+    }
+    if (v < 0) {
+      Py_DECREF(seq);
+      PyErr_Format(PyExc_ValueError, "dims: dim %zd (of %s) is %lld, below 0", i, dim_names[op], v);
+      return NULL;
+    }
+    dims[i] = v;
+  }
+  Py_DECREF(seq);
+  if (!self->b) {
+    PyErr_SetString(PyExc_ValueError, "the bundle is closed");
+    return NULL;
+  }
+  const char *k = dsv4rt_bundle_tuned_kernel(self->b, op_names[op], dims, (int)n);
+  if (!k)
+    Py_RETURN_NONE;
+  return PyUnicode_FromString(k);
+}
+
 /* load_tuning(path): the runtime's dsv4rt_bundle_load_tuning (a dsv4c-tune
  * lockfile: unnamed calls then run its winner for their shape bucket).
  * A stale entry raises dsv4c.Error (ERR_STALE_TUNING) naming it, after the
@@ -2131,6 +2196,8 @@ static PyMethodDef Bundle_methods[] = {
     {"close", (PyCFunction)Bundle_close, METH_NOARGS, "close(): free the bundle now"},
     {"load_tuning", (PyCFunction)Bundle_load_tuning, METH_VARARGS,
      "load_tuning(path): a dsv4c-tune lockfile; unnamed calls run its winner for their shape"},
+    {"tuned_kernel", (PyCFunction)Bundle_tuned_kernel, METH_VARARGS,
+     "tuned_kernel(op, dims) -> the kernel tuning chooses for an unnamed call with these dims, or None"},
     {NULL, NULL, 0, NULL},
 };
 

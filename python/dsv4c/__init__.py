@@ -205,8 +205,18 @@ class Bundle:
         (ERR_STALE_TUNING), naming them, after the fresh ones were loaded."""
         self._b.load_tuning(str(path))
 
+    def tuned_kernel(self, op, dims):
+        """The kernel tuning chooses (load_tuning's lockfile, or the bundle's own choice records: dsv4c
+        --lock) for a call of `op` that names no kernel, with these dims: sparse_decode (T, H, topk,
+        extra_topk, extra_block_size: 0, 0 without the extra cache), paged_mqa_logits (B, next_n,
+        row_len), the other ops their one count (dequant_gather n = indices.size, paged_gather R =
+        len(seq_lens), kv_insert N = kv.shape[0], topk rows = logits.shape[0]).  None when no tuning
+        entry covers their bucket: the default rule then chooses (``op_info(op)``)."""
+        return self._b.tuned_kernel(op, dims)
+
     def entries(self):
-        """One dict per (kernel, target) entry of the bundle."""
+        """One dict per (kernel, target) entry of the bundle (with "code", the SHA-256 of its code as a
+        tuning lockfile records it)."""
         return self._b.entries()
 
     def kernels(self):
@@ -219,12 +229,12 @@ class Bundle:
             tgt = e["target"] if e["target"] == "spirv" else "%s:%s" % (e["target"], e["arch"])
             if k is None:
                 k = dict(e)
-                del k["target"], k["arch"]
+                del k["target"], k["arch"], k["code"]
                 k["targets"] = []
                 by[e["name"]] = k
                 out.append(k)
             elif e["runs"] and not k["runs"]:
-                k.update((f, v) for f, v in e.items() if f not in ("target", "arch"))
+                k.update((f, v) for f, v in e.items() if f not in ("target", "arch", "code"))
             k["targets"].append(tgt)
         return out
 

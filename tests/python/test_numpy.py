@@ -889,6 +889,59 @@ class TestArgumentNames(Case):
         ], lg, out)
 
 
+# ---- which kernel tuning chooses (issue 36, item 8) ----
+
+
+class TestTunedKernel(Case):
+    def test_tuned_kernel(self):
+        """Bundle.tuned_kernel(op, dims) answers what a loaded lockfile chooses for a shape (None
+        where no entry covers its bucket), and refuses a bad op or dims naming them."""
+        import json
+        import tempfile
+
+        # two kv_insert kernels of one kind (op and layout: tuning chooses among such only)
+        b = CTX.open_bundle(os.path.join(KERNELS, "insert.dsv4b"))
+        self.assertIsNone(b.tuned_kernel("kv_insert", (5,)))
+        code = {e["name"]: e for e in b.entries() if e["runs"]}
+        model = CTX.device_name.split(" (")[0]  # the device model a lockfile records
+
+        def entry(bucket, winner, loser):
+            e = code[winner]
+            return {"kernel": "ins", "op": "kv_insert", "target": e["target"], "arch": e["arch"], "device": model,
+                    "toolchain": "test", "spec_hash": "test", "bucket": bucket, "shape": "", "seed": 0,
+                    "winner": winner, "variants": [
+                        {"name": n, "gate": "pass", "median_us": t, "min_us": t, "max_us": t, "samples": 3,
+                         "code": code[n]["code"], "reason": ""} for n, t in ((winner, 1.0), (loser, 2.0))]}
+
+        lock = {"format": "dsv4c-tune-lock 1", "tie_break": "lowest median_us",
+                "entries": [entry("n=8", "kv_quant_insert_v4", "kv_insert_v4"),
+                            entry("n=64", "kv_insert_v4", "kv_quant_insert_v4")]}
+        with tempfile.NamedTemporaryFile("w", suffix=".lock", delete=False) as f:
+            json.dump(lock, f)
+        try:
+            b.load_tuning(f.name)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(b.tuned_kernel("kv_insert", (5,)), "kv_quant_insert_v4")  # N 5: bucket n=8
+        self.assertEqual(b.tuned_kernel("kv_insert", 8), "kv_quant_insert_v4")
+        self.assertEqual(b.tuned_kernel("kv_insert", [40]), "kv_insert_v4")  # bucket n=64
+        self.assertIsNone(b.tuned_kernel("kv_insert", (1000,)))
+        self.assertIsNone(b.tuned_kernel("sparse_decode", (4, 64, 128, 0, 0)))
+        for exc, name, fn in [(ValueError, "op", lambda: b.tuned_kernel("no_such_op", 1)),
+                              (ValueError, "op", lambda: b.tuned_kernel(5, 1)),
+                              (ValueError, "dims", lambda: b.tuned_kernel("topk", (1, 2))),
+                              (ValueError, "dims", lambda: b.tuned_kernel("sparse_decode", (1, 2, 3))),
+                              (ValueError, "dims", lambda: b.tuned_kernel("topk", (-1,))),
+                              (TypeError, "dims", lambda: b.tuned_kernel("topk", None)),
+                              (TypeError, "dims", lambda: b.tuned_kernel("topk", ("x",))),
+                              (OverflowError, "dims", lambda: b.tuned_kernel("topk", (2 ** 70,)))]:
+            with self.assertRaises(exc) as cm:
+                fn()
+            self.assertTrue(str(cm.exception).startswith(name + ":"), str(cm.exception))
+        b.close()
+        self.assertRaises(ValueError, lambda: b.tuned_kernel("topk", 5))
+
+
 if __name__ == "__main__":
     argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != KERNELS]
     prog = unittest.main(argv=argv, exit=False, verbosity=2)
