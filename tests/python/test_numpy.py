@@ -888,6 +888,20 @@ class TestArgumentNames(Case):
             ("op", lambda: b.prepare("no_such_op")),
         ], lg, out)
 
+    def test_compat(self):
+        c = decode_case(rng(82), T=2)
+        q4 = c["q"].reshape(1, 2, 8, 512)
+        k4 = R.token_view(c["main"], c["bs"]).reshape(-1, c["bs"], 1, R.V4_TOKEN)
+        meta, _ = compat.get_mla_metadata()
+        f = compat.flash_mla_with_kvcache
+        idx = c["idx"].reshape(1, 2, -1)
+        self.check_all([
+            ("causal", lambda: f(q4, k4, None, None, 512, meta, causal=True, indices=idx)),
+            ("num_splits", lambda: f(q4, k4, None, None, 512, meta, num_splits=2, indices=idx)),
+            ("extra_indices_in_kvcache", lambda: f(q4, k4, None, None, 512, meta, indices=idx, extra_k_cache=k4)),
+            ("q", lambda: f(c["q"], k4, None, None, 512, meta, indices=idx)),
+        ])
+
 
 # ---- which kernel tuning chooses (issue 36, item 8) ----
 
