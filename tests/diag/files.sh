@@ -47,5 +47,27 @@ for want in "kernel g__c16 (assign.lua:4): op dequant_gather, layout bf16, tile 
             "kernel g__c4 (assign.lua:4): op dequant_gather, layout bf16, tile values_per_thread 8 tokens_per_cta 4 "; do
   if grep -qF -- "$want" <<<"$plan"; then pass=$((pass + 1)); else echo "FAIL: assign.lua: the plan lacks '$want': $plan"; fail=$((fail + 1)); fi
 done
+# a constraint writing into a layout through an upvalue: neither the
+# sweep's variants nor a kernel declared after it see the change
+cat >layout_write.lua <<'LUA'
+local L = include "layouts.lua"
+kernel {
+  name = "g",
+  op = "dequant_gather",
+  layout = L.bf16,
+  tile = { values_per_thread = 8, tokens_per_cta = 2 },
+  targets = { spirv = true },
+  sweep = {
+    tile = { tokens_per_cta = { 2, 4 } },
+    constraints = { function(v) L.bf16.row_bytes = 2048; L.bf16.segments[1].dims[2] = 256; return true end },
+  },
+}
+kernel { name = "after", op = "dequant_gather", layout = L.bf16, tile = { values_per_thread = 8, tokens_per_cta = 2 },
+         targets = { spirv = true } }
+LUA
+plan=$("$dsv4c" layout_write.lua -I "$specs" --emit plan 2>&1)
+for want in "layout bf16: dim 512, row_bytes 1024," "segment 1: dims [0, 512) bf16 at byte 0" "kernel after (layout_write.lua:13)"; do
+  if grep -qF -- "$want" <<<"$plan"; then pass=$((pass + 1)); else echo "FAIL: layout_write.lua: the plan lacks '$want': $plan"; fail=$((fail + 1)); fi
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
