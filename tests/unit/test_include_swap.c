@@ -3,7 +3,7 @@
  * and the open must not make the run execute the outside file (issue 37,
  * item 4).  The race is made certain, not hoped for: the test links with
  * -Wl,--wrap=realpath, and the wrapper swaps the link the moment after
- * the sandbox resolved it.  Also: the spec's hash is of the bytes that ran. */
+ * the sandbox resolved it. */
 #define _DEFAULT_SOURCE
 #include <limits.h>
 #include <stdio.h>
@@ -20,17 +20,33 @@ static char link_path[PATH_MAX], outside_path[PATH_MAX];
 static int swaps;
 
 char *__real_realpath(const char *path, char *resolved);
+char *__real___realpath_chk(const char *path, char *resolved, size_t n);
 
-/* realpath, then (once) the link re-pointed outside the spec's folder. */
-char *__wrap_realpath(const char *path, char *resolved)
+/* After a realpath of the link: (once) the link re-pointed outside the
+ * spec's folder. */
+static void swap_after(const char *path, const char *r)
 {
-  char *r = __real_realpath(path, resolved);
   size_t n = strlen(path);
   if (r && !swaps && n >= 8 && !strcmp(path + n - 8, "link.lua")) {
     swaps++;
     if (unlink(link_path) || symlink(outside_path, link_path))
       perror("swapping the link");
   }
+}
+
+char *__wrap_realpath(const char *path, char *resolved)
+{
+  char *r = __real_realpath(path, resolved);
+  swap_after(path, r);
+  return r;
+}
+
+/* The same where the library was built with _FORTIFY_SOURCE (realpath then
+ * calls this). */
+char *__wrap___realpath_chk(const char *path, char *resolved, size_t n)
+{
+  char *r = __real___realpath_chk(path, resolved, n);
+  swap_after(path, r);
   return r;
 }
 
