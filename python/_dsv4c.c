@@ -151,6 +151,89 @@ static PyObject *raise_status(dsv4rt_status s, const char *msg)
   return NULL;
 }
 
+/* The exception being raised, its message made to start with the
+ * argument's Python name ("block_size: int too big to convert") where
+ * CPython's own conversion raised it; dsv4c's errors and messages that
+ * name the argument already are left as they are. */
+static void name_exception(const char *name)
+{
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type)
+    return;
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyObject *str = value ? PyObject_Str(value) : NULL;
+  const char *m = str ? PyUnicode_AsUTF8AndSize(str, NULL) : NULL;
+  size_t n = strlen(name);
+  if (!m || PyErr_GivenExceptionMatches(type, Error) ||
+      (!strncmp(m, name, n) && (m[n] == ':' || m[n] == '[' || m[n] == ' '))) {
+    PyErr_Clear();
+    Py_XDECREF(str);
+    PyErr_Restore(type, value, tb);
+    return;
+  }
+  PyErr_Format(type, "%s: %s", name, m);
+  Py_DECREF(str);
+  Py_DECREF(type);
+  Py_XDECREF(value), Py_XDECREF(tb);
+}
+
+/* A runtime status of an argument (dsv4rt's message names the C field:
+ * "dsv4rt_sparse_decode: heads = 0 is outside [1, 4096]") as a message that
+ * starts with the op's Python argument: "q: heads = 0 is outside [1, 4096]
+ * (dsv4rt_sparse_decode)".  Fields that are an argument's own name
+ * (indices[5], softmax_scale) keep it; the others map to the argument they
+ * come from (heads, n_tokens: q's shape).  Other messages are left alone. */
+static void name_runtime_argument(int op, dsv4rt_status s, char *msg, size_t cap)
+{
+  static const struct {
+    int op; /* -1: every op */
+    const char *field, *arg;
+  } map[] = {
+      {-1, "num_blocks", "cache"}, {-1, "block_size", "cache"}, {-1, "block_stride", "cache"},
+      {-1, "extra_num_blocks", "extra_cache"}, {-1, "extra_block_size", "extra_cache"},
+      {-1, "extra_block_stride", "extra_cache"}, {-1, "opts->splits", "splits"}, {-1, "splits", "splits"},
+      {0 /* OP_DEQUANT_GATHER */, "n", "indices"},
+      {1 /* OP_PAGED_GATHER */, "num_requests", "seq_lens"}, {1, "out_rows", "out"}, {1, "out_stride_m", "out"},
+      {1, "out_stride_r", "out"}, {1, "max_blocks", "block_table"},
+      {2 /* OP_KV_INSERT */, "n_tokens", "kv"}, {2, "n_insert", "slot_mapping"}, {2, "max_pos", "cos_sin"},
+      {2, "heads", "q"}, {2, "padded_heads", "q_out"},
+      {3 /* OP_SPARSE_DECODE */, "n_tokens", "q"}, {3, "heads", "q"}, {3, "topk", "indices"},
+      {3, "extra_topk", "extra_indices"},
+      {4 /* OP_MQA_LOGITS */, "batch", "q"}, {4, "next_n", "q"}, {4, "row_len", "logits"}, {4, "row_stride", "logits"},
+      {4, "max_blocks", "block_table"},
+      {5 /* OP_TOPK */, "rows", "logits"}, {5, "row_len", "logits"}, {5, "row_stride", "logits"},
+  };
+  if (!is_argument_status(s) || op < 0)
+    return;
+  const char *colon = strstr(msg, ": ");
+  if (!colon || strncmp(msg, "dsv4rt_", 7))
+    return;
+  const char *rest = colon + 2, *f = rest;
+  if (!strncmp(f, "output ", 7)) /* "output out shares memory with ..." */
+    f += 7;
+  char field[48];
+  size_t n = 0;
+  while (n + 1 < sizeof field && f[n] && (f[n] == '_' || f[n] == '-' || f[n] == '>' || (f[n] >= 'a' && f[n] <= 'z') ||
+                                          (f[n] >= 'A' && f[n] <= 'Z') || (f[n] >= '0' && f[n] <= '9')))
+    field[n] = f[n], n++;
+  field[n] = 0;
+  const char *arg = NULL;
+  for (size_t i = 0; !arg && i < sizeof map / sizeof *map; i++)
+    if ((map[i].op < 0 || map[i].op == op) && !strcmp(map[i].field, field))
+      arg = map[i].arg;
+  if (!arg && n) /* a field with the argument's own name: indices[5], softmax_scale */
+    arg = field;
+  if (!arg)
+    return;
+  char out[1200];
+  size_t len = (size_t)snprintf(out, sizeof out, "%s: %s (%.*s)", arg, rest, (int)(colon - msg), msg);
+  len = len < sizeof out ? len : sizeof out - 1;
+  len = len < cap ? len : cap - 1;
+  memcpy(msg, out, len);
+  msg[len] = 0;
+}
+
 /* ---- tensors ---- */
 
 enum { DT_BF16, DT_F32, DT_I32, DT_I64, DT_E4M3, DT_CACHE };
@@ -901,8 +984,10 @@ static int tensor(call *c, CtxObject *ctx, PyObject *obj, const char *name, int 
   }
   tview *t = slot(c, name);
   *out = t;
-  if (acquire(ctx, obj, cls, use, c->stream, t))
+  if (acquire(ctx, obj, cls, use, c->stream, t)) {
+    name_exception(name); /* (CPython's own errors, e.g. from the buffer protocol) */
     return -1;
+  }
   c->torch_cuda |= t->via_torch && t->device_type == DL_CUDA;
   return 0;
 }
@@ -935,10 +1020,13 @@ static int resolve(BundleObject *self, call *c)
   if (found < 0) {
     char m[512];
     if (c->kernel && !named)
-      snprintf(m, sizeof m, "%s: the bundle has no kernel named '%s'", op_names[c->op], c->kernel);
+      snprintf(m, sizeof m, "kernel: the bundle has no kernel named '%s' (%s)", c->kernel, op_names[c->op]);
+    else if (c->kernel)
+      snprintf(m, sizeof m, "kernel: the bundle's kernel '%s' is no %s kernel that runs on %s", c->kernel,
+               op_names[c->op], dsv4rt_device_name(self->ctx->ctx));
     else
-      snprintf(m, sizeof m, "%s: the bundle has no %s kernel%s%s that runs on %s", op_names[c->op], op_names[c->op],
-               c->kernel ? " named " : "", c->kernel ? c->kernel : "", dsv4rt_device_name(self->ctx->ctx));
+      snprintf(m, sizeof m, "%s: the bundle has no %s kernel that runs on %s", op_names[c->op], op_names[c->op],
+               dsv4rt_device_name(self->ctx->ctx));
     raise_status(DSV4RT_ERR_NO_KERNEL, m);
     return -1;
   }
@@ -964,8 +1052,10 @@ static int cache_geometry(const call *c, tview *t, PyObject *bs_arg, const char 
   int64_t tb = token_bytes(&c->L), given = -1;
   if (bs_arg && bs_arg != Py_None) {
     given = PyLong_AsLongLong(bs_arg);
-    if (given == -1 && PyErr_Occurred())
+    if (given == -1 && PyErr_Occurred()) {
+      name_exception(bs_name);
       return -1;
+    }
     if (given <= 0) {
       PyErr_Format(PyExc_ValueError, "%s: %lld is not a block size", bs_name, (long long)given);
       return -1;
@@ -1178,23 +1268,112 @@ static PyObject *run(BundleObject *self, call *c, tview **tv, long iters, double
   char msg[1024] = "";
   Py_BEGIN_ALLOW_THREADS
   PyThread_acquire_lock(ctx->lock, WAIT_LOCK);
-  s = bind_all(ctx, c);
-  if (!s) {
-    fill_buffers(ctx, c, tv);
-    s = launch_bound(self, c, c->stream, iters, secs);
+  if (!self->b) { /* closed by another thread since the call was checked (Bundle.close takes this lock) */
+    s = DSV4RT_ERR_INVALID_ARG;
+    snprintf(msg, sizeof msg, "the bundle is closed");
+  } else {
+    s = bind_all(ctx, c);
+    if (!s) {
+      fill_buffers(ctx, c, tv);
+      s = launch_bound(self, c, c->stream, iters, secs);
+    }
+    if (s)
+      snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
+    unbind_all(c);
   }
-  if (s)
-    snprintf(msg, sizeof msg, "%s", dsv4rt_last_error(ctx->ctx));
-  unbind_all(c);
   PyThread_release_lock(ctx->lock);
   Py_END_ALLOW_THREADS
   release_all(c);
-  if (s)
+  if (s) {
+    name_runtime_argument(c->op, s, msg, sizeof msg);
     return raise_status(s, msg);
+  }
   Py_RETURN_NONE;
 }
 
 /* ---- argument parsing shared by the ops ---- */
+
+static int as_i64(PyObject *o, const char *name, int64_t dflt, int64_t *out)
+{
+  *out = dflt;
+  if (!o || o == Py_None)
+    return 0;
+  long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) {
+    name_exception(name);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* The scalar arguments, converted here rather than by PyArg's format
+ * codes, whose errors ("must be real number, not str") name no argument:
+ * each refusal starts with the argument's name.  NULL: not given (dflt). */
+static int as_f32(PyObject *o, const char *name, float dflt, float *out)
+{
+  *out = dflt;
+  if (!o)
+    return 0;
+  double v = PyFloat_AsDouble(o);
+  if (v == -1.0 && PyErr_Occurred()) {
+    name_exception(name);
+    return -1;
+  }
+  *out = (float)v; /* out of float's range: inf, refused by the runtime as not finite */
+  return 0;
+}
+
+static int as_int(PyObject *o, const char *name, int dflt, int *out)
+{
+  int64_t v;
+  if (as_i64(o, name, dflt, &v))
+    return -1;
+  if (v < INT32_MIN || v > INT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s: %lld is out of range", name, (long long)v);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static int as_flag(PyObject *o, const char *name, int *out)
+{
+  *out = 0;
+  if (!o)
+    return 0;
+  int v = PyObject_IsTrue(o);
+  if (v < 0) {
+    name_exception(name);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* kernel=: a kernel name or None (*out NULL). */
+static int as_kernel(PyObject *o, const char **out)
+{
+  *out = NULL;
+  if (!o || o == Py_None)
+    return 0;
+  if (!PyUnicode_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "kernel: expected a kernel name (str) or None, got %S", (PyObject *)Py_TYPE(o));
+    return -1;
+  }
+  Py_ssize_t n;
+  const char *k = PyUnicode_AsUTF8AndSize(o, &n);
+  if (!k) {
+    name_exception("kernel");
+    return -1;
+  }
+  if ((Py_ssize_t)strlen(k) != n) {
+    PyErr_SetString(PyExc_ValueError, "kernel: the name holds a NUL character");
+    return -1;
+  }
+  *out = k;
+  return 0;
+}
 
 /* stream=: None (the context's), an int handle, or an object with
  * .cuda_stream (torch.cuda.Stream). */
@@ -1214,8 +1393,10 @@ static int parse_stream(CtxObject *ctx, PyObject *o, uint64_t *out)
     return -1;
   }
   uint64_t v;
-  if (take_handle(h, &v))
+  if (take_handle(h, &v)) {
+    name_exception("stream");
     return -1;
+  }
   if (v && !ctx->cuda) {
     PyErr_SetString(PyExc_ValueError, "stream: an OpenCL context has one queue; pass None or 0");
     return -1;
@@ -1224,9 +1405,15 @@ static int parse_stream(CtxObject *ctx, PyObject *o, uint64_t *out)
   return 0;
 }
 
-static int begin_call(BundleObject *self, call *c, int op, const char *kernel, int check_contents, PyObject *stream)
+/* The arguments every op takes (kernel=, check_contents=, stream=), then
+ * the entry the call resolves to. */
+static int begin_call(BundleObject *self, call *c, int op, PyObject *kernel_o, PyObject *cc_o, PyObject *stream)
 {
   memset(c, 0, sizeof *c);
+  const char *kernel;
+  int check_contents;
+  if (as_kernel(kernel_o, &kernel) || as_flag(cc_o, "check_contents", &check_contents))
+    return -1;
   c->op = op, c->kernel = kernel;
   c->opts.kernel = kernel, c->opts.check_contents = check_contents;
   if (parse_stream(self->ctx, stream, &c->stream))
@@ -1235,33 +1422,17 @@ static int begin_call(BundleObject *self, call *c, int op, const char *kernel, i
   return resolve(self, c);
 }
 
-static int as_i64(PyObject *o, const char *name, int64_t dflt, int64_t *out)
-{
-  *out = dflt;
-  if (!o || o == Py_None)
-    return 0;
-  long long v = PyLong_AsLongLong(o);
-  if (v == -1 && PyErr_Occurred()) {
-    PyErr_Format(PyExc_TypeError, "%s: expected an int", name);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 /* ---- the ops ---- */
 
 static int parse_dequant_gather(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
 {
   static char *kwl[] = {"out", "cache", "indices", "block_size", "tensor_scale", "kernel", "check_contents", "stream",
                         NULL};
-  PyObject *out, *cache, *idx, *bs = NULL, *stream = NULL;
-  float ts = 1.0f;
-  const char *kernel = NULL;
-  int cc = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OfzpO:dequant_gather", kwl, &out, &cache, &idx, &bs, &ts, &kernel,
+  PyObject *out, *cache, *idx, *bs = NULL, *ts_o = NULL, *kernel = NULL, *cc = NULL, *stream = NULL;
+  float ts;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOOOO:dequant_gather", kwl, &out, &cache, &idx, &bs, &ts_o, &kernel,
                                    &cc, &stream) ||
-      begin_call(self, c, OP_DEQUANT_GATHER, kernel, cc, stream))
+      as_f32(ts_o, "tensor_scale", 1.0f, &ts) || begin_call(self, c, OP_DEQUANT_GATHER, kernel, cc, stream))
     return -1;
   CtxObject *x = self->ctx;
   if (tensor(c, x, out, "out", DT_BF16, USE_OUT, 0, &tv[0]) || tensor(c, x, cache, "cache", DT_CACHE, USE_IN, 0, &tv[1]) ||
@@ -1288,13 +1459,12 @@ static int parse_paged_gather(BundleObject *self, PyObject *args, PyObject *kw, 
 {
   static char *kwl[] = {"out",          "cache",  "seq_lens",       "block_table", "gather_lens", "offset", "block_size",
                         "tensor_scale", "kernel", "check_contents", "stream",      NULL};
-  PyObject *out, *cache, *seq, *bt, *gl = NULL, *off = NULL, *bs = NULL, *stream = NULL;
-  float ts = 1.0f;
-  const char *kernel = NULL;
-  int cc = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|OOOfzpO:paged_gather", kwl, &out, &cache, &seq, &bt, &gl, &off, &bs,
-                                   &ts, &kernel, &cc, &stream) ||
-      begin_call(self, c, OP_PAGED_GATHER, kernel, cc, stream))
+  PyObject *out, *cache, *seq, *bt, *gl = NULL, *off = NULL, *bs = NULL, *ts_o = NULL, *kernel = NULL, *cc = NULL,
+                                   *stream = NULL;
+  float ts;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|OOOOOOO:paged_gather", kwl, &out, &cache, &seq, &bt, &gl, &off, &bs,
+                                   &ts_o, &kernel, &cc, &stream) ||
+      as_f32(ts_o, "tensor_scale", 1.0f, &ts) || begin_call(self, c, OP_PAGED_GATHER, kernel, cc, stream))
     return -1;
   CtxObject *x = self->ctx;
   if (tensor(c, x, out, "out", DT_BF16, USE_OUT, 0, &tv[0]) || tensor(c, x, cache, "cache", DT_CACHE, USE_IN, 0, &tv[1]) ||
@@ -1335,23 +1505,24 @@ static int parse_kv_insert(BundleObject *self, PyObject *args, PyObject *kw, cal
 {
   static char *kwl[] = {"cache", "kv",         "slot_mapping", "positions",      "cos_sin", "q", "q_out",
                         "eps",   "block_size", "kernel",       "check_contents", "stream",  NULL};
-  PyObject *cache, *kv, *sm, *pos = NULL, *cs = NULL, *q = NULL, *qo = NULL, *bs = NULL, *stream = NULL;
-  float eps = 1e-6f;
-  const char *kernel = NULL;
-  int cc = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOOOfOzpO:kv_insert", kwl, &cache, &kv, &sm, &pos, &cs, &q, &qo, &eps,
-                                   &bs, &kernel, &cc, &stream) ||
-      begin_call(self, c, OP_KV_INSERT, kernel, cc, stream))
+  PyObject *cache, *kv, *sm, *pos = NULL, *cs = NULL, *q = NULL, *qo = NULL, *eps_o = NULL, *bs = NULL, *kernel = NULL,
+                                *cc = NULL, *stream = NULL;
+  float eps;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOOOOOOOO:kv_insert", kwl, &cache, &kv, &sm, &pos, &cs, &q, &qo,
+                                   &eps_o, &bs, &kernel, &cc, &stream) ||
+      as_f32(eps_o, "eps", 1e-6f, &eps) || begin_call(self, c, OP_KV_INSERT, kernel, cc, stream))
     return -1;
   CtxObject *x = self->ctx;
   int rope = c->info.rope_dims > 0, qd = c->info.q_dim;
   const char *kn = c->kernel ? c->kernel : "the bundle's kv_insert kernel";
   if (!rope && ((pos && pos != Py_None) || (cs && cs != Py_None))) {
-    PyErr_Format(PyExc_TypeError, "kv_insert: %s applies no RoPE: positions and cos_sin must be None", kn);
+    PyErr_Format(PyExc_TypeError, "%s: %s applies no RoPE: positions and cos_sin must be None",
+                 pos && pos != Py_None ? "positions" : "cos_sin", kn);
     return -1;
   }
   if (!qd && ((q && q != Py_None) || (qo && qo != Py_None))) {
-    PyErr_Format(PyExc_TypeError, "kv_insert: %s has no q branch: q and q_out must be None", kn);
+    PyErr_Format(PyExc_TypeError, "%s: %s has no q branch: q and q_out must be None", q && q != Py_None ? "q" : "q_out",
+                 kn);
     return -1;
   }
   if (tensor(c, x, cache, "cache", DT_CACHE, USE_OUT, 0, &tv[0]) || tensor(c, x, kv, "kv", DT_BF16, USE_IN, 0, &tv[1]) ||
@@ -1398,18 +1569,22 @@ static int parse_sparse_decode(BundleObject *self, PyObject *args, PyObject *kw,
   static char *kwl[] = {"out",        "lse",          "q",          "cache",     "indices", "lens",
                         "softmax_scale", "extra_cache", "extra_indices", "extra_lens", "attn_sink", "tensor_scale",
                         "block_size", "extra_block_size", "splits", "kernel", "check_contents", "stream", NULL};
-  PyObject *out, *lse, *q, *cache, *idx, *lens, *xc = NULL, *xi = NULL, *xl = NULL, *sink = NULL, *bs = NULL,
-                                                *xbs = NULL, *stream = NULL;
-  float scale, ts = 1.0f;
-  int splits = 0, cc = 0;
-  const char *kernel = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOf|OOOOfOOizpO:sparse_decode", kwl, &out, &lse, &q, &cache, &idx,
-                                   &lens, &scale, &xc, &xi, &xl, &sink, &ts, &bs, &xbs, &splits, &kernel, &cc, &stream) ||
-      begin_call(self, c, OP_SPARSE_DECODE, kernel, cc, stream))
+  PyObject *out, *lse, *q, *cache, *idx, *lens, *scale_o, *xc = NULL, *xi = NULL, *xl = NULL, *sink = NULL,
+                                                         *ts_o = NULL, *bs = NULL, *xbs = NULL, *splits_o = NULL,
+                                                         *kernel = NULL, *cc = NULL, *stream = NULL;
+  float scale, ts;
+  int splits;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OOOOOOOOOOO:sparse_decode", kwl, &out, &lse, &q, &cache, &idx,
+                                   &lens, &scale_o, &xc, &xi, &xl, &sink, &ts_o, &bs, &xbs, &splits_o, &kernel, &cc,
+                                   &stream) ||
+      as_f32(scale_o, "softmax_scale", 0, &scale) || as_f32(ts_o, "tensor_scale", 1.0f, &ts) ||
+      as_int(splits_o, "splits", 0, &splits) || begin_call(self, c, OP_SPARSE_DECODE, kernel, cc, stream))
     return -1;
-  int nx = (xc && xc != Py_None) + (xi && xi != Py_None) + (xl && xl != Py_None);
-  if (nx != 0 && nx != 3) {
-    PyErr_SetString(PyExc_TypeError, "sparse_decode: extra_cache, extra_indices and extra_lens go together");
+  int hx = xc && xc != Py_None, hi = xi && xi != Py_None, hl = xl && xl != Py_None;
+  if (hx + hi + hl != 0 && hx + hi + hl != 3) {
+    PyErr_Format(PyExc_TypeError, "%s: extra_cache, extra_indices and extra_lens go together (%s is missing)",
+                 !hx ? "extra_cache" : !hi ? "extra_indices" : "extra_lens",
+                 !hx ? "extra_cache" : !hi ? "extra_indices" : "extra_lens");
     return -1;
   }
   CtxObject *x = self->ctx;
@@ -1462,12 +1637,11 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
 {
   static char *kwl[] = {"logits", "q",      "cache",          "weights", "context_lens",   "block_table",
                         "block_size", "kernel", "check_contents", "stream", "no_tensor_maps", NULL};
-  PyObject *lg, *q, *cache, *w, *cl, *bt, *bs = NULL, *stream = NULL;
-  const char *kernel = NULL;
-  int cc = 0, ntm = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO|OzpOp:paged_mqa_logits", kwl, &lg, &q, &cache, &w, &cl, &bt, &bs,
-                                   &kernel, &cc, &stream, &ntm) ||
-      begin_call(self, c, OP_MQA_LOGITS, kernel, cc, stream))
+  PyObject *lg, *q, *cache, *w, *cl, *bt, *bs = NULL, *kernel = NULL, *cc = NULL, *stream = NULL, *ntm_o = NULL;
+  int ntm;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO|OOOOO:paged_mqa_logits", kwl, &lg, &q, &cache, &w, &cl, &bt, &bs,
+                                   &kernel, &cc, &stream, &ntm_o) ||
+      as_flag(ntm_o, "no_tensor_maps", &ntm) || begin_call(self, c, OP_MQA_LOGITS, kernel, cc, stream))
     return -1;
   c->opts.no_tensor_maps = ntm;
   CtxObject *x = self->ctx;
@@ -1507,10 +1681,8 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
 static int parse_topk(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
 {
   static char *kwl[] = {"out", "logits", "context_lens", "kernel", "check_contents", "stream", NULL};
-  PyObject *out, *lg, *cl, *stream = NULL;
-  const char *kernel = NULL;
-  int cc = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|zpO:topk", kwl, &out, &lg, &cl, &kernel, &cc, &stream) ||
+  PyObject *out, *lg, *cl, *kernel = NULL, *cc = NULL, *stream = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOO:topk", kwl, &out, &lg, &cl, &kernel, &cc, &stream) ||
       begin_call(self, c, OP_TOPK, kernel, cc, stream))
     return -1;
   CtxObject *x = self->ctx;
@@ -1690,6 +1862,7 @@ static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
     PyThread_release_lock(ctx->lock);
     Py_END_ALLOW_THREADS
     if (s) {
+      name_runtime_argument(op, s, msg, sizeof msg);
       raise_status(s, msg);
       bad = 1;
     }
@@ -1749,8 +1922,10 @@ static PyObject *Prepared_call(PreparedObject *self, PyObject *args, PyObject *k
   PyThread_release_lock(ctx->lock);
   Py_END_ALLOW_THREADS
   self->busy--;
-  if (s)
+  if (s) {
+    name_runtime_argument(c->op, s, msg, sizeof msg);
     return raise_status(s, msg);
+  }
   Py_INCREF(self->outputs);
   return self->outputs;
 }
@@ -1815,11 +1990,12 @@ static PyObject *info_dict(BundleObject *self, int i)
   const char *name, *op, *target, *arch;
   dsv4_layout L;
   dsv4rt_kernel_info k;
+  char code[65];
   if (dsv4rt_bundle_entry(self->b, i, &name, &op, &target, &arch) || dsv4rt_bundle_entry_layout(self->b, i, &L) ||
-      dsv4rt_bundle_entry_info(self->b, i, &k))
+      dsv4rt_bundle_entry_info(self->b, i, &k) || dsv4rt_bundle_entry_code_hash(self->b, i, code))
     return raise_status(DSV4RT_ERR_BUNDLE_FORMAT, dsv4rt_last_error(self->ctx->ctx));
-  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:O,s:s,s:i,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", name,
-                       "op", op, "target", target, "arch", arch, "runs",
+  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:O,s:s,s:i,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", name,
+                       "op", op, "target", target, "arch", arch, "code", code, "runs",
                        dsv4rt_bundle_entry_runs(self->b, i) ? Py_True : Py_False, "layout", L.name, "dim", L.dim,
                        "token_bytes", (long long)token_bytes(&L), "block_tokens", L.block_tokens, "block_stride",
                        L.block_stride, "threads", k.threads, "v_dim", k.v_dim, "heads", k.heads, "topk", k.topk,
@@ -1871,16 +2047,86 @@ static PyObject *Bundle_op_info(BundleObject *self, PyObject *args)
   return info_dict(self, c.entry);
 }
 
+/* close(): the bundle destroyed and self->b cleared under the context's
+ * lock, so a call in another thread (which reads self->b under that lock,
+ * the GIL let go: run(), Prepared_call) sees either the bundle or NULL,
+ * never a destroyed one.  The GIL is held throughout: the calls that read
+ * self->b with the GIL (their argument checks) cannot run meanwhile. */
 static PyObject *Bundle_close(BundleObject *self, PyObject *unused)
 {
   (void)unused;
   if (self->b) {
     PyThread_acquire_lock(self->ctx->lock, WAIT_LOCK);
-    dsv4rt_bundle_destroy(self->b);
-    PyThread_release_lock(self->ctx->lock);
+    dsv4rt_bundle *b = self->b;
     self->b = NULL;
+    dsv4rt_bundle_destroy(b);
+    PyThread_release_lock(self->ctx->lock);
   }
   Py_RETURN_NONE;
+}
+
+/* tuned_kernel(op, dims): the kernel the loaded tuning (a lockfile, or
+ * the bundle's own choice records) chooses for an unnamed call of op with
+ * these dims (dsv4rt_bundle_tuned_kernel), or None when none covers their
+ * bucket and the default rule applies. */
+static PyObject *Bundle_tuned_kernel(BundleObject *self, PyObject *args)
+{
+  static const char *const dim_names[OP_COUNT] = {"n: indices.size", "R: len(seq_lens)", "N: kv.shape[0]",
+                                                  "T, H, topk, extra_topk, extra_block_size", "B, next_n, row_len",
+                                                  "rows: logits.shape[0]"};
+  static const int ndims[OP_COUNT] = {1, 1, 1, 5, 3, 1};
+  PyObject *op_o, *dims_o;
+  if (!PyArg_ParseTuple(args, "OO:tuned_kernel", &op_o, &dims_o))
+    return NULL;
+  const char *opname = PyUnicode_Check(op_o) ? PyUnicode_AsUTF8AndSize(op_o, NULL) : NULL;
+  int op = -1;
+  for (int i = 0; opname && i < OP_COUNT; i++)
+    if (!strcmp(opname, op_names[i]))
+      op = i;
+  if (op < 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "op: %R is no op (one of dequant_gather, paged_gather, kv_insert, sparse_decode, "
+                 "paged_mqa_logits, topk)", op_o);
+    return NULL;
+  }
+  int64_t dims[8];
+  PyObject *seq = PyLong_Check(dims_o) ? PyTuple_Pack(1, dims_o) : PySequence_Tuple(dims_o);
+  if (!seq) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "dims: expected a sequence of ints (%s), got %S", dim_names[op],
+                 (PyObject *)Py_TYPE(dims_o));
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_Size(seq);
+  if (n != ndims[op]) {
+    PyErr_Format(PyExc_ValueError, "dims: %s takes %d dim%s (%s), got %zd", op_names[op], ndims[op],
+                 ndims[op] > 1 ? "s" : "", dim_names[op], n);
+    Py_DECREF(seq);
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    long long v = PyLong_AsLongLong(PyTuple_GetItem(seq, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      name_exception("dims");
+      return NULL;
+    }
+    if (v < 0) {
+      Py_DECREF(seq);
+      PyErr_Format(PyExc_ValueError, "dims: dim %zd (of %s) is %lld, below 0", i, dim_names[op], v);
+      return NULL;
+    }
+    dims[i] = v;
+  }
+  Py_DECREF(seq);
+  if (!self->b) {
+    PyErr_SetString(PyExc_ValueError, "the bundle is closed");
+    return NULL;
+  }
+  const char *k = dsv4rt_bundle_tuned_kernel(self->b, op_names[op], dims, (int)n);
+  if (!k)
+    Py_RETURN_NONE;
+  return PyUnicode_FromString(k);
 }
 
 /* load_tuning(path): the runtime's dsv4rt_bundle_load_tuning (a dsv4c-tune
@@ -1950,6 +2196,8 @@ static PyMethodDef Bundle_methods[] = {
     {"close", (PyCFunction)Bundle_close, METH_NOARGS, "close(): free the bundle now"},
     {"load_tuning", (PyCFunction)Bundle_load_tuning, METH_VARARGS,
      "load_tuning(path): a dsv4c-tune lockfile; unnamed calls run its winner for their shape"},
+    {"tuned_kernel", (PyCFunction)Bundle_tuned_kernel, METH_VARARGS,
+     "tuned_kernel(op, dims) -> the kernel tuning chooses for an unnamed call with these dims, or None"},
     {NULL, NULL, 0, NULL},
 };
 

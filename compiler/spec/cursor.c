@@ -3,7 +3,9 @@
  * every error names the field by its path and points at its line and column. */
 #include "internal.h"
 
-/* Read (once) the text of a spec file for srcpos scans. */
+/* The text of a spec file for srcpos scans: the bytes the sandbox read
+ * and ran (DSV4_SPEC_SOURCES_KEY), never the file reopened by name, which
+ * may have changed since; copied once. */
 const src_file *sc_source(checker *c, const char *path)
 {
   for (int i = 0; i < c->nfiles; i++)
@@ -11,19 +13,20 @@ const src_file *sc_source(checker *c, const char *path)
       return &c->files[i];
   if (c->nfiles == FILES_MAX)
     return NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
+  lua_State *L = c->L;
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_SOURCES_KEY);
+  size_t n = 0;
+  const char *text = lua_getfield(L, -1, path) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
   src_file *s = &c->files[c->nfiles];
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  s->text = malloc(n > 0 ? (size_t)n + 1 : 1);
-  s->len = s->text && n > 0 ? fread(s->text, 1, (size_t)n, f) : 0;
-  fclose(f);
+  s->text = text ? malloc(n + 1) : NULL;
+  if (s->text) {
+    memcpy(s->text, text, n);
+    s->text[n] = 0;
+    s->len = n;
+  }
+  lua_pop(L, 2);
   if (!s->text)
     return NULL;
-  s->text[s->len] = 0;
   snprintf(s->path, sizeof s->path, "%s", path);
   c->nfiles++;
   return s;
@@ -94,8 +97,8 @@ void sc_missing(cursor *k, const char *what, const char *key)
                 what, key);
 }
 
-/* Edit distance, for "did you mean" hints on unknown fields. */
-static int edit_distance(const char *a, const char *b)
+/* Edit distance, for "did you mean" hints on unknown fields and names. */
+int sc_edit_distance(const char *a, const char *b)
 {
   int la = (int)strlen(a), lb = (int)strlen(b);
   if (la > 31 || lb > 31)
@@ -136,7 +139,7 @@ int sc_check_known(cursor *k, const char *const *allowed)
     for (const char *const *a = allowed; *a; a++) {
       if (strcmp(*a, key) == 0)
         known = 1;
-      int e = edit_distance(*a, key);
+      int e = sc_edit_distance(*a, key);
       if (e < best)
         best = e, hint = *a;
     }

@@ -72,6 +72,7 @@ void sc_field_error(const cursor *k, const char *key, const char *fmt, ...) DSV4
 const char *sc_field_name(const cursor *k, const char *key, char *buf, size_t n);
 void sc_missing(cursor *k, const char *what, const char *key);
 int sc_check_known(cursor *k, const char *const *allowed);
+int sc_edit_distance(const char *a, const char *b);
 int sc_push_field(cursor *k, const char *key);
 int sc_get_int(cursor *k, const char *key, int required, long lo, long hi, long def, int32_t *out);
 int sc_get_str(cursor *k, const char *key, int required, const char *def, char *buf, size_t n);

@@ -478,19 +478,109 @@ static int choose_forms(cursor *k, dsv4_kernel *kn)
   return 0;
 }
 
+/* The text of the value the spec wrote for field key of the cursor's
+ * table ("L.no_such_layout"), into buf; 0 when the source has no such
+ * field there (Lua drops a field whose value is nil, so the source says
+ * whether one was written). */
+static int written_value(cursor *k, const char *key, char *buf, size_t n)
+{
+  const src_file *src = sc_source(k->c, k->file);
+  int col, line = sc_field_pos(k, key, &col);
+  if (!src || col <= 0)
+    return 0;
+  const char *p = src->text, *end = src->text + src->len;
+  for (int l = 1; l < line && p < end; p++)
+    l += *p == '\n';
+  p += col - 1;
+  size_t kl = strlen(key);
+  if (p + kl > end || memcmp(p, key, kl))
+    return 0;
+  for (p += kl; p < end && (*p == ' ' || *p == '\t'); p++)
+    ;
+  if (p == end || *p != '=')
+    return 0;
+  for (p++; p < end && (*p == ' ' || *p == '\t'); p++)
+    ;
+  size_t o = 0;
+  int depth = 0;
+  for (; p < end && o + 1 < n && *p != '\n'; p++) {
+    if (depth == 0 && (*p == ',' || *p == ';' || *p == '}' || (*p == '-' && p + 1 < end && p[1] == '-')))
+      break;
+    depth += (*p == '(' || *p == '[' || *p == '{') - (*p == ')' || *p == ']' || *p == '}');
+    buf[o++] = *p;
+  }
+  while (o && (buf[o - 1] == ' ' || buf[o - 1] == '\t'))
+    o--;
+  buf[o] = 0;
+  return o > 0;
+}
+
+/* kernel{}'s layout is nil: missing, or (where the source has the field)
+ * an expression that named no layout, such as L.misspelt: then say so, with
+ * the closest name of the layouts the spec made and the list of them. */
+static void nil_layout(cursor *k)
+{
+  char expr[64];
+  if (!written_value(k, "layout", expr, sizeof expr)) {
+    sc_missing(k, "field", "layout");
+    return;
+  }
+  lua_State *L = k->c->L;
+  const char *last = expr; /* the name after the last '.' */
+  for (const char *q = expr; *q; q++)
+    if (*q == '.' || *q == '[' || *q == '"' || *q == '\'')
+      last = q + 1;
+  char names[256] = "", hint[48] = "";
+  int best = 3, count = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_LAYOUTS_KEY);
+  for (lua_Integer i = 1, n = (lua_Integer)lua_rawlen(L, -1); i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    lua_pushliteral(L, "name");
+    if (lua_type(L, -2) == LUA_TTABLE && lua_rawget(L, -2) == LUA_TSTRING) {
+      const char *nm = lua_tostring(L, -1);
+      size_t used = strlen(names);
+      if (used + strlen(nm) + 8 < sizeof names)
+        snprintf(names + used, sizeof names - used, "%s%s", count ? ", " : "", nm);
+      else if (!strstr(names, ", ..."))
+        snprintf(names + used, sizeof names - used, ", ...");
+      count++;
+      int e = sc_edit_distance(last, nm);
+      if (e < best && strlen(nm) < sizeof hint)
+        best = e, snprintf(hint, sizeof hint, "%s", nm);
+    }
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  char more[320];
+  if (hint[0])
+    snprintf(more, sizeof more, " (did you mean '%s'?)", hint);
+  else if (count)
+    snprintf(more, sizeof more, " (the spec's layouts: %s)", names);
+  else
+    snprintf(more, sizeof more, " (the spec made none with layout { ... })");
+  FERR(k, "layout", "is nil: %s names no layout%s", expr, more);
+  k->c->structural++;
+}
+
 /* One kernel{} table (on the stack top) into the plan. */
 int sc_check_kernel(checker *c, int idx)
 {
   static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k",
                                       "sweep", NULL};
   dsv4_plan *p = c->plan;
-  if (p->nkernels == DSV4_MAX_KERNELS) {
-    dsv4_error(c->d, p->file, 0, "more than %d kernels in one spec", DSV4_MAX_KERNELS);
+  dsv4_kernel *kn = &p->kernels[p->nkernels == DSV4_MAX_KERNELS ? 0 : p->nkernels];
+  char kfile[DSV4_PATH_MAX] = "";
+  int kline = 0;
+  sc_table_pos(c, idx, kfile, sizeof kfile, &kline);
+  if (p->nkernels == DSV4_MAX_KERNELS) { /* at the kernel{} that does not fit (a sweep says so itself: sweep.c) */
+    cursor at = {.c = c, .idx = idx, .file = kfile, .line = kline, .what = "kernel"};
+    sc_field_error(&at, NULL, "kernel{} is one kernel more than the %d one spec (and its bundle) holds", DSV4_MAX_KERNELS);
+    c->structural++;
     return 1;
   }
-  dsv4_kernel *kn = &p->kernels[p->nkernels];
   memset(kn, 0, sizeof *kn);
-  sc_table_pos(c, idx, kn->file, sizeof kn->file, &kn->line);
+  snprintf(kn->file, sizeof kn->file, "%s", kfile);
+  kn->line = kline;
   cursor k = {.c = c, .idx = idx, .file = kn->file, .line = kn->line, .what = "kernel"};
   char what[96];
   int bad = sc_get_str(&k, "name", 1, "", kn->name, sizeof kn->name);
@@ -528,7 +618,7 @@ int sc_check_kernel(checker *c, int idx)
     bad |= sc_check_layout_table(c, lua_gettop(c->L), what, &kn->layout);
   else if (lt == LUA_TNIL) {
     if (needs) {
-      sc_missing(&k, "field", "layout");
+      nil_layout(&k);
       bad = 1;
     }
   } else {
@@ -561,7 +651,65 @@ int sc_check_kernel(checker *c, int idx)
   return bad;
 }
 
-/* Check every queued kernel{} table (called through lua_pcall). */
+#define FREEZE_DEPTH 16 /* tables deeper than the checker reads (kernel.layout.segments[i].scale) stay shared */
+
+/* Push a copy of the value at stack index idx (absolute): a table is
+ * copied with its fields copied likewise (keys as they are), keeping its
+ * metatable and its layout{} / kernel{} position; other values are pushed
+ * as they are.  seen (a stack index) maps each table copied to its copy,
+ * so shared tables stay shared and cycles end.  A metatable with __gc is
+ * not put on a copy (Lua would then finalize it outside the budget): that
+ * table is kept as it is. */
+static void push_frozen(lua_State *L, int idx, int seen, int depth)
+{
+  luaL_checkstack(L, 8, "the spec's tables nest too deeply");
+  if (lua_type(L, idx) != LUA_TTABLE || depth == 0) {
+    lua_pushvalue(L, idx);
+    return;
+  }
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, seen) != LUA_TNIL)
+    return; /* copied already */
+  lua_pop(L, 1);
+  int mt = lua_getmetatable(L, idx);
+  if (mt && (lua_pushliteral(L, "__gc"), lua_rawget(L, -2) != LUA_TNIL)) {
+    lua_pop(L, 2);
+    lua_pushvalue(L, idx);
+    return;
+  }
+  if (mt)
+    lua_pop(L, 2); /* __gc's nil and the metatable (fetched again below) */
+  lua_newtable(L);
+  int copy = lua_gettop(L);
+  lua_pushvalue(L, idx);
+  lua_pushvalue(L, copy);
+  lua_rawset(L, seen);
+  if (lua_getmetatable(L, idx))
+    lua_setmetatable(L, copy);
+  lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) != LUA_TNIL) {
+    lua_pushvalue(L, copy);
+    lua_insert(L, -2);
+    lua_rawset(L, -3);
+  } else
+    lua_pop(L, 1);
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int v = lua_gettop(L);
+    lua_pushvalue(L, v - 1);
+    push_frozen(L, v, seen, depth - 1);
+    lua_rawset(L, copy);
+    lua_pop(L, 1);
+  }
+}
+
+/* Check every queued kernel{} table (called through lua_pcall).  The
+ * tables are copied first, all of them, before any is checked: a sweep's
+ * constraints run during the check, and a constraint writing into the
+ * spec's tables through an upvalue (a swept list, the tile, a layout)
+ * must not change what this or any later kernel is built from. */
 int sc_check_all(lua_State *L)
 {
   checker *c = lua_touserdata(L, 1);
@@ -573,8 +721,18 @@ int sc_check_all(lua_State *L)
     dsv4_error(c->d, c->plan->file, 0, "the spec declares no kernel (call kernel { ... })");
     rc = 1;
   }
+  lua_newtable(L);
+  int seen = lua_gettop(L);
+  lua_createtable(L, n, 0);
+  int frozen = lua_gettop(L);
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, list, i);
+    push_frozen(L, lua_gettop(L), seen, FREEZE_DEPTH);
+    lua_rawseti(L, frozen, i);
+    lua_pop(L, 1);
+  }
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, frozen, i);
     /* a kernel{} with a sweep stands for its variants (sweep.c) */
     rc |= sc_has_sweep(c, lua_gettop(L)) ? sc_check_sweep(c, lua_gettop(L)) : sc_check_kernel(c, lua_gettop(L));
     lua_pop(L, 1);

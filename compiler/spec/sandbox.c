@@ -16,19 +16,24 @@
  * limit error is sticky (the sandbox's pcall re-raises it), so a spec
  * cannot catch it and go on.
  */
-#define _DEFAULT_SOURCE /* realpath */
+#define _DEFAULT_SOURCE /* realpath, readlink */
 #include "sandbox.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define HOOK_STEP 100     /* VM instructions between budget checks */
 #define INCLUDE_DEPTH 16  /* files open at once through include() */
 #define INCLUDED_KEY DSV4_SPEC_INCLUDED_KEY /* registry: real path -> the file's value */
+#define FD_BOX_KEY "dsv4.fd_box" /* registry: the metatable closing a file being read */
 
 typedef struct {
   char shown[DSV4_PATH_MAX]; /* as the spec named it (the chunk's source) */
@@ -47,6 +52,7 @@ struct dsv4_sandbox {
   int nroots;
   inc_file stack[INCLUDE_DEPTH]; /* the files being run, outermost first */
   int depth;
+  int sealed; /* the spec has run: kernel{} now would be lost (a sweep constraint, a metamethod) */
 };
 
 static dsv4_sandbox *sandbox_of(lua_State *L)
@@ -315,14 +321,72 @@ static int l_layout(lua_State *L)
 {
   luaL_checktype(L, 1, LUA_TTABLE);
   remember_pos(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_LAYOUTS_KEY); /* for "names no layout" hints (kernel.c) */
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   lua_settop(L, 1);
   return 1;
 }
 
-/* kernel { ... }: remembers its position and queues it for checking. */
+static int ident_char(char ch)
+{
+  return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* The 1-based column of the first call of `name` on line `line` of the
+ * spec file `file` (its text as read: DSV4_SPEC_SOURCES_KEY); 0 if not
+ * found.  Lua keeps lines only. */
+static int call_column(lua_State *L, const char *file, int line, const char *name)
+{
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_SOURCES_KEY);
+  lua_getfield(L, -1, file);
+  size_t len = 0;
+  const char *t = lua_tolstring(L, -1, &len), *end = t + len;
+  lua_pop(L, 2); /* the registry still holds the string */
+  if (!t)
+    return 0;
+  for (int l = 1; l < line && t < end; t++)
+    l += *t == '\n';
+  size_t n = strlen(name);
+  for (const char *p = t; p < end && *p != '\n'; p++) {
+    int before = p > t && ident_char(p[-1]), after = p + n < end && ident_char(p[n]);
+    if ((size_t)(end - p) >= n && !memcmp(p, name, n) && !before && !after)
+      return (int)(p - t) + 1;
+  }
+  return 0;
+}
+
+/* kernel { ... }: remembers its position and queues it for checking.
+ * Once the spec has run, the kernels are being checked and one declared
+ * now (by a sweep constraint, or a metamethod the checker reaches) would
+ * be lost: an error at the call, "file:line:col: ..." (report() reads the
+ * column). */
 static int l_kernel(lua_State *L)
 {
   luaL_checktype(L, 1, LUA_TTABLE);
+  dsv4_sandbox *s = sandbox_of(L);
+  if (s->sealed) {
+    char file[DSV4_PATH_MAX] = "?";
+    int line = 0;
+    lua_Debug ar;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      snprintf(file, sizeof file, "%s", ar.source[0] == '@' ? ar.source + 1 : ar.short_src);
+      line = ar.currentline;
+    }
+    const char *name = lua_getfield(L, 1, "name") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    int col = call_column(L, file, line, "kernel");
+    lua_pushfstring(L, "%s:%d:", file, line);
+    if (col)
+      lua_pushfstring(L, "%d:", col);
+    else
+      lua_pushliteral(L, "");
+    lua_pushfstring(L, " kernel%s%s%s called while the spec's kernels are checked (in a sweep constraint or a "
+                       "metamethod), where it would be lost: declare every kernel when the spec runs; a constraint "
+                       "only reads the variant it is given",
+                    name ? " '" : " {}", name ? name : "", name ? "'" : "");
+    lua_concat(L, 3);
+    return lua_error(L);
+  }
   remember_pos(L);
   lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_KERNELS_KEY);
   lua_pushvalue(L, 1);
@@ -378,6 +442,129 @@ static int resolve(dsv4_sandbox *s, const char *includer_dir, const char *rel, i
   return escaped ? 2 : 1;
 }
 
+/* A file being read: closed by __close when an error (memory, the
+ * budget) unwinds past it, so a failed read leaks no descriptor. */
+typedef struct {
+  int fd;
+} fd_box;
+
+static int fd_box_close(lua_State *L)
+{
+  fd_box *b = luaL_checkudata(L, 1, FD_BOX_KEY);
+  if (b->fd >= 0)
+    close(b->fd);
+  b->fd = -1;
+  return 0;
+}
+
+/* What a file that is not a regular one is, for the error. */
+static const char *file_kind(mode_t m)
+{
+  return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+/* Load the spec file at path as the chunk "@shown": opened once (without
+ * blocking: a FIFO must not hang the run), refused unless it is a regular
+ * file, read through that descriptor and loaded from the bytes read, which
+ * are kept (DSV4_SPEC_SOURCES_KEY: shown -> text, for the checker's field
+ * positions; DSV4_SPEC_TEXTS_KEY: real path -> text, for the spec's hash)
+ * so nothing reopens the file by name.  real: the canonical path include()
+ * resolved and checked against the roots: opened without following a link
+ * in its last part, and (where /proc/self/fd tells) the file opened must be
+ * that one, so a link swapped in after the check cannot send the run
+ * elsewhere.  Returns LUA_OK with the chunk pushed, LUA_ERRFILE with what
+ * is wrong with the file pushed ("is a FIFO, not a regular file": the
+ * caller names it), or Lua's syntax error (memory and budget errors are
+ * raised). */
+static int load_file(lua_State *L, dsv4_sandbox *s, const char *path, const char *shown, const char *real)
+{
+  fd_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->fd = -1;
+  luaL_setmetatable(L, FD_BOX_KEY);
+  int slot = lua_gettop(L);
+  lua_toclose(L, slot);
+  box->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (real ? O_NOFOLLOW : 0));
+  if (box->fd < 0) {
+    int e = errno;
+    lua_pushfstring(L, "cannot be opened (%s)", strerror(e));
+    goto fail;
+  }
+  struct stat st;
+  if (fstat(box->fd, &st)) {
+    int e = errno;
+    lua_pushfstring(L, "cannot be read (%s)", strerror(e));
+    goto fail;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    lua_pushfstring(L, "is %s, not a regular file", file_kind(st.st_mode));
+    goto fail;
+  }
+  if (real) {
+    char proc[64], at[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", box->fd);
+    ssize_t n = readlink(proc, at, sizeof at - 1);
+    if (n >= 0 && (at[n] = 0, strcmp(at, real))) {
+      lua_pushfstring(L, "changed while it was opened (it resolved to %s, then opened %s)", real, at);
+      goto fail;
+    }
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  long long total = 0;
+  for (;;) {
+    char *p = luaL_prepbuffsize(&b, 1 << 16);
+    ssize_t r = read(box->fd, p, 1 << 16);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      int e = errno;
+      luaL_pushresult(&b);
+      lua_pushfstring(L, "cannot be read (%s)", strerror(e));
+      goto fail;
+    }
+    if (r == 0)
+      break;
+    if ((total += r) > s->max_mem) { /* the state could not hold it: say so before reading on */
+      luaL_pushresult(&b);
+      lua_pushfstring(L, "is larger than the spec's memory limit of %d MiB (--max-memory)",
+                      (int)((s->max_mem + (1 << 20) - 1) >> 20));
+      goto fail;
+    }
+    luaL_addsize(&b, (size_t)r);
+  }
+  luaL_pushresult(&b);
+  lua_closeslot(L, slot); /* the file is read: close it now */
+  size_t len;
+  const char *text = lua_tolstring(L, -1, &len), *from = text;
+  /* as luaL_loadfilex: a UTF-8 byte-order mark and a first line of '#' are skipped (lines kept) */
+  if (len >= 3 && !memcmp(from, "\xEF\xBB\xBF", 3))
+    from += 3;
+  if (from < text + len && *from == '#')
+    while (from < text + len && *from != '\n')
+      from++;
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_SOURCES_KEY);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, shown);
+  lua_pop(L, 1);
+  if (real) {
+    lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_TEXTS_KEY);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, real);
+    lua_pop(L, 1);
+  }
+  lua_pushfstring(L, "@%s", shown);
+  int status = luaL_loadbufferx(L, from, (size_t)(text + len - from), lua_tostring(L, -1), "t");
+  lua_replace(L, slot); /* the chunk (or the message) where the box was */
+  lua_settop(L, slot);
+  return status;
+fail:
+  lua_closeslot(L, slot); /* the file closed, the slot nil */
+  lua_replace(L, slot);   /* the message where the box was */
+  lua_settop(L, slot);
+  return LUA_ERRFILE;
+}
+
 /* "a.lua -> b.lua -> a.lua" for the cycle closing at stack index from. */
 static void cycle_text(const dsv4_sandbox *s, int from, const char *again, char *buf, size_t n)
 {
@@ -422,7 +609,11 @@ static int l_include(lua_State *L)
   lua_pop(L, 1);
   if (s->depth == INCLUDE_DEPTH)
     return luaL_error(L, "include: '%s' nests includes deeper than %d files", rel, INCLUDE_DEPTH);
-  if (luaL_loadfilex(L, f.shown, "t") != LUA_OK)
+  int loaded = load_file(L, s, f.real, f.shown, f.real);
+  if (loaded == LUA_ERRFILE)
+    return strcmp(rel, f.shown) ? luaL_error(L, "include: '%s' (%s) %s", rel, f.shown, lua_tostring(L, -1))
+                                : luaL_error(L, "include: '%s' %s", rel, lua_tostring(L, -1));
+  if (loaded != LUA_OK)
     return luaL_error(L, "include: %s", lua_tostring(L, -1));
   s->stack[s->depth++] = f;
   int status = lua_pcall(L, 0, 1, 0); /* the stack stays right when a spec's pcall catches this */
@@ -481,6 +672,17 @@ static void populate(lua_State *L)
   lua_setfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_KERNELS_KEY);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, INCLUDED_KEY);
+  static const char *const lists[] = {DSV4_SPEC_SOURCES_KEY, DSV4_SPEC_TEXTS_KEY, DSV4_SPEC_LAYOUTS_KEY, NULL};
+  for (const char *const *k = lists; *k; k++) {
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, *k);
+  }
+  luaL_newmetatable(L, FD_BOX_KEY);
+  lua_pushcfunction(L, fd_box_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, fd_box_close); /* never needed (the slot closes it), but no descriptor can leak */
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
 }
 
 /* Made in protected mode: running out of memory here is an error, not a
@@ -610,11 +812,16 @@ static void report(dsv4_sandbox *s, int status, const char *path, dsv4_diags *d)
   long line;
   const char *m, *colon = find_position(msg, &line, &m);
   if (colon && line >= 0 && line <= INT_MAX) {
-    char file[DSV4_PATH_MAX];
+    char file[DSV4_PATH_MAX], *end;
     snprintf(file, sizeof file, "%.*s", (int)(colon - msg), msg);
+    long col = *m >= '0' && *m <= '9' ? strtol(m, &end, 10) : 0; /* "file:line:col:" where the sandbox knew it */
+    if (col > 0 && col <= INT_MAX && *end == ':')
+      m = end + 1;
+    else
+      col = 0;
     while (*m == ' ')
       m++;
-    dsv4_error(d, file, (int)line, "%s", m);
+    dsv4_error_at(d, file, (int)line, (int)col, "%s", m);
     return;
   }
   dsv4_error(d, path, 0, "%s", msg);
@@ -637,23 +844,35 @@ static int protected_call(dsv4_sandbox *s, int nargs, int nres, const char *path
   return failed;
 }
 
+/* The spec file, read through one descriptor (load_file) and run;
+ * protected: reading it allocates in the state. */
+static int run_top(lua_State *L)
+{
+  dsv4_sandbox *s = sandbox_of(L);
+  const char *path = s->stack[0].shown;
+  int status = load_file(L, s, path, path, NULL);
+  if (status == LUA_ERRFILE)
+    return luaL_error(L, "the spec file %s", lua_tostring(L, -1));
+  if (status != LUA_OK)
+    return lua_error(L); /* "file:line: message" already */
+  lua_call(L, 0, 0);
+  return 0;
+}
+
 int dsv4_sandbox_run(dsv4_sandbox *s, const char *path, dsv4_diags *d)
 {
   inc_file *top = &s->stack[0];
   snprintf(top->shown, sizeof top->shown, "%s", path);
   if (!realpath(path, top->real)) {
-    dsv4_error(d, path, 0, "cannot open spec file");
-    return 1;
-  }
-  if (luaL_loadfilex(s->L, path, "t") != LUA_OK) {
-    report(s, LUA_ERRSYNTAX, path, d);
-    lua_pop(s->L, 1);
+    dsv4_error(d, path, 0, "cannot open spec file: %s", strerror(errno));
     return 1;
   }
   s->depth = 1;
+  lua_pushcfunction(s->L, run_top);
   int failed = protected_call(s, 0, 0, path, d);
   if (failed)
     lua_pop(s->L, 1);
+  s->sealed = 1; /* from here on the kernels are checked: kernel{} would be lost */
   return failed;
 }
 

@@ -10,7 +10,12 @@
  *   - a memory cap on everything the state holds;
  * and a spec cannot catch the error that ends it for exceeding either.
  * include() resolves only inside the spec's own folder and the -I
- * folders, once per file, and names the files of a cycle.
+ * folders, once per file, and names the files of a cycle.  Every file
+ * (the spec and what it includes) must be a regular file; it is opened
+ * once, without blocking, read through that descriptor (an include: the
+ * resolved path, checked to be the file opened), and its text is kept
+ * for the checker (positions) and the spec's hash.  Once the spec has
+ * run, kernel{} is an error (a sweep constraint must not declare one).
  */
 #ifndef DSV4_SPEC_SANDBOX_H
 #define DSV4_SPEC_SANDBOX_H
@@ -23,6 +28,9 @@
 #define DSV4_SPEC_POS_KEY "dsv4.pos"         /* registry: table -> {file, line} */
 #define DSV4_SPEC_KERNELS_KEY "dsv4.kernels" /* registry: list of kernel tables */
 #define DSV4_SPEC_INCLUDED_KEY "dsv4.included" /* registry: real path of each included file -> its value */
+#define DSV4_SPEC_SOURCES_KEY "dsv4.sources"   /* registry: each file run, as named (chunk name) -> its text */
+#define DSV4_SPEC_TEXTS_KEY "dsv4.texts"       /* registry: real path of each included file -> its text */
+#define DSV4_SPEC_LAYOUTS_KEY "dsv4.layouts"   /* registry: list of the tables layout{} made */
 
 typedef struct dsv4_sandbox dsv4_sandbox;
 

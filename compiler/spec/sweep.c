@@ -143,7 +143,34 @@ static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q
         return 1;
       }
   }
+  /* frozen: the variants are built from a copy of the values read here,
+   * so a constraint that writes into the spec's list (through an upvalue)
+   * cannot make a variant other than its name and the plan say */
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    lua_rawseti(L, -2, i);
+  }
+  lua_replace(L, list);
   return 0;
+}
+
+/* A shallow copy of the table at idx (less the field `skip`) pushed: what
+ * the variants are built from, taken before any constraint runs. */
+static void push_copy(lua_State *L, int idx, const char *skip)
+{
+  lua_newtable(L);
+  int t = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (skip && lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), skip)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, t);
+  }
 }
 
 /* Push value v of swept field s (as the Lua value it was). */
@@ -350,8 +377,16 @@ int sc_check_sweep(checker *c, int idx)
   }
   sw->first = p->nvariants;
   int the_sweep = p->nsweeps++;
-  /* the base tile (a table, or none: the checker then says it is missing) */
-  int base_tile = lua_getfield(L, idx, "tile") == LUA_TTABLE ? lua_gettop(L) : 0;
+  /* the base tile (a table, or none: the checker then says it is missing),
+   * and the kernel{}'s own fields: copied before any constraint runs, as
+   * the swept lists were (read_values) */
+  int base_tile = 0;
+  if (lua_getfield(L, idx, "tile") == LUA_TTABLE) {
+    push_copy(L, lua_gettop(L), NULL);
+    base_tile = lua_gettop(L);
+  }
+  push_copy(L, idx, "sweep");
+  int fields = lua_gettop(L);
   int idxv[DSV4_SWEEP_PARAMS] = {0}, accepted = 0, first_checked = -1, rc = 0;
   dsv4_diags *scratch = lua_newuserdatauv(L, sizeof *scratch, 0), *first_diags = lua_newuserdatauv(L, sizeof *first_diags, 0);
   memset(first_diags, 0, sizeof *first_diags);
@@ -421,22 +456,21 @@ int sc_check_sweep(checker *c, int idx)
       }
       lua_pop(L, 2);
     }
+    if (keep && p->nkernels == DSV4_MAX_KERNELS) {
+      /* no silent limit: the variants past it would be missing from the build */
+      FERR(&k, "sweep", "builds more than %d kernels, the most one spec (and its bundle) holds: variant '%s' and "
+           "those after it do not fit; sweep fewer values or reject more variants with constraints",
+           DSV4_MAX_KERNELS, vname);
+      c->structural++;
+      rc = 1;
+      break;
+    }
     if (keep) {
       /* the variant as a kernel table: the kernel{}'s fields less the sweep,
        * its name, a tile with the swept values, the swept kernel fields;
        * positioned where the kernel{} was (the checker's field lines) */
-      lua_newtable(L);
+      push_copy(L, fields, NULL);
       int kt = lua_gettop(L);
-      lua_pushnil(L);
-      while (lua_next(L, idx)) {
-        if (lua_type(L, -2) == LUA_TSTRING && !strcmp(lua_tostring(L, -2), "sweep")) {
-          lua_pop(L, 1);
-          continue;
-        }
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_rawset(L, kt);
-      }
       lua_pushstring(L, vname);
       lua_setfield(L, kt, "name");
       lua_newtable(L);
@@ -504,7 +538,8 @@ int sc_check_sweep(checker *c, int idx)
 
 /* SHA-256 of the spec's bytes and of each file it included, the latter
  * sorted by their own hash: the same text gives the same hash wherever the
- * files sit (no path enters it). */
+ * files sit (no path enters it).  The bytes are those the sandbox read and
+ * ran (never the files reopened by name). */
 static int cmp_hex(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
 void sc_spec_hash(checker *c, const char *path)
@@ -512,30 +547,31 @@ void sc_spec_hash(checker *c, const char *path)
   lua_State *L = c->L;
   char(*hex)[65] = NULL;
   int n = 0, cap = 0;
-  char *text;
   size_t len;
   char top[65] = "";
-  if (!dsv4_tune_read_file(path, &text, &len)) {
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_SOURCES_KEY);
+  if (lua_getfield(L, -1, path) == LUA_TSTRING) {
+    const char *text = lua_tolstring(L, -1, &len);
     dsv4_sha256_hex(text, len, top);
-    free(text);
   }
-  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_INCLUDED_KEY);
+  lua_pop(L, 2);
+  lua_getfield(L, LUA_REGISTRYINDEX, DSV4_SPEC_TEXTS_KEY);
   if (lua_type(L, -1) == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING || dsv4_tune_read_file(lua_tostring(L, -1), &text, &len))
-        continue;
-      if (n == cap) {
-        char(*h)[65] = realloc(hex, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *hex);
-        if (!h) {
-          free(text);
-          break;
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        if (n == cap) {
+          char(*h)[65] = realloc(hex, (size_t)(cap = cap ? cap * 2 : 8) * sizeof *hex);
+          if (!h) {
+            lua_pop(L, 2);
+            break;
+          }
+          hex = h;
         }
-        hex = h;
+        const char *text = lua_tolstring(L, -1, &len);
+        dsv4_sha256_hex(text, len, hex[n++]);
       }
-      dsv4_sha256_hex(text, len, hex[n++]);
-      free(text);
+      lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);

@@ -28,6 +28,7 @@ their device (as a torch op would), and any other call on
 DeepGEMM's entry points.  docs/python.md says how and why.
 """
 
+import operator as _operator
 import sys as _sys
 
 from . import _dsv4c
@@ -143,9 +144,18 @@ def _is_numpy(x):
 _KINDS = ("bf16", "f32", "i32")
 
 
-def _empty(like, shape, kind, bf16_like=None):
+def _shape(x, name):
+    """x.shape, or a TypeError naming the argument (a list, None)."""
+    try:
+        return tuple(x.shape)
+    except AttributeError:
+        raise TypeError("%s: expected a tensor (an object with .shape), got %s" % (name, type(x).__name__)) from None
+
+
+def _empty(like, shape, kind, bf16_like=None, name="out"):
     """An output of `shape` allocated like `like`: a NumPy array (bf16 as
-    uint16 bits, or bf16_like's dtype) or a torch tensor on like's device."""
+    uint16 bits, or bf16_like's dtype) or a torch tensor on like's device.
+    name: the output's argument, for the error when it cannot be made."""
     shape = tuple(int(s) for s in shape)
     if _is_torch(like):
         torch = _sys.modules["torch"]
@@ -159,7 +169,7 @@ def _empty(like, shape, kind, bf16_like=None):
         if kind == "bf16" and bf16_like is not None and _is_numpy(bf16_like) and bf16_like.dtype.itemsize == 2:
             dt = bf16_like.dtype
         return np.empty(shape, dtype=dt)
-    raise TypeError("cannot allocate an output like %s: pass it (out=...)" % type(like).__name__)
+    raise TypeError("%s: cannot allocate it like a %s: pass it (%s=...)" % (name, type(like).__name__, name))
 
 
 class Bundle:
@@ -195,8 +205,18 @@ class Bundle:
         (ERR_STALE_TUNING), naming them, after the fresh ones were loaded."""
         self._b.load_tuning(str(path))
 
+    def tuned_kernel(self, op, dims):
+        """The kernel tuning chooses (load_tuning's lockfile, or the bundle's own choice records: dsv4c
+        --lock) for a call of `op` that names no kernel, with these dims: sparse_decode (T, H, topk,
+        extra_topk, extra_block_size: 0, 0 without the extra cache), paged_mqa_logits (B, next_n,
+        row_len), the other ops their one count (dequant_gather n = indices.size, paged_gather R =
+        len(seq_lens), kv_insert N = kv.shape[0], topk rows = logits.shape[0]).  None when no tuning
+        entry covers their bucket: the default rule then chooses (``op_info(op)``)."""
+        return self._b.tuned_kernel(op, dims)
+
     def entries(self):
-        """One dict per (kernel, target) entry of the bundle."""
+        """One dict per (kernel, target) entry of the bundle (with "code", the SHA-256 of its code as a
+        tuning lockfile records it)."""
         return self._b.entries()
 
     def kernels(self):
@@ -209,12 +229,12 @@ class Bundle:
             tgt = e["target"] if e["target"] == "spirv" else "%s:%s" % (e["target"], e["arch"])
             if k is None:
                 k = dict(e)
-                del k["target"], k["arch"]
+                del k["target"], k["arch"], k["code"]
                 k["targets"] = []
                 by[e["name"]] = k
                 out.append(k)
             elif e["runs"] and not k["runs"]:
-                k.update((f, v) for f, v in e.items() if f not in ("target", "arch"))
+                k.update((f, v) for f, v in e.items() if f not in ("target", "arch", "code"))
             k["targets"].append(tgt)
         return out
 
@@ -239,7 +259,7 @@ class Bundle:
         must stay where it is (no ``resize_`` / ``set_``).  On OpenCL each launch copies the arrays'
         current contents in and the outputs back.  ``p.close()`` lets them go."""
         if op not in OPS:
-            raise ValueError("prepare: unknown op %r (one of %s)" % (op, ", ".join(OPS)))
+            raise ValueError("op: unknown op %r (one of %s)" % (op, ", ".join(OPS)))
         return getattr(self, op)(*args, _prepare=True, **kwargs)
 
     def _run(self, op, kw, result, x, stream, prepare):
@@ -259,7 +279,7 @@ class Bundle:
         indices: int32, any shape; out: bf16 indices.shape + (dim,).  Returns out."""
         cache, indices = _raw(cache), _raw(indices)
         if out is None:
-            out = _empty(indices, tuple(indices.shape) + (self.op_info("dequant_gather", kernel)["dim"],), "bf16")
+            out = _empty(indices, _shape(indices, "indices") + (self.op_info("dequant_gather", kernel)["dim"],), "bf16")
         return self._run("dequant_gather", dict(out=_raw(out), cache=cache, indices=indices, block_size=block_size,
                                                 tensor_scale=tensor_scale, kernel=kernel,
                                                 check_contents=check_contents), out, indices, stream, _prepare)
@@ -287,8 +307,16 @@ class Bundle:
         if q is not None and q_out is None:
             q = _raw(q)
             info = self.op_info("kv_insert", kernel)
-            hp = q.shape[1] if padded_heads is None else padded_heads
-            q_out = _empty(q, (q.shape[0], hp, info["q_dim"]), "bf16", q)
+            qs = _shape(q, "q")
+            if len(qs) != 3:
+                raise ValueError("q: expected shape [N, heads, %d], got %s" % (info["q_dim"], qs))
+            try:
+                hp = qs[1] if padded_heads is None else _operator.index(padded_heads)
+            except TypeError:
+                raise TypeError("padded_heads: expected an int, got %s" % type(padded_heads).__name__) from None
+            if hp < qs[1]:
+                raise ValueError("padded_heads: %d is below q's %d heads" % (hp, qs[1]))
+            q_out = _empty(q, (qs[0], hp, info["q_dim"]), "bf16", q, "q_out")
         return self._run("kv_insert", dict(cache=_raw(cache), kv=_raw(kv), slot_mapping=_raw(slot_mapping),
                                            positions=_raw(positions), cos_sin=_raw(cos_sin), q=_raw(q),
                                            q_out=_raw(q_out), eps=eps, block_size=block_size, kernel=kernel,
@@ -303,14 +331,17 @@ class Bundle:
         own indices and lens, one joint softmax; attn_sink f32 [H] in the denominator only.
         softmax_scale defaults to dim ** -0.5.  Returns (out bf16 [T, H, v_dim], lse f32 [T, H])."""
         q = _raw(q)
+        qs = _shape(q, "q")
+        if len(qs) != 3:
+            raise ValueError("q: expected shape [T, H, dim], got %s" % (qs,))
         if softmax_scale is None:
-            softmax_scale = q.shape[-1] ** -0.5
+            softmax_scale = qs[-1] ** -0.5
         if out is None or lse is None:
-            T, H = q.shape[0], q.shape[1]
+            T, H = qs[0], qs[1]
             if out is None:
                 out = _empty(q, (T, H, self.op_info("sparse_decode", kernel)["v_dim"]), "bf16", q)
             if lse is None:
-                lse = _empty(q, (T, H), "f32")
+                lse = _empty(q, (T, H), "f32", name="lse")
         return self._run("sparse_decode", dict(out=_raw(out), lse=lse, q=q, cache=_raw(cache),
                                                indices=_raw(indices), lens=_raw(lens), softmax_scale=softmax_scale,
                                                extra_cache=_raw(extra_cache), extra_indices=_raw(extra_indices),
@@ -329,8 +360,11 @@ class Bundle:
         q = _raw(q)
         if logits is None:
             if row_len is None:
-                raise TypeError("paged_mqa_logits: pass logits= or row_len=")
-            logits = _empty(weights, (q.shape[0] * q.shape[1], row_len), "f32")
+                raise TypeError("row_len: pass logits= or row_len=")
+            qs = _shape(q, "q")
+            if len(qs) != 4:
+                raise ValueError("q: expected shape [B, next_n, heads, dim], got %s" % (qs,))
+            logits = _empty(weights, (qs[0] * qs[1], row_len), "f32", name="logits")
         return self._run("paged_mqa_logits", dict(logits=_raw(logits), q=q, cache=_raw(cache), weights=_raw(weights),
                                                   context_lens=_raw(context_lens), block_table=_raw(block_table),
                                                   block_size=block_size, kernel=kernel, check_contents=check_contents,
@@ -343,7 +377,7 @@ class Bundle:
         Returns out (int32 [rows, K])."""
         logits = _raw(logits)
         if out is None:
-            out = _empty(logits, (logits.shape[0], self.op_info("topk", kernel)["topk"]), "i32")
+            out = _empty(logits, (_shape(logits, "logits")[0], self.op_info("topk", kernel)["topk"]), "i32")
         return self._run("topk", dict(out=_raw(out), logits=logits, context_lens=_raw(context_lens), kernel=kernel,
                                       check_contents=check_contents), out, logits, stream, _prepare)
 

@@ -158,11 +158,12 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         raise NotImplementedError("flash_mla_with_kvcache: dense decode (block_table + cache_seqlens, no indices) is "
                                   "not in dsv4rt: its decode is the sparse one (OPS.md 3); pass indices")
     if causal:
-        raise ValueError("flash_mla_with_kvcache: causal must be False when sparse attention is enabled")
+        raise ValueError("causal: must be False when sparse attention is enabled (flash_mla_with_kvcache)")
     if num_splits is not None:
-        raise ValueError("flash_mla_with_kvcache: num_splits must be None")
+        raise ValueError("num_splits: must be None (flash_mla_with_kvcache)")
     if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
-        raise ValueError("flash_mla_with_kvcache: extra_k_cache and extra_indices_in_kvcache go together")
+        raise ValueError("%s: extra_k_cache and extra_indices_in_kvcache go together (flash_mla_with_kvcache)"
+                         % ("extra_k_cache" if extra_k_cache is None else "extra_indices_in_kvcache"))
     if q.ndim != 4:
         raise ValueError("q: expected [batch, s_q, h_q, head_dim], got shape %s" % (tuple(q.shape),))
     k_cache, extra_k_cache = _raw(k_cache), _raw(extra_k_cache)

@@ -15,6 +15,7 @@ missing, so that such a run never counts as passed.
 import os
 import sys
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -707,6 +708,53 @@ class TestThreads(Case):
         cache, idx, ref = self.gather_case(9)
         self.in_threads(lambda: B["decode"].dequant_gather(cache, idx), ref)
 
+    def test_close_while_calling(self):
+        """Bundle.close in one thread while others call it and launch a prepared call of it: nothing
+        crashes, every call gives the right answer or raises 'the bundle is closed' (never a call on
+        a destroyed bundle), and every call after the close raises it (issue 37, item 5)."""
+        cache, idx, ref = self.gather_case(11)
+        for round in range(8):
+            b = CTX.open_bundle(os.path.join(KERNELS, "decode.dsv4b"))
+            p = b.prepare("dequant_gather", cache, idx)
+            closed, errors, done = threading.Event(), [], []
+            start = threading.Barrier(5)
+
+            def work(call):
+                start.wait()
+                for _ in range(40):
+                    after = closed.is_set()
+                    try:
+                        if not np.array_equal(call(), ref):
+                            errors.append("wrong result")
+                        elif after:
+                            errors.append("a call after close() ran")
+                    except ValueError as e:
+                        if "closed" not in str(e):
+                            errors.append(repr(e))
+                    except Exception as e:  # noqa: BLE001 (reported below)
+                        errors.append(repr(e))
+                done.append(1)
+
+            def closer():
+                start.wait()
+                time.sleep(0.002 * round)
+                b.close()
+                closed.set()
+
+            ts = [threading.Thread(target=work, args=(lambda: b.dequant_gather(cache, idx),)) for _ in range(3)]
+            ts += [threading.Thread(target=work, args=(p,)), threading.Thread(target=closer)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            self.assertEqual(len(done), 4)
+            self.assertFalse(errors, errors[:3])
+            with self.assertRaisesRegex(ValueError, "closed"):
+                b.dequant_gather(cache, idx)
+            with self.assertRaisesRegex(ValueError, "closed"):
+                p()
+            p.close()
+
     def test_prepared_from_threads(self):
         """One prepared call launched from several threads at once (each launch under the context's
         lock, the GIL let go): every launch gives the reference's answer, and close() afterwards
@@ -716,6 +764,196 @@ class TestThreads(Case):
         self.in_threads(p, ref)
         p.close()
         self.assertRaises(ValueError, p)
+
+
+# ---- every refusal names its argument first (issue 37, item 6) ----
+
+
+class TestArgumentNames(Case):
+    """Each bad argument is refused with a message that starts with its Python name (CPython's own
+    conversion errors and the runtime's C field names included), before anything is written."""
+
+    def check_all(self, cases, *outs):
+        bad = []
+        for name, fn in cases:
+            before = [np.array(o, copy=True) for o in outs]
+            try:
+                fn()
+            except (TypeError, ValueError, OverflowError, dsv4c.Error) as e:
+                if not str(e).startswith(name + ":") and not str(e).startswith(name + "["):
+                    bad.append("%s: %s: %s" % (name, type(e).__name__, e))
+            else:
+                bad.append("%s: not refused" % name)
+            for o, b in zip(outs, before):
+                if not np.array_equal(np.asarray(o).view(np.uint8), b.view(np.uint8)):
+                    bad.append("%s: an output was written" % name)
+        self.assertFalse(bad, "\n".join(bad))
+        return len(cases)
+
+    def test_gathers(self):
+        b = B["decode"]
+        g = rng(80)
+        raw, _ = R.v4_cache(g, 5, 16)
+        c = R.token_view(raw, 16)
+        i = g.integers(-1, 80, size=37).astype(np.int32)
+        out = poison((37, 512), np.uint16)
+        d = b.dequant_gather
+        pout = poison((3, 40, 512), np.uint16)
+        seq, bt = np.array([37, 5, 64], np.int32), np.zeros((3, 4), np.int32)
+        p = b.paged_gather
+        n = self.check_all([
+            ("block_size", lambda: d(raw, i, out, block_size=2 ** 70)),
+            ("block_size", lambda: d(raw, i, out, block_size="64")),
+            ("block_size", lambda: d(raw, i, out, block_size=1.5)),
+            ("block_size", lambda: d(raw, i, out, block_size=-1)),
+            ("kernel", lambda: d(c, i, out, kernel=123)),
+            ("kernel", lambda: d(c, i, out, kernel="dequant\0gather_v4")),
+            ("kernel", lambda: d(c, i, out, kernel="nope")),
+            ("stream", lambda: d(c, i, out, stream=-1)),
+            ("stream", lambda: d(c, i, out, stream=2 ** 70)),
+            ("stream", lambda: d(c, i, out, stream=1.5)),
+            ("tensor_scale", lambda: d(c, i, out, tensor_scale="x")),
+            ("check_contents", lambda: d(c, i, out, check_contents=np.array([1, 2]))),
+            ("indices", lambda: d(c, [1, 2, 3], out)),
+            ("indices", lambda: d(c, "indices", out)),
+            ("cache", lambda: d(b"bytes", i, out)),
+            ("out", lambda: d(c, i, 5)),
+            ("offset", lambda: p(pout, c, seq, bt, offset="x")),
+            ("offset", lambda: p(pout, c, seq, bt, offset=2 ** 70)),
+            ("offset", lambda: p(pout, c, seq, bt, offset=41)),
+            ("seq_lens", lambda: p(pout, c, np.array([999, 1, 1], np.int32), bt, check_contents=True)),
+        ], out, pout)
+        self.assertEqual(n, 20)
+
+    def test_decode_and_insert(self):
+        b = B["decode"]
+        c = decode_case(rng(81))
+        out, lse = poison((5, 8, 512), np.uint16), poison((5, 8), np.float32)
+        cache = R.token_view(c["main"], c["bs"])
+        xc = R.token_view(c["xcache"], c["xbs"])
+
+        def d(q=c["q"], idx=c["idx"], lens=c["lens"], **more):
+            return b.sparse_decode(q, cache, idx, lens, **dict(dict(out=out, lse=lse, softmax_scale=c["scale"]),
+                                                              **more))
+
+        raw = poison((4, 16 * R.V4_TOKEN), np.uint8)
+        kc = R.token_view(raw, 16)
+        kv = np.zeros((7, 512), np.uint16)
+        sm, pos, cs = np.zeros(6, np.int64), np.zeros(7, np.int64), R.cos_sin_table(100)
+        qk = np.zeros((7, 3, 512), np.uint16)
+        k = b.kv_insert
+        self.check_all([
+            ("softmax_scale", lambda: d(softmax_scale="x")),
+            ("softmax_scale", lambda: d(softmax_scale=float("nan"))),
+            ("splits", lambda: d(splits="x")),
+            ("splits", lambda: d(splits=2 ** 40)),
+            ("splits", lambda: d(splits=-1)),
+            ("q", lambda: d(q=np.zeros((5, 0, 512), np.uint16), out=np.zeros((5, 0, 512), np.uint16),
+                            lse=np.zeros((5, 0), np.float32))),
+            ("q", lambda: d(q=[[1.0]])),
+            ("extra_block_size", lambda: d(extra_cache=xc, extra_indices=c["xidx"], extra_lens=c["xlens"],
+                                           extra_block_size="x")),
+            ("extra_indices", lambda: d(extra_cache=xc, extra_lens=c["xlens"])),
+            ("lens", lambda: d(lens=np.full(5, 500, np.int32), check_contents=True)),
+            ("indices", lambda: d(idx=np.full((5, 128), 10 ** 6, np.int32), check_contents=True)),
+            ("attn_sink", lambda: d(attn_sink=np.zeros(8, np.float64))),
+            ("eps", lambda: k(kc, kv, sm, pos, cs, eps="x")),
+            ("eps", lambda: k(kc, kv, sm, pos, cs, qk, eps=-1.0)),
+            ("padded_heads", lambda: k(kc, kv, sm, pos, cs, qk, padded_heads=0)),
+            ("padded_heads", lambda: k(kc, kv, sm, pos, cs, qk, padded_heads="4")),
+            ("positions", lambda: k(kc, kv, sm, pos.astype(np.int32), cs)),
+            ("positions", lambda: B["insert"].kv_insert(kc, kv, sm, pos, cs, kernel="kv_quant_insert_v4")),
+            ("q", lambda: B["insert"].kv_insert(kc, kv, sm, q=qk, kernel="kv_quant_insert_v4")),
+            ("q", lambda: k(kc, kv, sm, pos, cs, [1, 2])),
+        ], out, lse, raw)
+
+    def test_indexer(self):
+        b = B["indexer"]
+        lg = poison((4, 200), np.float32)
+        q = np.zeros((2, 2, 64, 128), np.uint8)
+        cache = R.token_view(poison((12, 16 * R.IDX_TOKEN), np.uint8), 16, R.IDX_TOKEN)
+        w, ctx, bt = np.zeros((4, 64), np.float32), np.zeros((2, 2), np.int32), np.zeros((2, 13), np.int32)
+        m = b.paged_mqa_logits
+        out = poison((4, 512), np.int32)
+        self.check_all([
+            ("no_tensor_maps", lambda: m(q, cache, w, ctx, bt, logits=lg, no_tensor_maps=np.array([1, 2]))),
+            ("row_len", lambda: m(q, cache, w, ctx, bt)),
+            ("logits", lambda: m(q, cache, w, ctx, bt, logits=lg[:, ::2])),
+            ("kernel", lambda: m(q, cache, w, ctx, bt, logits=lg, kernel="topk_512")),
+            ("context_lens", lambda: m(q, cache, w, np.full((2, 2), 10 ** 6, np.int32), bt, logits=lg,
+                                       check_contents=True)),
+            ("logits", lambda: b.topk(lg.astype(np.float64), ctx.reshape(4), out)),
+            ("logits", lambda: b.topk(None, ctx.reshape(4))),
+            ("check_contents", lambda: b.topk(lg, ctx.reshape(4), out, check_contents=np.array([1, 2]))),
+            ("op", lambda: b.prepare("no_such_op")),
+        ], lg, out)
+
+    def test_compat(self):
+        c = decode_case(rng(82), T=2)
+        q4 = c["q"].reshape(1, 2, 8, 512)
+        k4 = R.token_view(c["main"], c["bs"]).reshape(-1, c["bs"], 1, R.V4_TOKEN)
+        meta, _ = compat.get_mla_metadata()
+        f = compat.flash_mla_with_kvcache
+        idx = c["idx"].reshape(1, 2, -1)
+        self.check_all([
+            ("causal", lambda: f(q4, k4, None, None, 512, meta, causal=True, indices=idx)),
+            ("num_splits", lambda: f(q4, k4, None, None, 512, meta, num_splits=2, indices=idx)),
+            ("extra_indices_in_kvcache", lambda: f(q4, k4, None, None, 512, meta, indices=idx, extra_k_cache=k4)),
+            ("q", lambda: f(c["q"], k4, None, None, 512, meta, indices=idx)),
+        ])
+
+
+# ---- which kernel tuning chooses (issue 36, item 8) ----
+
+
+class TestTunedKernel(Case):
+    def test_tuned_kernel(self):
+        """Bundle.tuned_kernel(op, dims) answers what a loaded lockfile chooses for a shape (None
+        where no entry covers its bucket), and refuses a bad op or dims naming them."""
+        import json
+        import tempfile
+
+        # two kv_insert kernels of one kind (op and layout: tuning chooses among such only)
+        b = CTX.open_bundle(os.path.join(KERNELS, "insert.dsv4b"))
+        self.assertIsNone(b.tuned_kernel("kv_insert", (5,)))
+        code = {e["name"]: e for e in b.entries() if e["runs"]}
+        model = CTX.device_name.split(" (")[0]  # the device model a lockfile records
+
+        def entry(bucket, winner, loser):
+            e = code[winner]
+            return {"kernel": "ins", "op": "kv_insert", "target": e["target"], "arch": e["arch"], "device": model,
+                    "toolchain": "test", "spec_hash": "test", "bucket": bucket, "shape": "", "seed": 0,
+                    "winner": winner, "variants": [
+                        {"name": n, "gate": "pass", "median_us": t, "min_us": t, "max_us": t, "samples": 3,
+                         "code": code[n]["code"], "reason": ""} for n, t in ((winner, 1.0), (loser, 2.0))]}
+
+        lock = {"format": "dsv4c-tune-lock 1", "tie_break": "lowest median_us",
+                "entries": [entry("n=8", "kv_quant_insert_v4", "kv_insert_v4"),
+                            entry("n=64", "kv_insert_v4", "kv_quant_insert_v4")]}
+        with tempfile.NamedTemporaryFile("w", suffix=".lock", delete=False) as f:
+            json.dump(lock, f)
+        try:
+            b.load_tuning(f.name)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(b.tuned_kernel("kv_insert", (5,)), "kv_quant_insert_v4")  # N 5: bucket n=8
+        self.assertEqual(b.tuned_kernel("kv_insert", 8), "kv_quant_insert_v4")
+        self.assertEqual(b.tuned_kernel("kv_insert", [40]), "kv_insert_v4")  # bucket n=64
+        self.assertIsNone(b.tuned_kernel("kv_insert", (1000,)))
+        self.assertIsNone(b.tuned_kernel("sparse_decode", (4, 64, 128, 0, 0)))
+        for exc, name, fn in [(ValueError, "op", lambda: b.tuned_kernel("no_such_op", 1)),
+                              (ValueError, "op", lambda: b.tuned_kernel(5, 1)),
+                              (ValueError, "dims", lambda: b.tuned_kernel("topk", (1, 2))),
+                              (ValueError, "dims", lambda: b.tuned_kernel("sparse_decode", (1, 2, 3))),
+                              (ValueError, "dims", lambda: b.tuned_kernel("topk", (-1,))),
+                              (TypeError, "dims", lambda: b.tuned_kernel("topk", None)),
+                              (TypeError, "dims", lambda: b.tuned_kernel("topk", ("x",))),
+                              (OverflowError, "dims", lambda: b.tuned_kernel("topk", (2 ** 70,)))]:
+            with self.assertRaises(exc) as cm:
+                fn()
+            self.assertTrue(str(cm.exception).startswith(name + ":"), str(cm.exception))
+        b.close()
+        self.assertRaises(ValueError, lambda: b.tuned_kernel("topk", 5))
 
 
 if __name__ == "__main__":
