@@ -58,7 +58,7 @@ typedef struct {
 } dsv4_target_opts;
 
 /* Where the writer floors a group's amax before taking the scale exponent:
- * vLLM's writers floor amax at 1e-4 (OPS.md 1, 4, 5, 8); FlashMLA's test
+ * vLLM's writers floor amax at 1e-4 (docs/ops.md 1, 4, 5, 8); FlashMLA's test
  * quantizer floors amax / 448 at 1e-4 (so scales are >= 2^-13). */
 enum { DSV4_FLOOR_AMAX = 0, DSV4_FLOOR_QUOTIENT = 1 };
 
@@ -66,7 +66,7 @@ enum { DSV4_FLOOR_AMAX = 0, DSV4_FLOOR_QUOTIENT = 1 };
  * P V product: DSV4_P_BF16 rounds them once to bf16, as FlashMLA does (the
  * row sum stays fp32, from the unrounded values); DSV4_P_BF16X2 keeps
  * them as bf16 hi + lo, 1.5x the P V matrix work, for inputs on which a
- * single rounding is too coarse (OPS.md 3, the stress fixtures). */
+ * single rounding is too coarse (docs/ops.md 3, the stress fixtures). */
 enum { DSV4_P_BF16 = 0, DSV4_P_BF16X2 = 1 };
 
 /* How a split of the decode's split-KV hands its unnormalised O to the

@@ -1,4 +1,4 @@
--- decode.lua: the DeepSeek-V4 decode kernels dsv4c builds (OPS.md).
+-- decode.lua: the DeepSeek-V4 decode kernels dsv4c builds (docs/ops.md).
 local L = include "layouts.lua"
 
 -- Every target, with its default arch unless named.
@@ -8,7 +8,7 @@ local all = {
   spirv = { subgroups = false },
 }
 
--- OPS.md 2a: dequantize scattered slots (index -1 gives a zero row).
+-- docs/ops.md 2a: dequantize scattered slots (index -1 gives a zero row).
 -- 16 values a thread in two pieces of 8, 256 values apart (interleave 2),
 -- so each store instruction of a warp covers whole sectors; 4 tokens a CTA
 -- gives 128 threads; loads and stores stream past the caches.  The fastest
@@ -21,7 +21,7 @@ kernel {
   targets = all,
 }
 
--- OPS.md 2b: per-request paged gather into a workspace.
+-- docs/ops.md 2b: per-request paged gather into a workspace.
 kernel {
   name = "paged_gather_v4",
   op = "paged_gather",
@@ -30,7 +30,7 @@ kernel {
   targets = all,
 }
 
--- OPS.md 5: the fused q-norm + RoPE + KV quant-insert of one DSv4 layer's
+-- docs/ops.md 5: the fused q-norm + RoPE + KV quant-insert of one DSv4 layer's
 -- decode step (16 values a thread; a 64-value scale group is 4 lanes).
 kernel {
   name = "kv_insert_v4",
@@ -42,7 +42,7 @@ kernel {
   targets = all,
 }
 
--- OPS.md 3: sparse MLA decode over the SWA and compressed caches.
+-- docs/ops.md 3: sparse MLA decode over the SWA and compressed caches.
 kernel {
   name = "sparse_decode_v4",
   op = "sparse_decode",
@@ -56,7 +56,7 @@ kernel {
 -- L2); sparse_decode.lua has every form.  P is
 -- rounded once to bf16 for the P V product, as FlashMLA does, and so are
 -- the split-KV partials (tile.partials); the _bf16x2 twin keeps P as bf16
--- hi + lo and fp32 partials (OPS.md section 3).
+-- hi + lo and fp32 partials (docs/ops.md section 3).
 kernel {
   name = "sparse_decode_v4_mma",
   op = "sparse_decode",

@@ -1,4 +1,4 @@
--- indexer.lua: the top-k indexer of C4 layers (OPS.md section 4): paged MQA
+-- indexer.lua: the top-k indexer of C4 layers (docs/ops.md section 4): paged MQA
 -- logits over the indexer FP8 cache, then top-k.  Heads and head dim come
 -- from here: 64 x 128 for DeepSeek-V4 (the layout's 128 dims).
 local L = include "layouts.lua"

@@ -1,4 +1,4 @@
--- insert.lua: the cache writers (OPS.md sections 4, 5 and 8), one generator
+-- insert.lua: the cache writers (docs/ops.md sections 4, 5 and 8), one generator
 -- over three layouts.
 local L = include "layouts.lua"
 
@@ -53,7 +53,7 @@ kernel {
   targets = targets,
 }
 
--- The indexer's K cache (OPS.md section 4): one fp32 scale per 128-value
+-- The indexer's K cache (docs/ops.md section 4): one fp32 scale per 128-value
 -- entry, RoPE on the last 64 dims.
 kernel {
   name = "kv_insert_indexer",

@@ -1,4 +1,4 @@
--- layouts.lua: the paged KV-cache layouts of OPS.md sections 1, 4 and 8, as data.
+-- layouts.lua: the paged KV-cache layouts of docs/ops.md sections 1, 4 and 8, as data.
 --
 -- A layout names where each of a token's `dim` output values is stored in a
 -- cache block and how it is dequantized.  Data rows of `row_bytes` come
@@ -12,7 +12,7 @@
 
 local L = {}
 
--- DeepSeek-V4 fp8_ds_mla ("MODEL1"), OPS.md section 1: 584 bytes per token,
+-- DeepSeek-V4 fp8_ds_mla ("MODEL1"), docs/ops.md section 1: 584 bytes per token,
 -- 576 in the data row (448 e4m3 + 64 bf16 RoPE), 8 in the scale row
 -- (7 UE8M0 bytes + 1 pad byte).  Page: roundup(64 * 584, 576) = 37440.
 L.fp8_ds_mla_v4 = layout {
@@ -29,7 +29,7 @@ L.fp8_ds_mla_v4 = layout {
   },
 }
 
--- DeepSeek-V3.2 fp8_ds_mla ("V32"), OPS.md section 8: 656 bytes per token,
+-- DeepSeek-V3.2 fp8_ds_mla ("V32"), docs/ops.md section 8: 656 bytes per token,
 -- all inline: 512 e4m3, 4 fp32 power-of-two scales (one per 128), 64 bf16.
 -- Head size 576 (d_v 512).
 L.fp8_ds_mla_v32 = layout {
@@ -71,7 +71,7 @@ L.bf16 = layout {
   },
 }
 
--- Indexer FP8 K cache (DeepGEMM paged MQA logits, OPS.md section 4):
+-- Indexer FP8 K cache (DeepGEMM paged MQA logits, docs/ops.md section 4):
 -- bs * 128 e4m3 values, then bs fp32 scales (one per token).
 L.indexer_fp8 = layout {
   name = "indexer_fp8",

@@ -1,4 +1,4 @@
--- sparse_decode.lua: sparse MLA decode (OPS.md section 3) for every layout it
+-- sparse_decode.lua: sparse MLA decode (docs/ops.md section 3) for every layout it
 -- applies to.  The portable form: one head's lanes reduce q.K, an online
 -- softmax in base 2 runs over the main then the extra index list.
 local L = include "layouts.lua"
@@ -68,7 +68,7 @@ kernel {
 --
 -- P, the softmax numerators the P V product takes (tile.p): "bf16" rounds
 -- them once to bf16, FlashMLA's arithmetic (its rule holds on its own
--- input distribution, OPS.md section 3); each kernel has a "_bf16x2" twin
+-- input distribution, docs/ops.md section 3); each kernel has a "_bf16x2" twin
 -- that keeps P as bf16 hi + lo parts (twice the P V matrix work) for
 -- ill-conditioned inputs (the v4_sparse_decode_* stress fixtures).
 --

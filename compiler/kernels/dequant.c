@@ -4,10 +4,10 @@
  * The layout (dsv4_layout.h) is data: for each segment the generator emits
  * one guarded block in which, for every token the thread owns, it first
  * issues all loads (the widest the layout's alignment allows, plus the
- * lane's scale), and only then converts with the bit-exact rule of OPS.md
+ * lane's scale), and only then converts with the bit-exact rule of docs/ops.md
  * section 1 (fp32 product, one rounding to bf16) and stores.  Loads of an
  * invalid token are skipped and read as zero bytes, which dequantize to
- * +0.0: the zero row of OPS.md 2a needs no separate path.  A new layout
+ * +0.0: the zero row of docs/ops.md 2a needs no separate path.  A new layout
  * changes the constants below, never this code.
  */
 #include "gen.h"

@@ -1,4 +1,4 @@
-/* dequant_gather.c -- OPS.md 2a: out[i, :] = dequant(cache slot indices[i]),
+/* dequant_gather.c -- docs/ops.md 2a: out[i, :] = dequant(cache slot indices[i]),
  * a zero row for a negative index.
  *
  * dim / vpt threads share a token; each thread converts vpt values of

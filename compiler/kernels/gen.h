@@ -65,7 +65,7 @@ typedef struct {
  * target has it (mul_bf16x2: e4m3 and 2^k are exact in bf16, and so is
  * their fp32 product (4 significant bits, none below 2^-136; fp32
  * overflows only where bf16 does), so one bf16 rounding of the exact
- * product is OPS.md's fp32 product rounded once).  n <= 8 (MAX_TOK in
+ * product is docs/ops.md's fp32 product rounded once).  n <= 8 (MAX_TOK in
  * dequant.c): the gathers' tokens_per_thread, the warp form's passes and
  * the producers' groups are held to it. */
 void dsv4_emit_dequant_tokens_split(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef lane, LLVMValueRef bs,

@@ -1,4 +1,4 @@
-/* kv_insert.c -- OPS.md section 5 (and the DSv3.2 / indexer writers of
+/* kv_insert.c -- docs/ops.md section 5 (and the DSv3.2 / indexer writers of
  * sections 4 and 8): the layout-driven KV quant-insert, optionally fused with
  * the q branch (per-head RMSNorm without weight + RoPE).
  *

@@ -1,4 +1,4 @@
-/* paged_gather.c -- OPS.md 2b: for request r and i < g_r,
+/* paged_gather.c -- docs/ops.md 2b: for request r and i < g_r,
  *   pos = seq_lens[r] - g_r + i, blk = block_table[r, pos / bs],
  *   out[r, offset + i, :] = dequant(blk, pos % bs).
  *

@@ -366,7 +366,7 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   for (int i = 0; i < l->nseg && !bad; i++) {
     const dsv4_segment *s = &l->seg[i];
     if (s->scale_tensor) {
-      FERR(k, "layout", "'%s' scales per tensor; OPS.md defines no writer for that", l->name);
+      FERR(k, "layout", "'%s' scales per tensor; docs/ops.md defines no writer for that", l->name);
       bad = 1;
     } else if (s->scale_type != DSV4_DT_NONE) {
       if (s->type != DSV4_DT_E4M3) {
@@ -386,7 +386,7 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
 
 /* The logits kernel's heads and what it needs of the layout: every value
  * e4m3 in one segment with one scale per token (applied after the head
- * sum, OPS.md section 4). */
+ * sum, docs/ops.md section 4). */
 static int check_logits(cursor *k, dsv4_kernel *kn)
 {
   int has, bad = 0;

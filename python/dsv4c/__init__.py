@@ -271,11 +271,11 @@ class Bundle:
         getattr(self._b, op)(**kw)
         return result
 
-    # ---- the ops (OPS.md sections 2-5) ----
+    # ---- the ops (docs/ops.md sections 2-5) ----
 
     def dequant_gather(self, cache, indices, out=None, *, block_size=None, tensor_scale=1.0, kernel=None,
                        check_contents=False, stream=None, _prepare=False):
-        """out[i, :] = the dequantized cache slot indices[i] (a negative index: zeros), OPS.md 2a.
+        """out[i, :] = the dequantized cache slot indices[i] (a negative index: zeros), docs/ops.md 2a.
         indices: int32, any shape; out: bf16 indices.shape + (dim,).  Returns out."""
         cache, indices = _raw(cache), _raw(indices)
         if out is None:
@@ -286,7 +286,7 @@ class Bundle:
 
     def paged_gather(self, out, cache, seq_lens, block_table, gather_lens=None, offset=0, *, block_size=None,
                      tensor_scale=1.0, kernel=None, check_contents=False, stream=None, _prepare=False):
-        """vLLM's dequantize_and_gather_k_cache, OPS.md 2b: for request r < R = len(seq_lens) and
+        """vLLM's dequantize_and_gather_k_cache, docs/ops.md 2b: for request r < R = len(seq_lens) and
         i < g_r, out[r, offset + i] = dequant(position seq_lens[r] - g_r + i through block_table).
         out: bf16 [>= R, rows, dim], any row strides (multiples of 8 elements), last dim contiguous;
         other rows untouched.  Returns out."""
@@ -299,7 +299,7 @@ class Bundle:
     def kv_insert(self, cache, kv, slot_mapping, positions=None, cos_sin=None, q=None, q_out=None, *,
                   padded_heads=None, eps=1e-6, block_size=None, kernel=None, check_contents=False, stream=None,
                   _prepare=False):
-        """The cache writer, OPS.md 5: RoPE (kernels with RoPE: positions int64 [N], cos_sin f32
+        """The cache writer, docs/ops.md 5: RoPE (kernels with RoPE: positions int64 [N], cos_sin f32
         [max_pos, rope_dims]), quantize and write kv (bf16 [N, dim]) rows n < len(slot_mapping) with
         slot_mapping[n] >= 0 (int64) into the cache.  Kernels with a q branch also write q_out [N,
         padded_heads, q_dim] = RoPE(RMSNorm(q [N, H, q_dim])), zeros past H; q_out is allocated when
@@ -326,7 +326,7 @@ class Bundle:
                       extra_lens=None, attn_sink=None, out=None, lse=None, tensor_scale=1.0, block_size=None,
                       extra_block_size=None, splits=0, kernel=None, check_contents=False, stream=None,
                       _prepare=False):
-        """Sparse MLA decode with FlashMLA's semantics, OPS.md 3: q bf16 [T, H, dim]; indices int32
+        """Sparse MLA decode with FlashMLA's semantics, docs/ops.md 3: q bf16 [T, H, dim]; indices int32
         [T, topk] (-1 skipped) with lens int32 [T]; optionally the extra (compressed) cache with its
         own indices and lens, one joint softmax; attn_sink f32 [H] in the denominator only.
         softmax_scale defaults to dim ** -0.5.  Returns (out bf16 [T, H, v_dim], lse f32 [T, H])."""
@@ -353,7 +353,7 @@ class Bundle:
     def paged_mqa_logits(self, q, cache, weights, context_lens, block_table, *, row_len=None, logits=None,
                          block_size=None, kernel=None, check_contents=False, stream=None, no_tensor_maps=False,
                          _prepare=False):
-        """The indexer's logits, OPS.md 4: q e4m3 [B, next_n, heads, dim] (uint8 bits or float8_e4m3fn),
+        """The indexer's logits, docs/ops.md 4: q e4m3 [B, next_n, heads, dim] (uint8 bits or float8_e4m3fn),
         weights f32 [B * next_n, heads], context_lens int32 [B, next_n], block_table int32 [B, max_blocks];
         logits f32 [B * next_n, row_len] (row stride from stride(0)), -inf past each row's context.
         Allocated [B * next_n, row_len] when not given.  Returns logits."""

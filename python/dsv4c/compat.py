@@ -11,7 +11,7 @@
   DeepSeek-V4 cache helpers);
 - ``fp8_paged_mqa_logits`` and ``get_paged_mqa_logits_metadata`` (DeepGEMM).
 
-Each maps onto one runtime op (OPS.md sections 2-5) of a configured bundle,
+Each maps onto one runtime op (docs/ops.md sections 2-5) of a configured bundle,
 chosen by the op and the cache layout the arguments imply.  What the runtime
 does not have raises ``NotImplementedError`` naming it (dense FlashMLA decode,
 FNUZ caches, MXFP4 indexer keys).  Launches go on torch's current stream for
@@ -146,7 +146,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
                            num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=False, indices=None,
                            attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
                            extra_topk_length=None):
-    """FlashMLA's flash_mla_with_kvcache in its sparse mode (OPS.md 3).
+    """FlashMLA's flash_mla_with_kvcache in its sparse mode (docs/ops.md 3).
 
     q [b, s_q, h_q, d] bf16; k_cache [num_blocks, block_size, 1, token bytes] (584 for the DSv4
     MODEL1 cache, 656 for DSv3.2); indices [b, s_q, topk] int32 global slots (-1 skipped);
@@ -156,7 +156,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     configured sparse_decode kernel whose layout has k_cache's token bytes and q's head size."""
     if indices is None:
         raise NotImplementedError("flash_mla_with_kvcache: dense decode (block_table + cache_seqlens, no indices) is "
-                                  "not in dsv4rt: its decode is the sparse one (OPS.md 3); pass indices")
+                                  "not in dsv4rt: its decode is the sparse one (docs/ops.md 3); pass indices")
     if causal:
         raise ValueError("causal: must be False when sparse attention is enabled (flash_mla_with_kvcache)")
     if num_splits is not None:
@@ -201,7 +201,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
 
 def dequantize_and_gather_k_cache(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
                                   use_fnuz=False):
-    """vLLM's dequantize_and_gather_k_cache (OPS.md 2b) on the DSv4 fp8_ds_mla cache: out bf16
+    """vLLM's dequantize_and_gather_k_cache (docs/ops.md 2b) on the DSv4 fp8_ds_mla cache: out bf16
     [num_reqs, max_tokens, 512] (any row strides); k_cache [num_blocks, block_size, 584] or
     [num_blocks, block_bytes] uint8; seq_lens / gather_lens (or None) [R] int32; block_table
     [R, max_blocks] int32.  out[r, offset + i] = the i-th of request r's trailing gather_lens[r]
@@ -214,7 +214,7 @@ def dequantize_and_gather_k_cache(out, k_cache, seq_lens, gather_lens, block_tab
 
 
 def quantize_and_insert_k_cache(k, k_cache, slot_mapping, block_size=64, is_ue8m0=True, use_fnuz=False):
-    """vLLM's quantize_and_insert_k_cache (OPS.md 5, the KV branch without RoPE): k bf16
+    """vLLM's quantize_and_insert_k_cache (docs/ops.md 5, the KV branch without RoPE): k bf16
     [num_tokens, 512] (already rotated); k_cache [num_blocks, block_bytes] (with block_size) or
     [num_blocks, block_size, 584] uint8; slot_mapping int64 [<= num_tokens] (negative: skipped;
     rows past its length, DP padding, skipped).  Needs a kv_insert kernel of the fp8_ds_mla_v4
@@ -238,7 +238,7 @@ def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms):
 
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
                          clean_logits=False):
-    """DeepGEMM's fp8_paged_mqa_logits (OPS.md 4): q e4m3 [B, next_n, H, D]; kv_cache [num_blocks,
+    """DeepGEMM's fp8_paged_mqa_logits (docs/ops.md 4): q e4m3 [B, next_n, H, D]; kv_cache [num_blocks,
     block_size, 1, D + 4] uint8; weights f32 [B * next_n, H]; context_lens int32 [B, next_n] (or
     DeepGEMM's older 1-D [B]: row j of entry b then sees ctx[b] - next_n + j + 1 positions);
     block_table int32 [B, max_blocks].  Returns logits f32 [B * next_n, max_context_len] (row stride

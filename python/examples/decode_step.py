@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One DeepSeek-V4 decode step of a C4 layer (OPS.md section 0) through dsv4c's drop-in entry points.
+"""One DeepSeek-V4 decode step of a C4 layer (docs/ops.md section 0) through dsv4c's drop-in entry points.
 
     PYTHONPATH=build/python python3 python/examples/decode_step.py [KERNELS_DIR]
 
@@ -46,13 +46,13 @@ def main():
     T, H, W, K, C = 4, 64, 128, 512, 4  # tokens, heads, SWA window, index_topk, compress ratio
     seq = torch.tensor([300, 2500, 4000, 9000], device=dev)  # each request's length, this token included
     pos = seq - 1
-    bs, S = 64, 37440  # cache blocks: 64 tokens, 37440 bytes (OPS.md 1)
+    bs, S = 64, 37440  # cache blocks: 64 tokens, 37440 bytes (docs/ops.md 1)
     max_blocks = 160
     bt = torch.randperm(T * max_blocks, generator=g, device=dev).int().view(T, max_blocks)  # SWA block table
     cbt = torch.randperm(T * max_blocks, generator=g, device=dev).int().view(T, max_blocks)  # compressed (bs 64)
     swa = torch.zeros(T * max_blocks, S, dtype=torch.uint8, device=dev)
     comp = torch.zeros(T * max_blocks, S, dtype=torch.uint8, device=dev)
-    icache = torch.zeros(T * max_blocks, 8640, dtype=torch.uint8, device=dev)  # indexer cache (OPS.md 4)
+    icache = torch.zeros(T * max_blocks, 8640, dtype=torch.uint8, device=dev)  # indexer cache (docs/ops.md 4)
     inv = lambda theta, n: theta ** (-torch.arange(n // 2, device=dev, dtype=torch.float64) * 2 / n)
     ang = torch.arange(16384, device=dev, dtype=torch.float64)[:, None] * inv(160000.0, 64)[None]
     cos_sin = torch.cat([ang.cos(), ang.sin()], 1).float()  # [max_pos, 64]: cos, then sin

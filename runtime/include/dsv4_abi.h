@@ -15,12 +15,12 @@
 
 /* Operations: X(enum suffix, spec name, one-line meaning). */
 #define DSV4_OPS(X)                                                          \
-  X(DEQUANT_GATHER, "dequant_gather", "OPS.md 2a: rows of scattered slots") \
-  X(PAGED_GATHER, "paged_gather", "OPS.md 2b: per-request paged gather")    \
-  X(KV_INSERT, "kv_insert", "OPS.md 5: (q norm + RoPE,) KV RoPE + quantize + insert") \
-  X(SPARSE_DECODE, "sparse_decode", "OPS.md 3: sparse MLA decode over one or two caches") \
-  X(PAGED_MQA_LOGITS, "paged_mqa_logits", "OPS.md 4: the indexer's paged MQA logits") \
-  X(TOPK, "topk", "OPS.md 4: top-k positions of each logits row")
+  X(DEQUANT_GATHER, "dequant_gather", "docs/ops.md 2a: rows of scattered slots") \
+  X(PAGED_GATHER, "paged_gather", "docs/ops.md 2b: per-request paged gather")    \
+  X(KV_INSERT, "kv_insert", "docs/ops.md 5: (q norm + RoPE,) KV RoPE + quantize + insert") \
+  X(SPARSE_DECODE, "sparse_decode", "docs/ops.md 3: sparse MLA decode over one or two caches") \
+  X(PAGED_MQA_LOGITS, "paged_mqa_logits", "docs/ops.md 4: the indexer's paged MQA logits") \
+  X(TOPK, "topk", "docs/ops.md 4: top-k positions of each logits row")
 
 typedef enum {
   DSV4_OP_NONE = 0,

@@ -1,4 +1,4 @@
-/* dsv4_layout.h -- a paged KV-cache layout as data (OPS.md sections 1 and 8).
+/* dsv4_layout.h -- a paged KV-cache layout as data (docs/ops.md sections 1 and 8).
  *
  * A layout says where each token's values live inside a cache block and how
  * they are dequantized.  The compiler's generators, the runtime's argument

@@ -239,7 +239,7 @@ DSV4RT_API const char *dsv4rt_bundle_tuned_kernel(const dsv4rt_bundle *b, const 
  * code the entry holds, 64 lower-case hex digits and a NUL in hex. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_code_hash(const dsv4rt_bundle *b, int i, char hex[65]);
 
-/* ---- operations (OPS.md section 2) ----
+/* ---- operations (docs/ops.md section 2) ----
  *
  * What every op call checks on the host before it launches (the first
  * failure is returned; nothing is launched or written):
@@ -271,17 +271,17 @@ typedef struct dsv4rt_launch_opts {
                              host (a blocking read, after the work queued before) and refuse the first value
                              outside its contract with DSV4RT_ERR_BAD_CONTENTS, naming array and position:
                                dequant_gather    indices[i] >= num_blocks * block_size (any negative: a zero
-                                                 row, OPS.md 2a);
+                                                 row, docs/ops.md 2a);
                                paged_gather      seq_lens[r] < 0; gather_lens[r] outside [0, seq_lens[r]];
                                                  offset + g_r > out_rows; a gathered position whose block-table
                                                  column is >= max_blocks or whose block is outside
                                                  [0, num_blocks);
                                kv_insert         slot_mapping[n] >= num_blocks * block_size (negative: skipped,
-                                                 OPS.md 5); positions[n] outside [0, max_pos) for every row the
+                                                 docs/ops.md 5); positions[n] outside [0, max_pos) for every row the
                                                  kernel reads (all n_tokens with a q branch, else the inserted);
                                sparse_decode     lens[t] / extra_lens[t] outside [0, topk] (when topk > 0); an
                                                  entry j < lens[t] neither -1 nor a slot of its cache;
-                               paged_mqa_logits  context_lens[r] outside [0, row_len] (OPS.md 4: the logits row
+                               paged_mqa_logits  context_lens[r] outside [0, row_len] (docs/ops.md 4: the logits row
                                                  has row_len entries); a position k < ctx whose block-table
                                                  column is >= max_blocks or whose block is outside the cache;
                                topk              context_lens[r] outside [0, row_len].
@@ -340,7 +340,7 @@ typedef struct dsv4rt_paged_gather_args {
 DSV4RT_API dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a,
                                              const dsv4rt_launch_opts *opts);
 
-/* ---- the cache writer (OPS.md section 5; DSv3.2 and indexer writers) ---- */
+/* ---- the cache writer (docs/ops.md section 5; DSv3.2 and indexer writers) ---- */
 
 /* For each row n < min(n_insert, n_tokens) with slot_mapping[n] >= 0: RoPE
  * (kernels with rope) at positions[n], round to bf16, quantize as the
@@ -366,7 +366,7 @@ typedef struct dsv4rt_kv_insert_args {
 DSV4RT_API dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
                                           const dsv4rt_launch_opts *opts);
 
-/* ---- sparse MLA decode (OPS.md section 3) ---- */
+/* ---- sparse MLA decode (docs/ops.md section 3) ---- */
 
 /* For token t and head h: one softmax over the valid entries of both index
  * lists (position j < min(lens[t], topk), value != -1), the sink only in
@@ -394,7 +394,7 @@ typedef struct dsv4rt_sparse_decode_args {
 DSV4RT_API dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,
                                               const dsv4rt_launch_opts *opts);
 
-/* ---- the top-k indexer (OPS.md section 4) ---- */
+/* ---- the top-k indexer (docs/ops.md section 4) ---- */
 
 /* logits[r, k] = kscale_k * sum_h weights[r, h] * relu(q[r, h] . K_k) for
  * row r = b * next_n + j and k < context_lens[b, j]; -inf for k in

@@ -1,6 +1,6 @@
 /* dsv4_check.h -- what tests, benchmarks and dsv4rt-check share when they
  * hold a kernel's output against the reference: a seeded generator, the
- * OPS.md layouts written out in C (independently of specs/layouts.lua), and
+ * docs/ops.md layouts written out in C (independently of specs/layouts.lua), and
  * a NaN-aware bit-exact comparison of bf16 arrays. */
 #ifndef DSV4_CHECK_H
 #define DSV4_CHECK_H
@@ -41,7 +41,7 @@ uint8_t *dsv4_check_random_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb, 
 /* N(0, 1) from r (Box-Muller, double precision). */
 double dsv4_rng_randn(dsv4_rng *r);
 
-/* FlashMLA's K (OPS.md section 3: its tests/lib.py): a malloc'd cache of nb
+/* FlashMLA's K (docs/ops.md section 3: its tests/lib.py): a malloc'd cache of nb
  * blocks (stride bytes apart) of bs rows, each value bf16(randn * sigma)
  * clamped to +-1 (FlashMLA draws sigma 1/10), written by the reference
  * writer (dsv4_ref_kv_insert).  NULL when out of memory or when the writer
@@ -54,13 +54,13 @@ uint8_t *dsv4_check_flashmla_cache(dsv4_rng *r, const dsv4_layout *L, int64_t nb
  * it) carries into its output, as FlashMLA's tests poison them. */
 void dsv4_check_nan_row(const dsv4_layout *L, uint8_t *cache, int64_t bs, int64_t stride, int64_t slot);
 
-/* OPS.md section 1: the DSv4 fp8_ds_mla layout (584 bytes per token). */
+/* docs/ops.md section 1: the DSv4 fp8_ds_mla layout (584 bytes per token). */
 dsv4_layout dsv4_check_layout_v4(void);
-/* OPS.md section 8: DSv3.2 (656 bytes inline: 512 e4m3, 4 fp32 scales, 64 bf16). */
+/* docs/ops.md section 8: DSv3.2 (656 bytes inline: 512 e4m3, 4 fp32 scales, 64 bf16). */
 dsv4_layout dsv4_check_layout_v32(void);
-/* OPS.md section 4: the indexer FP8 cache (128 e4m3, one fp32 scale per token at the block tail). */
+/* docs/ops.md section 4: the indexer FP8 cache (128 e4m3, one fp32 scale per token at the block tail). */
 dsv4_layout dsv4_check_layout_indexer(void);
-/* OPS.md section 8: per-tensor FP8 (512 e4m3, kv_scale a launch argument). */
+/* docs/ops.md section 8: per-tensor FP8 (512 e4m3, kv_scale a launch argument). */
 dsv4_layout dsv4_check_layout_per_tensor(void);
 
 /* Bit-exact comparison of n bf16 values; any two NaNs are equal.  Returns
@@ -72,7 +72,7 @@ size_t dsv4_check_bf16(const uint16_t *got, const uint16_t *want, size_t n, size
  * rel_tol * (|want| + 1e-6). */
 int dsv4_check_flashmla_ok(double err, double want, double abs_tol, double rel_tol);
 
-/* OPS.md section 3's condition-aware bound, for inputs (the v4_sparse_decode_* stress fixtures) on which
+/* docs/ops.md section 3's condition-aware bound, for inputs (the v4_sparse_decode_* stress fixtures) on which
  * no fixed element tolerance is meaningful: a finite value with error err against want passes while err
  * stays below FlashMLA's max(abs_tol, rel_tol * (|want| + 1e-6)) plus (u_p + n 2^-24) pv_abs, the forward-
  * error bound of the P V dot product: u_p the unit roundoff of the kernel's P format (2^-8 bf16, 2^-16

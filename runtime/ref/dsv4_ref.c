@@ -186,7 +186,7 @@ int rf_check_layout(const dsv4_layout *l, int64_t num_blocks, int64_t bs, int64_
   return 0;
 }
 
-/* OPS.md 2a: validate every index first so that a failure writes nothing, then gather. */
+/* docs/ops.md 2a: validate every index first so that a failure writes nothing, then gather. */
 int dsv4_ref_dequant_gather(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
                             int64_t block_stride, const int32_t *indices, int64_t n, uint16_t *out)
 {
@@ -219,7 +219,7 @@ int dsv4_ref_dequant_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64
   return 0;
 }
 
-/* OPS.md 2b: validate every request's range and block-table entries first, then gather. */
+/* docs/ops.md 2b: validate every request's range and block-table entries first, then gather. */
 int dsv4_ref_paged_gather(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
                           int64_t block_stride, const int32_t *seq_lens, const int32_t *gather_lens,
                           const int32_t *block_table, int64_t R, int64_t maxb, int64_t offset, uint16_t *out,

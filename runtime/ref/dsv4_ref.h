@@ -1,5 +1,5 @@
 /* dsv4_ref.h -- plain-C11 host reference for the dsv4c dequant ops
- * (OPS.md sections 1 and 2).  Library code: never prints, never exits.
+ * (docs/ops.md sections 1 and 2).  Library code: never prints, never exits.
  *
  * Every function reads the cache through a dsv4_layout (dsv4_layout.h), so
  * any layout expressible as data is supported, not only DSv4 fp8_ds_mla.
@@ -35,13 +35,13 @@ float dsv4_ref_ue8m0_to_f32(uint8_t b);
 void dsv4_ref_dequant_token(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64_t row,
                             uint16_t *out_bf16);
 
-/* OPS.md 2a: out[i, :] (row-major [n, l->dim] bf16) = dequant(slot indices[i]), or +0.0 for indices[i] < 0.
+/* docs/ops.md 2a: out[i, :] (row-major [n, l->dim] bf16) = dequant(slot indices[i]), or +0.0 for indices[i] < 0.
  * Returns 0 on success; nonzero, with nothing written, if the layout/arguments are invalid or any
  * non-negative index is >= num_blocks*bs. */
 int dsv4_ref_dequant_gather(const dsv4_layout *l, const uint8_t *cache, int64_t num_blocks, int64_t bs,
                             int64_t block_stride, const int32_t *indices, int64_t n, uint16_t *out);
 
-/* OPS.md 2b (dequantize_and_gather_k_cache): for request r < R and i < g_r (g_r = gather_lens[r], or
+/* docs/ops.md 2b (dequantize_and_gather_k_cache): for request r < R and i < g_r (g_r = gather_lens[r], or
  * seq_lens[r] when gather_lens is NULL), pos = seq_lens[r] - g_r + i,
  * out[r*out_stride_r + (offset+i)*out_stride_m + d] = dequant(block_table[r*maxb + pos/bs], pos%bs)[d].
  * Rows outside [offset, offset+g_r) are untouched.  Strides are in bf16 elements; the last dim is
@@ -67,7 +67,7 @@ int dsv4_ref_paged_gather_ts(const dsv4_layout *l, const uint8_t *cache, int64_t
                              const int32_t *gather_lens, const int32_t *block_table, int64_t R, int64_t maxb,
                              int64_t offset, uint16_t *out, int64_t out_stride_r, int64_t out_stride_m, int64_t M);
 
-/* ---- Writers: FP8 quantize-insert and the fused Q branch (OPS.md sections 1, 4, 5 and 8) ---- */
+/* ---- Writers: FP8 quantize-insert and the fused Q branch (docs/ops.md sections 1, 4, 5 and 8) ---- */
 
 /* fp32 -> OCP e4m3fn byte, round-to-nearest-even, saturating to +-448 (satfinite: |x| > 448 and +-inf
  * give 0x7E/0xFE), NaN -> 0x7F, subnormals exact in steps of 2^-9, sign kept on zero results. */
@@ -84,10 +84,10 @@ int dsv4_ref_quant_exponent(float amax);
 int dsv4_ref_quant_exponent_flashmla(float amax);
 
 /* Exponent rules of dsv4_ref_kv_insert_ex. */
-#define DSV4_REF_FLOOR_AMAX 0     /* vLLM's writers: dsv4_ref_quant_exponent (OPS.md sections 1, 4, 5) */
+#define DSV4_REF_FLOOR_AMAX 0     /* vLLM's writers: dsv4_ref_quant_exponent (docs/ops.md sections 1, 4, 5) */
 #define DSV4_REF_FLOOR_QUOTIENT 1 /* FlashMLA tests/quant.py: dsv4_ref_quant_exponent_flashmla */
 
-/* Layout-driven KV quant-insert (OPS.md sections 1, 5; the DSv3.2 and indexer writers of sections 4, 8).
+/* Layout-driven KV quant-insert (docs/ops.md sections 1, 5; the DSv3.2 and indexer writers of sections 4, 8).
  * For each row n < min(n_ins, N) with slot_mapping[n] >= 0: x = bf16 kv[n, :] (row-major [N, l->dim])
  * widened to fp32; if rope_dims > 0, GPT-J RoPE on dims [rope_first, rope_first+rope_dims) at
  * positions[n] with cos_sin [max_pos, rope_dims] fp32 (cos in the first half, sin in the second), in fp32;
@@ -111,7 +111,7 @@ int dsv4_ref_kv_insert_ex(const dsv4_layout *l, const uint16_t *kv, int64_t N, c
                           int rope_first, int rope_dims, uint8_t *cache, int64_t num_blocks, int64_t bs,
                           int64_t block_stride, int floor_rule);
 
-/* OPS.md section 5 Q branch: for n < N, h < H, q_out[n, h, :] = bf16(RoPE(y)) with
+/* docs/ops.md section 5 Q branch: for n < N, h < H, q_out[n, h, :] = bf16(RoPE(y)) with
  * y = x * (1 / sqrt(sum(x^2)/D + eps)) in fp32 (the sum accumulated in double, then cast to float),
  * RoPE (same rule as dsv4_ref_kv_insert) on dims [rope_first, rope_first+rope_dims) of y without
  * intermediate rounding; heads [H, Hp) of q_out are +0.0.  q is [N, H, D] bf16, q_out [N, Hp, D] bf16;
@@ -122,9 +122,9 @@ int dsv4_ref_q_norm_rope(const uint16_t *q, int64_t N, int64_t H, int64_t Hp, in
                          const int64_t *positions, const float *cos_sin, int64_t max_pos, int rope_first,
                          int rope_dims, float eps, uint16_t *q_out);
 
-/* ---- Sparse MLA decode (OPS.md sections 3 and 8) ---- */
+/* ---- Sparse MLA decode (docs/ops.md sections 3 and 8) ---- */
 
-/* OPS.md section 3.  q [T, H, l->dim] bf16; main cache (bs, stride, num_blocks) with indices [T, topk]
+/* docs/ops.md section 3.  q [T, H, l->dim] bf16; main cache (bs, stride, num_blocks) with indices [T, topk]
  * and lens [T]; optional extra cache (extra == NULL or extra_topk == 0: none) with extra_indices
  * [T, extra_topk] and extra_lens [T]; attn_sink [H] fp32 or NULL (= -inf, no effect); out [T, H, v_dim]
  * bf16; lse [T, H] fp32 (natural log, excludes the sink). Both caches use layout l.
@@ -134,7 +134,7 @@ int dsv4_ref_q_norm_rope(const uint16_t *q, int64_t N, int64_t H, int64_t Hp, in
  * lse = ln sum_j exp(s_j), out = bf16(sum_j exp(s_j - lse) V_j / (1 + exp(sink_h - lse))), all in double
  * and rounded once.  No participating entry: out +0.0, lse +inf (whatever the sink); every score -inf:
  * out +0.0, lse -inf.  Dims of a per-tensor segment (scale_tensor set) use the raw stored value, not
- * rounded to bf16, with tensor_scale folded in as OPS.md section 8's bmm1_scale (softmax_scale *
+ * rounded to bf16, with tensor_scale folded in as docs/ops.md section 8's bmm1_scale (softmax_scale *
  * tensor_scale on their part of the dot) and bmm2_scale (tensor_scale on their outputs); tensor_scale is
  * unused by other layouts.  Returns 0 on success; nonzero, with nothing written, if the layout or either
  * cache's geometry is invalid, T, H, topk or extra_topk < 0, v_dim is outside [1, l->dim], a needed
@@ -148,7 +148,7 @@ int dsv4_ref_sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, i
                            const float *attn_sink, float softmax_scale, float tensor_scale,
                            uint16_t *out, float *lse);
 
-/* dsv4_ref_sparse_decode (the same arguments, checks and out / lse, bit for bit), also writing what OPS.md
+/* dsv4_ref_sparse_decode (the same arguments, checks and out / lse, bit for bit), also writing what docs/ops.md
  * section 3's condition-aware bound needs: pv_abs [T, H, v_dim] fp32, sum_j p_j |V_j[d]| with p_j =
  * exp(s_j - lse) / (1 + exp(sink_h - lse)) the final weights (the sink in the denominator; |tensor_scale|
  * folded in on per-tensor dims, as out has it), 0 for rows with no participating entry or every score -inf;
@@ -169,9 +169,9 @@ int dsv4_ref_sparse_decode_cond(const dsv4_layout *l, int v_dim, const uint16_t 
                                 float tensor_scale, uint16_t *out, float *lse, float *pv_abs, int64_t *n_valid,
                                 float *lse_abs);
 
-/* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */
+/* ---- Indexer: paged MQA logits and top-k (docs/ops.md section 4) ---- */
 
-/* OPS.md section 4 fp8_paged_mqa_logits.  l is the indexer layout: exactly one e4m3 segment over dims
+/* docs/ops.md section 4 fp8_paged_mqa_logits.  l is the indexer layout: exactly one e4m3 segment over dims
  * [0, l->dim) with one stored f32 scale per token (scale_group >= l->dim, not per tensor).  q is
  * [B, next_n, H, l->dim] e4m3, weights [B*next_n, H] fp32, context_lens [B, next_n] int32, block_table
  * [B, maxb] int32.  For row r = b*next_n + j and k < min(ctx = context_lens[r], L), with token k at
@@ -187,9 +187,9 @@ int dsv4_ref_paged_mqa_logits(const dsv4_layout *l, const uint8_t *q, int64_t B,
                               const float *weights, const int32_t *context_lens, const int32_t *block_table,
                               int64_t maxb, float *logits, int64_t L, int64_t row_stride);
 
-/* OPS.md section 4 top-k over logits[r*row_stride + 0 .. ctx[r]-1] into out [rows, K] int32.  Row r with
+/* docs/ops.md section 4 top-k over logits[r*row_stride + 0 .. ctx[r]-1] into out [rows, K] int32.  Row r with
  * ctx[r] <= K gets [0, 1, ..., ctx[r]-1, -1, ...]; otherwise the K positions of the K largest logits,
- * written in ascending position order.  The contract (vLLM, OPS.md) is set equality with UNSPECIFIED
+ * written in ascending position order.  The contract (vLLM, docs/ops.md) is set equality with UNSPECIFIED
  * tie-breaking; this reference picks, among the logits equal to the K-th largest, the lowest positions.
  * Ordering: -0.0 equals +0.0 and every NaN ranks above +inf (as torch.topk).  Use dsv4_ref_topk_check
  * to judge another implementation's output.  Returns 0 on success; nonzero, with nothing written, if

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Sparse MLA decode (OPS.md sections 3 and 8) ---- */
+/* ---- Sparse MLA decode (docs/ops.md sections 3 and 8) ---- */
 
 /* Round a double to bf16 bits once, nearest-even (not via fp32, which could round twice); NaN -> 0x7FC0. */
 static uint16_t bf16_from_double(double x)
@@ -50,7 +50,7 @@ static int64_t row_len(const int32_t *lens, int64_t t, int64_t topk)
   return n < 0 ? 0 : (n < topk ? n : topk);
 }
 
-/* OPS.md 3 validity: each position j < row_len holds -1 or a slot < nslots (0 if so); counts into cnt[t]. */
+/* docs/ops.md 3 validity: each position j < row_len holds -1 or a slot < nslots (0 if so); counts into cnt[t]. */
 static int check_index_list(const int32_t *idx, const int32_t *lens, int64_t T, int64_t topk, int64_t nslots,
                             int64_t *cnt)
 {
@@ -68,7 +68,7 @@ static int check_index_list(const int32_t *idx, const int32_t *lens, int64_t T, 
   return 0;
 }
 
-/* One slot's K in double: bf16 dequant widened, but raw unscaled values on per-tensor dims (OPS.md 8 fold). */
+/* One slot's K in double: bf16 dequant widened, but raw unscaled values on per-tensor dims (docs/ops.md 8 fold). */
 static void load_k(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64_t row, uint16_t *tmp, double *k)
 {
   const uint8_t *data = block + row * (int64_t)l->row_bytes;
@@ -85,7 +85,7 @@ static void load_k(const dsv4_layout *l, const uint8_t *block, int64_t bs, int64
   }
 }
 
-/* OPS.md 3 + 8's fold: validate all, then per token dequantize its slots once and softmax each head in double;
+/* docs/ops.md 3 + 8's fold: validate all, then per token dequantize its slots once and softmax each head in double;
  * pv_abs and n_valid (either may be NULL) as dsv4_ref_sparse_decode_cond says. */
 static int sparse_decode(const dsv4_layout *l, int v_dim, const uint16_t *q, int64_t T, int64_t H,
                          const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Indexer: paged MQA logits and top-k (OPS.md section 4) ---- */
+/* ---- Indexer: paged MQA logits and top-k (docs/ops.md section 4) ---- */
 
-/* The indexer layout of OPS.md 4: a valid layout/geometry with one e4m3 segment over every dim and one
+/* The indexer layout of docs/ops.md 4: a valid layout/geometry with one e4m3 segment over every dim and one
  * stored f32 scale per token; 0 if so. */
 static int check_indexer_layout(const dsv4_layout *l, int64_t num_blocks, int64_t bs, int64_t block_stride)
 {
@@ -24,7 +24,7 @@ static int check_indexer_layout(const dsv4_layout *l, int64_t num_blocks, int64_
   return 0;
 }
 
-/* OPS.md 4 logits: validate shapes, every ctx and every block-table entry a valid k touches, then compute
+/* docs/ops.md 4 logits: validate shapes, every ctx and every block-table entry a valid k touches, then compute
  * each valid entry in double (e4m3 products are exact) and fill the rest of [0, L) with -inf. */
 int dsv4_ref_paged_mqa_logits(const dsv4_layout *l, const uint8_t *q, int64_t B, int64_t next_n, int64_t H,
                               const uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride,
@@ -157,7 +157,7 @@ static uint32_t select_threshold(const float *row, int64_t n, int64_t K, int64_t
   return prefix;
 }
 
-/* OPS.md 4 top-k: validate all rows, then per row either the identity prefix or a radix-selected threshold
+/* docs/ops.md 4 top-k: validate all rows, then per row either the identity prefix or a radix-selected threshold
  * followed by one ascending pass (ties at the threshold go to the lowest positions). */
 int dsv4_ref_topk(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
                   int32_t *out)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Writers (OPS.md sections 1, 4, 5 and 8) ---- */
+/* ---- Writers (docs/ops.md sections 1, 4, 5 and 8) ---- */
 
 /* Little-endian 16-bit store, independent of host byte order. */
 static void st_le16(uint8_t *p, uint16_t v)
@@ -213,7 +213,7 @@ static void insert_row(const dsv4_layout *l, const uint16_t *row, const float *c
   }
 }
 
-/* OPS.md sections 1 and 5 KV branch with vLLM's exponent rule (see dsv4_ref_kv_insert_ex). */
+/* docs/ops.md sections 1 and 5 KV branch with vLLM's exponent rule (see dsv4_ref_kv_insert_ex). */
 int dsv4_ref_kv_insert(const dsv4_layout *l, const uint16_t *kv, int64_t N, const int64_t *slot_mapping,
                        int64_t n_ins, const int64_t *positions, const float *cos_sin, int64_t max_pos, int rope_first,
                        int rope_dims, uint8_t *cache, int64_t num_blocks, int64_t bs, int64_t block_stride)
@@ -262,7 +262,7 @@ int dsv4_ref_kv_insert_ex(const dsv4_layout *l, const uint16_t *kv, int64_t N, c
   return 0;
 }
 
-/* OPS.md section 5 Q branch: RMS-normalize each head without a weight, rotate the rope dims in fp32 and
+/* docs/ops.md section 5 Q branch: RMS-normalize each head without a weight, rotate the rope dims in fp32 and
  * round once; padded heads are +0.0.  Rope pairs are read before either is written, so q_out == q works. */
 int dsv4_ref_q_norm_rope(const uint16_t *q, int64_t N, int64_t H, int64_t Hp, int64_t D, const int64_t *positions,
                          const float *cos_sin, int64_t max_pos, int rope_first, int rope_dims, float eps,

@@ -7,7 +7,7 @@
  * specs/decode.lua for every target, this picks the device (a CUDA GPU if
  * there is one, else OpenCL, e.g. PoCL on the CPU), runs each kernel that
  * can run there on fresh random inputs, compares bit for bit with the
- * reference written from OPS.md and prints a short report.  Exit 0 when
+ * reference written from docs/ops.md and prints a short report.  Exit 0 when
  * every kernel run matched and at least one was run; 1 otherwise (a
  * bundle none of whose kernels this device runs, or this tool checks,
  * proves nothing and fails).
@@ -203,7 +203,7 @@ static int check_insert(dsv4rt_bundle *b, int e, const char *name)
 }
 
 /* Sparse decode with FlashMLA's rule on FlashMLA's input distribution
- * (OPS.md section 3, the inputs its tolerances hold on: q randn clamped to
+ * (docs/ops.md section 3, the inputs its tolerances hold on: q randn clamped to
  * +-1, K randn / 10 clamped and written by the reference writer,
  * softmax_scale dim^-0.55, sinks +inf, -inf and finite, every row no valid
  * index names NaN).  Returns 1 on mismatch, 0 when it matched, -1 when

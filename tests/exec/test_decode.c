@@ -8,7 +8,7 @@
  * in both P formats: a matrix kernel named *_bf16x2 keeps P as bf16 hi +
  * lo, any other rounds it once to bf16, as specs/ declares them), checked
  * against the double-precision reference (runtime/ref) on four sets of
- * inputs, OPS.md section 3 saying which bound holds on which:
+ * inputs, docs/ops.md section 3 saying which bound holds on which:
  *
  *  - FlashMLA's distribution, drawn as its tests/lib.py draws it (q randn
  *    clamped to +-1, K randn / 10 clamped, softmax_scale dim^-0.55, sinks
@@ -26,7 +26,7 @@
  *    (-1 entries, partial lengths, an extra cache with its own block size,
  *    sinks of +-inf, empty rows, heads not a multiple of a CTA's, split-KV
  *    as chosen, 1 and 3 splits, two decodes launched back to back): held
- *    to OPS.md's condition-aware bound, max(abs, rel |want|) + (u_P + n
+ *    to docs/ops.md's condition-aware bound, max(abs, rel |want|) + (u_P + n
  *    2^-24) sum_j p_j |V_j| (dsv4_check_cond_ok; the reference computes the
  *    sum), u_P the kernel's P format's unit roundoff; lse to its tolerance
  *    plus (2 sqrt(dim) + 8) 2^-24 of its conditioning (dsv4_check_lse_cond_ok).
@@ -256,7 +256,7 @@ static void check_outputs(const char *label, dcase *c, const rule *r)
   close_enough(what, c->fo, c->fw, n, r);
   snprintf(what, sizeof what, "%s: lse", label);
   rule lr = {LSE_ABS, LSE_REL, -1, NULL, NULL, 1, 0, 0};
-  if (r->pv_abs) /* the condition-aware inputs: lse's own bound (OPS.md's fixed one cannot hold there) */
+  if (r->pv_abs) /* the condition-aware inputs: lse's own bound (docs/ops.md's fixed one cannot hold there) */
     lr.pv_abs = c->lse_abs, lr.lse_dim = c->L->dim;
   close_enough(what, c->lgot, c->lwant, nl, &lr);
 }

@@ -5,8 +5,8 @@
  * Every case draws fresh random inputs (seed printed; DSV4_SEED repeats a
  * run), poisons the output with two different patterns in two runs so an
  * unwritten element cannot pass, and compares bit for bit with the host
- * reference written from OPS.md (runtime/ref).  Also the golden fixtures
- * of FlashMLA / vLLM, the OPS.md edge cases, argument validation (nothing
+ * reference written from docs/ops.md (runtime/ref).  Also the golden fixtures
+ * of FlashMLA / vLLM, the docs/ops.md edge cases, argument validation (nothing
  * launched, output untouched) and damaged bundles.  With no device for the
  * backend it prints why and exits 77, which CTest reports as skipped.
  */
@@ -506,13 +506,13 @@ int main(int argc, char **argv)
       if (L.seg[i].scale_tensor)
         tscale = 0.0371f; /* a kv_scale that is not a power of two: real rounding */
     int is_v4 = !strcmp(L.name, v4.name);
-    if (is_v4) { /* the spec's layout is the one OPS.md section 1 describes */
+    if (is_v4) { /* the spec's layout is the one docs/ops.md section 1 describes */
       dsv4_layout a = L, b = v4;
       a.line = b.line = a.block_line = b.block_line = a.block_tokens = b.block_tokens = 0;
       a.block_stride = b.block_stride = 0;
       for (int i = 0; i < DSV4_LAYOUT_MAX_SEGS; i++)
         a.seg[i].line = b.seg[i].line = 0;
-      CHECK(!memcmp(&a, &b, sizeof a), "layout %s of %s differs from OPS.md section 1", L.name, name);
+      CHECK(!memcmp(&a, &b, sizeof a), "layout %s of %s differs from docs/ops.md section 1", L.name, name);
     }
     if (!strcmp(op, "dequant_gather")) {
       test_dequant_random();

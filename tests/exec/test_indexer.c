@@ -7,7 +7,7 @@
  * reference writer, next_n 1 and 2, contexts of 0, <= K, not a multiple of
  * the block size and past the row length, a padded row stride; valid
  * entries compared with DeepGEMM's calc_diff < 5e-6 against the reference
- * written from OPS.md, the rest exactly -inf; every written entry checked
+ * written from docs/ops.md, the rest exactly -inf; every written entry checked
  * after poisoning.  Top-k: every topk kernel on the kernel's logits, checked
  * as sets with the tie-tolerant rule (and rows with heavy ties).  Also the
  * DeepGEMM fixtures indexer_logits_n1 / _n2.  Exit 77 without a device.

@@ -8,7 +8,7 @@
  * decades (with all-zero groups, groups below the 1e-4 floor and groups
  * whose amax sits exactly on a scale boundary), slots with -1 and DP
  * padding, a block stride past the page; the cache is poisoned and must
- * equal, byte for byte, what the OPS.md reference writes into a copy of the
+ * equal, byte for byte, what the docs/ops.md reference writes into a copy of the
  * same poisoned cache.  The q branch is compared within vLLM's tolerance
  * (padded heads exactly zero).  Then the round trip: what the kernel wrote is
  * read back by the dequant-gather kernel of the same layout and must equal
@@ -195,7 +195,7 @@ static void random_case(const kern *k, int64_t N, int64_t n_ins, int64_t bs, int
     size_t first, bad = dsv4_check_bf16(dg, dw, (size_t)(n_ins * D), &first);
     CHECK(bad == 0, "round trip %s -> %s: %zu values differ from the reference dequantization, first at %zu", k->name, g,
           bad, first);
-    /* and the quantization error is what OPS.md allows: within 16 * the
+    /* and the quantization error is what docs/ops.md allows: within 16 * the
      * group's scale for quantized segments, none for stored-as-is ones
      * (kernels without RoPE, whose input is what was quantized) */
     size_t far = 0;

@@ -1,6 +1,6 @@
-"""NumPy references of OPS.md's operations and input generators, for tests/python.
+"""NumPy references of docs/ops.md's operations and input generators, for tests/python.
 
-Written from OPS.md (sections 1-5), independently of the C reference in
+Written from docs/ops.md (sections 1-5), independently of the C reference in
 runtime/ref: bf16 and e4m3fn conversions, the DSv4 fp8_ds_mla layout and the
 indexer layout, the UE8M0 quantizer, RoPE, sparse MLA decode, MQA logits and
 the comparison rules of FlashMLA and DeepGEMM.
@@ -62,7 +62,7 @@ def f32_to_e4m3(x):
     return (pick.astype(np.uint8) | np.where(np.signbit(x), np.uint8(0x80), np.uint8(0))).astype(np.uint8)
 
 
-# ---- RoPE (GPT-J interleaved, OPS.md 1) ----
+# ---- RoPE (GPT-J interleaved, docs/ops.md 1) ----
 
 
 def cos_sin_table(max_pos, dims=ROPE, theta=10000.0):
@@ -86,7 +86,7 @@ def rope(x, pos, cos_sin):
     return y
 
 
-# ---- the DSv4 cache (OPS.md 1) ----
+# ---- the DSv4 cache (docs/ops.md 1) ----
 
 
 def quant_v4_token(x_bf16):
@@ -146,7 +146,7 @@ def token_view(cache, bs, token=V4_TOKEN):
     return np.lib.stride_tricks.as_strided(cache, shape=(nb, bs, token), strides=(S, token, 1))
 
 
-# ---- sparse MLA decode (OPS.md 3) ----
+# ---- sparse MLA decode (docs/ops.md 3) ----
 
 
 def sparse_decode_ref(q_bf16, kv_main, idx, lens, scale, sink=None, kv_extra=None, xidx=None, xlens=None):
@@ -201,7 +201,7 @@ def flashmla_check(name, got, ref, abs_tol, rel_tol, cos_tol=None):
     return errs
 
 
-# ---- indexer (OPS.md 4) ----
+# ---- indexer (docs/ops.md 4) ----
 
 
 def idx_cache(rng, nb, bs, stride=None):

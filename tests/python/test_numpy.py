@@ -3,8 +3,8 @@
 
     PYTHONPATH=build/python python3 tests/python/test_numpy.py build/python/kernels [unittest args]
 
-Every op against the NumPy reference of OPS.md (tests/python/numpy_ref.py)
-with OPS.md's tolerances on fresh random inputs (DSV4_SEED repeats a run),
+Every op against the NumPy reference of docs/ops.md (tests/python/numpy_ref.py)
+with docs/ops.md's tolerances on fresh random inputs (DSV4_SEED repeats a run),
 the drop-in entry points of dsv4c.compat, the tensor protocols (buffer,
 DLPack, __array_interface__), and every kind of bad argument: the right
 exception, and poisoned outputs left as they were.  Exit status 77
@@ -162,7 +162,7 @@ class TestContext(Case):
         self.assertRaises(ValueError, b.entries)
 
 
-# ---- gathers (OPS.md 2) ----
+# ---- gathers (docs/ops.md 2) ----
 
 
 class TestDequantGather(Case):
@@ -307,7 +307,7 @@ class TestPagedGather(Case):
                      status=dsv4c.ERR_BAD_CONTENTS)
 
 
-# ---- the cache writer (OPS.md 5) ----
+# ---- the cache writer (docs/ops.md 5) ----
 
 
 class TestKvInsert(Case):
@@ -396,11 +396,11 @@ class TestKvInsert(Case):
                                                         kernel="kv_quant_insert_v4"), raw, qo, match="q branch")
 
 
-# ---- sparse MLA decode (OPS.md 3) ----
+# ---- sparse MLA decode (docs/ops.md 3) ----
 
 
 def decode_case(g, T=5, H=8, topk=128, xtopk=64, extra=True, sink=True):
-    """FlashMLA's distribution (OPS.md 3): q = randn clamped to 1, K = randn/10 clamped, rows no
+    """FlashMLA's distribution (docs/ops.md 3): q = randn clamped to 1, K = randn/10 clamped, rows no
     valid index names set to NaN, sinks a third +inf, a third -inf."""
     bs, nb, xbs, xnb = 64, 3, 2, 40
     main, _ = R.v4_cache(g, nb, bs, scale=0.1)
@@ -516,7 +516,7 @@ class TestSparseDecode(Case):
         self.refuses(ValueError, lambda: d(out=lse.view(np.uint16).reshape(5, 8, 2)), out, lse, match="out")
 
 
-# ---- the indexer (OPS.md 4) ----
+# ---- the indexer (docs/ops.md 4) ----
 
 
 class TestIndexer(Case):

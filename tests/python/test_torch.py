@@ -5,7 +5,7 @@
 
 The bundles of every target (build/kernels: decode, sparse_decode, indexer,
 insert).  Inputs are fresh random tensors (DSV4_SEED repeats a run) made on
-the GPU; the references are written here in PyTorch from OPS.md (the
+the GPU; the references are written here in PyTorch from docs/ops.md (the
 quantizer and dequantizer of section 1, FlashMLA's decode semantics and
 comparison rule of section 3, the logits and top-k of section 4).  Also:
 DLPack and __cuda_array_interface__ tensors, torch streams, outputs
@@ -61,7 +61,7 @@ def randn(g, *shape):
     return torch.randn(*shape, generator=g, device=DEV)
 
 
-# ---- OPS.md section 1 in PyTorch ----
+# ---- docs/ops.md section 1 in PyTorch ----
 
 ROW, SROW, TOK = 576, 8, 584
 
@@ -128,7 +128,7 @@ def flashmla_errors(name, got, ref, abs_tol, rel_tol, cos_tol=None):
 
 
 def decode_ref(q, kmain, idx, lens, scale, sink=None, kx=None, xidx=None, xlens=None):
-    """fp64, FlashMLA's semantics (OPS.md 3): one softmax over both lists, sink in the denominator."""
+    """fp64, FlashMLA's semantics (docs/ops.md 3): one softmax over both lists, sink in the denominator."""
     T, H, _ = q.shape
     out = torch.zeros(T, H, 512, dtype=torch.float64, device=q.device)
     lse = torch.full((T, H), float("inf"), dtype=torch.float64, device=q.device)

@@ -1,6 +1,6 @@
 /* test_decode_ref.c -- unit test of the host sparse MLA decode reference (dsv4_ref_sparse_decode,
- * and dsv4_ref_sparse_decode_cond's sums for OPS.md section 3's condition-aware bound,
- * OPS.md sections 3 and 8): the four golden v4_sparse_decode_* fixtures (FlashMLA's tests/ref.py) within
+ * and dsv4_ref_sparse_decode_cond's sums for docs/ops.md section 3's condition-aware bound,
+ * docs/ops.md sections 3 and 8): the four golden v4_sparse_decode_* fixtures (FlashMLA's tests/ref.py) within
  * their own tolerances, and hand-made checks of the edge cases (empty rows, -1 indices, sinks of +-inf,
  * one index, the joint softmax of main + extra, v_dim, argument validation) and of the per-tensor FP8
  * fold against a direct computation.
@@ -251,7 +251,7 @@ static int run(int v_dim, const uint16_t *q, int64_t T, int64_t H, const int32_t
                                 0.044194173824159216f, ts, out, lse);
 }
 
-/* OPS.md 3's unnormalized form sum exp(s)K / (sum exp(s) + exp(sink)), independently, on K from dequant_gather. */
+/* docs/ops.md 3's unnormalized form sum exp(s)K / (sum exp(s) + exp(sink)), independently, on K from dequant_gather. */
 static void naive(const uint16_t *qh, const int32_t *slots, int n, double scale, const float *sink_h,
                   double *o /* [DIM] */, double *ls)
 {
@@ -326,7 +326,7 @@ static void test_random_and_empty(void)
         snprintf(msg, sizeof msg, "t %d h %d: lse %.9g want %.9g", t, h, (double)lse[t * H0 + h], ls);
     }
   }
-  check(rc == 0 && !bad, "random main+extra with sinks: out is the correct bf16 rounding of OPS.md's "
+  check(rc == 0 && !bad, "random main+extra with sinks: out is the correct bf16 rounding of docs/ops.md's "
         "sum exp(s)K / (sum exp(s) + exp(sink)), lse within 1e-6 rel of ln sum exp(s)", msg);
 
   bad = 0;
@@ -509,7 +509,7 @@ static void test_validation(void)
   check(rc == 0, "validation: extra == NULL means no extra cache (its arguments are ignored)", "");
 }
 
-/* Per-tensor FP8 (OPS.md 8): raw e4m3 K with kv_scale folded into the softmax scale and the output. */
+/* Per-tensor FP8 (docs/ops.md 8): raw e4m3 K with kv_scale folded into the softmax scale and the output. */
 static void test_per_tensor(void)
 {
   enum { BS = 16, NB = 4, N = BS * NB, T = 2, H = 4, TOPK = 24 };

@@ -1,4 +1,4 @@
-/* test_logits_ref.c -- unit test of the host indexer reference (OPS.md section 4): dsv4_ref_paged_mqa_logits
+/* test_logits_ref.c -- unit test of the host indexer reference (docs/ops.md section 4): dsv4_ref_paged_mqa_logits
  * against the golden indexer_logits_n1/n2 fixtures (DeepGEMM's ref_paged_mqa_logits) with DeepGEMM's
  * calc_diff, dsv4_ref_topk against their topk_sorted exactly, and dsv4_ref_topk_check on the golden answer,
  * on reorderings and tie swaps (must pass) and on corrupted variants (must fail), plus argument validation.
@@ -26,7 +26,7 @@ static void check(int ok, const char *name, const char *detail)
   }
 }
 
-/* The indexer K layout of OPS.md section 4, written out here: 128 e4m3 per token, one f32 scale per token
+/* The indexer K layout of docs/ops.md section 4, written out here: 128 e4m3 per token, one f32 scale per token
  * in the block tail. */
 /* DeepGEMM's calc_diff = 1 - 2*sum(x*y)/sum(x*x + y*y), in double. */
 static double calc_diff(const double *x, const double *y, int64_t n)

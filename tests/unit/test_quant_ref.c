@@ -1,5 +1,5 @@
 /* test_quant_ref.c -- unit test of the host reference writers (runtime/ref/ref_insert.c): fp32 -> e4m3,
- * the quantizer exponent, the layout-driven KV quant-insert and the fused Q-norm + RoPE (OPS.md sections
+ * the quantizer exponent, the layout-driven KV quant-insert and the fused Q-norm + RoPE (docs/ops.md sections
  * 1, 4, 5 and 8), including byte-exact comparisons with the golden kv_quant caches.
  * Usage: test_quant_ref GOLDEN_ROOT   (e.g. /work/shared/golden).  Exit 0 on pass, 1 on any failure.
  * Random inputs are seeded from DSV4_SEED when set, else from the clock (the seed is printed). */
@@ -133,7 +133,7 @@ static void test_f32_to_e4m3(void)
   check(!bad, "f32_to_e4m3: 200000 random values equal brute-force nearest-even over the code table", msg);
 }
 
-/* quant_exponent: the fixed points of OPS.md section 1 and the exactness claim over every bf16 amax. */
+/* quant_exponent: the fixed points of docs/ops.md section 1 and the exactness claim over every bf16 amax. */
 static void test_quant_exponent(void)
 {
   int bad = 0;
@@ -439,7 +439,7 @@ static void test_roundtrip(dsv4_layout l, int64_t bs, int64_t nb, int64_t extra_
                (long long)(i / stride), (long long)(i % stride));
   snprintf(cname, sizeof cname, "round trip %s: scales = 2^quant_exponent(group amax)", l.name);
   check(!bad_scale, cname, bad_scale ? msg : "");
-  snprintf(cname, sizeof cname, "round trip %s: |dequant - x| <= 16*2^e (OPS.md section 5)", l.name);
+  snprintf(cname, sizeof cname, "round trip %s: |dequant - x| <= 16*2^e (docs/ops.md section 5)", l.name);
   check(!bad_loose, cname, bad_loose ? msg : "");
   snprintf(cname, sizeof cname, "round trip %s: dequant == bf16(e4m3(q) * 2^e) exactly", l.name);
   check(!bad_exact, cname, bad_exact ? msg : "");

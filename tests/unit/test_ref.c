@@ -413,7 +413,7 @@ static void test_golden_dequant_gather(const char *root)
       check(rc == 0 && cmp_bf16(out, exp->data, n * 512, msg, sizeof msg),
             "v4_dequant_gather bit-exact vs FlashMLA", msg);
 
-      /* Same data at a larger block stride (OPS.md 7: strides > bs*584). */
+      /* Same data at a larger block stride (docs/ops.md 7: strides > bs*584). */
       int64_t big = (int64_t)stride + 3 * 576 + 16;
       uint8_t *c2 = calloc((size_t)(nb * big), 1);
       if (c2) {

@@ -2,7 +2,7 @@
  *
  * Inputs (made once a shape and kernel kind, in the parent, read by the
  * workers it forks):
- *   - the gate's: drawn as OPS.md section 3 says FlashMLA tests the decode
+ *   - the gate's: drawn as docs/ops.md section 3 says FlashMLA tests the decode
  *     (q = randn clamped to +-1, K = randn / 10 clamped, written into the
  *     cache by the reference writer; softmax_scale = dim^-0.55; sinks a
  *     third +inf, a third -inf; every cache row no valid index names set to
@@ -321,7 +321,7 @@ static int make_logits(tune_inputs *in, const tune_opts *o, char *err, size_t er
   int64_t D = L->dim, H = in->heads;
   in->B = in->s.dim[0], in->nn = in->s.dim[1], in->Lr = in->s.dim[2];
   int64_t B = in->B, nn = in->nn, R = B * nn, Lr = in->Lr;
-  in->rstride = (Lr + 255) / 256 * 256; /* DeepGEMM's padded row (OPS.md 4) */
+  in->rstride = (Lr + 255) / 256 * 256; /* DeepGEMM's padded row (docs/ops.md 4) */
   in->bs = 64;
   in->lstride = L->block_stride ? L->block_stride
                                 : (dsv4_layout_min_block_bytes(L, 64) + L->align - 1) / L->align * L->align;

@@ -1,6 +1,6 @@
 /* shapes.c -- the shapes dsv4c-tune measures.
  *
- * "v4", the workload of issue 27 (OPS.md sections 3, 4 and 6):
+ * "v4", the workload of issue 27 (docs/ops.md sections 3, 4 and 6):
  *   sparse MLA decode, V4-Pro C4 layers: 128 heads, 128 SWA + 1024 indexer
  *     entries (64-token pages); V4-Flash C4: 64 heads, 128 + 512; at
  *     T = 8, 16, 32, 64, 128, 256, 512 decode tokens;

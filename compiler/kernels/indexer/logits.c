@@ -1,4 +1,4 @@
-/* logits.c -- the indexer's paged MQA logits (OPS.md section 4): the entry
+/* logits.c -- the indexer's paged MQA logits (docs/ops.md section 4): the entry
  * point the generator table calls (gen.c).
  *
  * It builds the form the spec checker chose for this target (choose_form

@@ -1,5 +1,5 @@
 /* shape.h -- what the files of the indexer's paged MQA logits generator
- * share (OPS.md section 4), and nothing form-specific:
+ * share (docs/ops.md section 4), and nothing form-specific:
  *
  *   logits[r, k] = kscale_k * sum_h weights[r, h] * max(0, sum_d q[r, h, d] * K_k[d])
  *

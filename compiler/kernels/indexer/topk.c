@@ -1,4 +1,4 @@
-/* topk.c -- OPS.md section 4's top-k: for each logits row, the K positions
+/* topk.c -- docs/ops.md section 4's top-k: for each logits row, the K positions
  * of the largest values among [0, ctx), in no particular order; a row with
  * ctx <= K gets 0 .. ctx-1 then -1.
  *

@@ -1,4 +1,4 @@
-/* portable.c -- the portable form of the sparse MLA decode (OPS.md
+/* portable.c -- the portable form of the sparse MLA decode (docs/ops.md
  * section 3, FlashMLA's semantics): no matrix units, every target.
  *
  * One CTA per (token, group of heads_per_cta heads).  A head's dim / vpt
@@ -14,7 +14,7 @@
  *   out = sum exp(s_j - lse) V_j / (1 + exp(sink - lse))  (0 when none valid)
  *
  * V_j is the first v_dim values of K_j.  Per-tensor scaled layouts fold
- * kv_scale into the softmax scale and into the output (OPS.md section 8).
+ * kv_scale into the softmax scale and into the output (docs/ops.md section 8).
  * This form ignores work and splits (always one CTA a row).
  */
 #include <math.h>

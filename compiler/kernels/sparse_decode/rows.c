@@ -1,5 +1,5 @@
 /* rows.c -- what the forms of the sparse MLA decode share (shape.h):
- * finishing a row (OPS.md section 3's last step), the softmax scale, folds
+ * finishing a row (docs/ops.md section 3's last step), the softmax scale, folds
  * across lanes, walking the two index lists tile by tile, row validity,
  * carving dynamic shared memory, and a matrix form's head output.
  *

@@ -1,5 +1,5 @@
 /* shape.h -- what the forms of the sparse MLA decode generator share
- * (OPS.md section 3, FlashMLA's semantics), and nothing form-specific.
+ * (docs/ops.md section 3, FlashMLA's semantics), and nothing form-specific.
  *
  * The generator is one entry point (op.c: dsv4_gen_sparse_decode) over four
  * kernel forms, each in its own file, none including another:
@@ -70,7 +70,7 @@ int sd_tensor_scaled(const dsv4_kernel *k);
  * sd_tensor_scaled(k). */
 LLVMValueRef sd_scale2(dsv4_kb *kb, const dsv4_kernel *k);
 
-/* The last step of OPS.md section 3 for a row whose base-2 running max is
+/* The last step of docs/ops.md section 3 for a row whose base-2 running max is
  * m2 and whose sum is l: *lse (natural log; +inf when no index was valid)
  * and *factor, what the accumulator is scaled by: 1/l, the sink only in
  * the denominator (sink: f32, -inf for none), times ts (the folded tensor

@@ -19,11 +19,11 @@
  * online softmax (base 2), write P to shared memory in the spec's format
  * (tile.p: bf16, rounded once as FlashMLA does; or bf16x2, a high and a
  * low bf16 part, hi = bf16(p), lo = bf16(p - hi), for inputs where one
- * rounding is too coarse: OPS.md section 3), and each accumulates P V
+ * rounding is too coarse: docs/ops.md section 3), and each accumulates P V
  * (= hi V + lo V with bf16x2) for its part of the V dims (V = the first
  * v_dim dims of the same rows, ldmatrix.trans).  The row sums take the
  * fp32 p in both formats.  At the end the warps add their row sums and each
- * thread writes its accumulator rows scaled as OPS.md section 3 says
+ * thread writes its accumulator rows scaled as docs/ops.md section 3 says
  * (sd_head_out).
  */
 #include <math.h>
