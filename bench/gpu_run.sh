@@ -63,7 +63,7 @@ if [ "$what" = indexer ]; then
   # next_n) at their first calls: compile them now, two processes at a time
   python3 peer_deepgemm.py --shapes 1:4096 --next-n 1 --lens equal --no-check --no-kineto >/tmp/dgwarm1.txt 2>&1 &
   python3 peer_deepgemm.py --shapes 128:1024 --next-n 2 --lens equal --no-check --no-kineto >/tmp/dgwarm2.txt 2>&1
-  wait; tail -2 /tmp/dgwarm1.txt /tmp/dgwarm2.txt
+  wait; tail -n 2 /tmp/dgwarm1.txt /tmp/dgwarm2.txt
   echo "== DeepGEMM 54e2261 fp8_paged_mqa_logits (its test's inputs, reference and calc_diff rule), and dsv4c's"
   echo "   mqa_logits_v4_mma on the same tensors through the Python package (OURS lines)"
   # each stage bounded (DSV4_INDEXER_STAGE_S seconds, default 200), so that what was measured comes back in one call

@@ -19,10 +19,10 @@ def copy_of(text):
 def peer_rows(path, tag):
     rows, text = {}, open(path).read()
     for m in re.finditer(r"^" + tag + " " + KEY + r" +us +([\d.]+) kineto_us +([\d.na]+) .*?pct +([\d.]+) .*?"
-                         r"diff (\S+) sim_diff (\S+) (PASS|FAIL|-)", text, re.M):
+                         r"diff (\S+) sim_diff (\S+) (PASS|FAIL|-)(?: exact_diff (\S+))?", text, re.M):
         k = tuple(int(x) for x in m.group(1, 2, 3)) + (m.group(4),)
         rows[k] = dict(us=float(m.group(5)), kin=float(m.group(6)), pct=float(m.group(7)), diff=m.group(8),
-                       sim=m.group(9), check=m.group(10))
+                       sim=m.group(9), check=m.group(10), exact=m.group(11) or "-")
     return rows, copy_of(text)
 
 
@@ -45,7 +45,7 @@ dg2, c2 = peer_rows(sys.argv[3], "DG") if len(sys.argv) > 3 else ({}, None)
 print(f"d2d copy (GB/s, read + write): DeepGEMM's process {c1} (before), {c2} (after); bench_indexer's {co}")
 print("| B | context | next_n | lengths | DeepGEMM us | DeepGEMM % of copy | dsv4c us | dsv4c % of copy | "
       "DeepGEMM / dsv4c time | DeepGEMM kernel us | dsv4c kernel us | kernel time ratio | "
-      "calc_diff DeepGEMM (vs bf16 / vs FP8 ref) | dsv4c same tensors | dsv4c bench_indexer |")
+      "calc_diff DeepGEMM (vs bf16 / vs FP8 ref; vs exact) | dsv4c same tensors | dsv4c bench_indexer |")
 print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|")
 for k in sorted(set(dg1) | set(ours), key=lambda k: (k[1], k[0], k[2], k[3] != "test")):
     d = [r for r in (dg1.get(k), dg2.get(k)) if r]
@@ -59,7 +59,7 @@ for k in sorted(set(dg1) | set(ours), key=lambda k: (k[1], k[0], k[2], k[3] != "
              f(o and o["us"]), f(o and o["pct"]) + "%" if o else "-",
              f(best["us"] / o["us"], "%.2f") if best and o else "-",
              f(dk), f(pk), f(dk / pk, "%.2f") if dk and pk and dk == dk and pk == pk else "-",
-             f"{dg1[k]['check']} ({dg1[k]['diff']} / {dg1[k]['sim']})" if k in dg1 else "-",
-             f"{p['check']} ({p['diff']} / {p['sim']})" if p else "-",
+             f"{dg1[k]['check']} ({dg1[k]['diff']} / {dg1[k]['sim']}; {dg1[k]['exact']})" if k in dg1 else "-",
+             f"{p['check']} ({p['diff']} / {p['sim']}; {p['exact']})" if p else "-",
              o["diff"] if o else "-"]
     print("| " + " | ".join(cells) + " |")
