@@ -49,10 +49,11 @@ if [ "$what" = indexer ]; then
   # at B 1) or "B:CTX,...".
   shapes=${2:-matrix}
   out=${OUT:-/tmp/indexer-out}; mkdir -p "$out"
-  # Build the peer's host extension with the system's g++ (dynamic libstdc++).  This image's Python names
-  # /opt/gcc/bin/g++ as its compiler, which put a static copy of libstdc++ into deep_gemm/_C*.so; its std::regex
-  # (the JIT's include parser) then took a locale facet by the static copy's id from the process's shared
-  # libstdc++ and called a wrong virtual (codecvt::do_unshift): the segfault in get_paged_mqa_logits_metadata.
+  # Build the peer's host extension with the system's g++ (the shared libstdc++).  This image's Python names
+  # /opt/gcc/bin/g++ as its compiler, a wrapper that links -Bsymbolic and left libstdc++ code inside
+  # deep_gemm/_C*.so; its std::regex (the JIT's include parser) then took a locale facet from the process's
+  # shared libstdc++ by the extension's own facet id and called a wrong virtual (codecvt::do_unshift): the
+  # segfault in get_paged_mqa_logits_metadata (docs/perf-log.md, "The indexer against DeepGEMM").
   gxx=$(command -v /usr/bin/g++ || command -v g++)
   CC=$gxx CXX=$gxx LDSHARED="$gxx -shared" bash peers/deepgemm/build.sh "$PWD/peers/deepgemm" || exit 1
   so=$(ls /tmp/DeepGEMM/deep_gemm/_C*.so | head -1)
