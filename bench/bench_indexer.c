@@ -2,12 +2,15 @@
  *
  *   bench_indexer BUNDLE [cuda|opencl] [LOGITS_KERNEL...]
  *
- * B = 128 rows of 32K context (DSV4_BENCH_SMALL: 4 x 2K), next_n 1 and 2.
- * Logits bandwidth counts the KV bytes read (132 a position, once per
- * request) and the logits written, beside a device-to-device copy in the
- * same run; top-k is timed on the kernel's own logits.  One row of each run
- * is checked against the reference first.  With kernel names (a spec's
- * tuning variants, say), those instead of the indexer spec's three.
+ * B = 128 requests of 32K context by default (DSV4_BENCH_SHAPES: issue 41's
+ * matrix or a list; DSV4_BENCH_LENS: equal lengths or DeepGEMM's test's
+ * draw; DSV4_BENCH_SMALL: 4 x 2K), next_n 1 and 2.  Logits bandwidth counts
+ * the fewest bytes the op moves (each request's KV once, 132 a position;
+ * each row's valid logits once; q and weights), beside a device-to-device
+ * copy in the same run; top-k is timed on the kernel's own logits.  The
+ * first and last requests' rows are checked against the reference first
+ * (DeepGEMM's calc_diff rule).  With kernel names (a spec's tuning
+ * variants, say), those instead of the indexer spec's three.
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,14 +44,58 @@ static void run_topk(int i, void *p)
 
 static float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
 
-static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4_layout *L, int H, int64_t B,
-                  int64_t nn, int64_t C, double copy_gbs)
+/* Context lengths, drawn two ways (issue 41): "equal": every request has C
+ * tokens and its next_n rows see C-next_n+1 .. C (decode with MTP); "test":
+ * as DeepGEMM's test_paged_mqa_logits draws them: a request's length uniform
+ * in [0.7 C, 1.3 C), its last row all of it, each earlier row a uniform
+ * fraction of it, (len + 1) * U[0, 1) rounded down. */
+static int64_t draw_lens(int test, int64_t B, int64_t nn, int64_t C, int32_t *len, int32_t *cl)
 {
-  int64_t D = L->dim, bs = 64, maxb = C / bs, nb = B * maxb, stride = 8448, R = B * nn, Lr = C;
-  int64_t rstride = (Lr + 255) / 256 * 256;
+  int64_t lo = (int64_t)(0.7 * (double)C), hi = (int64_t)(1.3 * (double)C), maxl = 0;
+  for (int64_t b = 0; b < B; b++) {
+    len[b] = (int32_t)(test ? dsv4_rng_range(&rng, lo, hi - 1) : C);
+    for (int64_t j = 0; j < nn; j++)
+      cl[b * nn + j] = (int32_t)(!test ? C - nn + 1 + j
+                                 : j == nn - 1 ? len[b]
+                                               : (int64_t)((double)(len[b] + 1) * (double)rnd01()));
+    maxl = len[b] > maxl ? len[b] : maxl;
+  }
+  return maxl;
+}
+
+/* Time the logits (and the top-k over them) at one shape.  Bytes counted as
+ * the fewest the op must move, the same formula as bench/peer_deepgemm.py:
+ * each request's KV read once (132 B a position), each row's valid logits
+ * written once (4 B a position), q (e4m3) and weights read once. */
+static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4_layout *L, int H, int64_t B,
+                  int64_t nn, int64_t C, int test, double copy_gbs)
+{
+  int64_t D = L->dim, bs = 64, stride = 8448, R = B * nn;
+  int32_t *len = malloc((size_t)B * 4), *cl = malloc((size_t)R * 4);
+  int64_t maxl = draw_lens(test, B, nn, C, len, cl);
+  int64_t maxb = (maxl + bs - 1) / bs, nb = 0, Lr = maxb * bs, rstride = (Lr + 255) / 256 * 256;
+  for (int64_t b = 0; b < B; b++)
+    nb += (len[b] + bs - 1) / bs;
+  /* the block table: a random permutation of the pool, each request's blocks in turn (as the test) */
+  int32_t *perm = malloc((size_t)nb * 4), *bt = calloc((size_t)(B * maxb), 4);
+  for (int64_t i = 0; i < nb; i++)
+    perm[i] = (int32_t)i;
+  for (int64_t i = nb - 1; i > 0; i--) {
+    int64_t j = dsv4_rng_range(&rng, 0, i);
+    int32_t t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  for (int64_t b = 0, o = 0; b < B; b++)
+    for (int64_t k = 0; k < (len[b] + bs - 1) / bs; k++)
+      bt[b * maxb + k] = perm[o++];
   uint8_t *cache = malloc((size_t)(nb * stride));
-  for (int64_t i = 0; i < nb * stride; i++)
-    cache[i] = (uint8_t)(dsv4_rng_next(&rng) & 0x77); /* finite e4m3 codes */
+  if (!cache || !bt || !perm) {
+    fprintf(stderr, "bench_indexer: out of host memory\n");
+    exit(1);
+  }
+  dsv4_rng_bytes(&rng, cache, (size_t)(nb * stride));
+  for (int64_t i = 0; i < nb * stride / 8; i++)
+    ((uint64_t *)cache)[i] &= 0x7777777777777777ull; /* finite e4m3 codes */
   for (int64_t b = 0; b < nb; b++)
     for (int64_t t = 0; t < bs; t++) {
       float s = ldexpf(1.0f, (int)dsv4_rng_range(&rng, -8, -4));
@@ -60,11 +107,6 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
   float *w = malloc((size_t)(R * H) * 4);
   for (int64_t i = 0; i < R * H; i++)
     w[i] = rnd01() - 0.3f;
-  int32_t *cl = malloc((size_t)R * 4), *bt = malloc((size_t)(B * maxb) * 4);
-  for (int64_t r = 0; r < R; r++)
-    cl[r] = (int32_t)(C - nn + 1 + r % nn);
-  for (int64_t i = 0; i < B * maxb; i++)
-    bt[i] = (int32_t)((i * 7919) % nb);
   idx_arg g;
   for (int s = 0; s < BENCH_SETS; s++) {
     dsv4rt_buffer *lb = bench_dev(NULL, (size_t)(R * rstride) * 4), *clb = bench_dev(cl, (size_t)R * 4);
@@ -80,34 +122,60 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
   kopts.kernel = logits_kernel;
   run_logits(0, &g);
   dsv4rt_synchronize(bench_ctx);
-  /* check the first row against the reference */
-  float *got = malloc((size_t)rstride * 4), *want = malloc((size_t)rstride * 4);
-  dsv4rt_buffer_read(g.a[0].logits, 0, got, (size_t)rstride * 4);
-  dsv4_ref_paged_mqa_logits(L, q, 1, 1, H, cache, nb, bs, stride, w, cl, bt, maxb, want, Lr, rstride);
+  /* check, by DeepGEMM's calc_diff rule (1 - 2 sum(xy) / sum(x^2 + y^2) below 5e-6, its threshold against
+   * the reference on the same FP8 inputs), the rows of the first and the last request against the C
+   * reference, each over its first 8192 positions (the reference is one CPU thread) */
+  const int64_t cap = 8192;
+  float *got = malloc((size_t)(nn * rstride) * 4), *want = malloc((size_t)(nn * rstride) * 4);
+  int32_t *ccl = malloc((size_t)nn * 4);
   double xy = 0, xx = 0;
-  for (int64_t k = 0; k < cl[0]; k++)
-    xy += (double)got[k] * want[k], xx += (double)got[k] * got[k] + (double)want[k] * want[k];
-  if (!(1 - 2 * xy / xx < 5e-6)) {
-    fprintf(stderr, "bench_indexer: logits differ from the reference (calc_diff %g)\n", 1 - 2 * xy / xx);
+  for (int64_t b = 0; b < B; b += (B > 1 ? B - 1 : 1)) {
+    for (int64_t j = 0; j < nn; j++)
+      ccl[j] = cl[b * nn + j] < cap ? cl[b * nn + j] : (int32_t)cap;
+    dsv4rt_buffer_read(g.a[0].logits, (size_t)(b * nn * rstride) * 4, got, (size_t)(nn * rstride) * 4);
+    if (dsv4_ref_paged_mqa_logits(L, q + b * nn * H * D, 1, nn, H, cache, nb, bs, stride, w + b * nn * H, ccl,
+                                  bt + b * maxb, maxb, want, Lr, rstride)) {
+      fprintf(stderr, "bench_indexer: the reference refused its arguments\n");
+      exit(1);
+    }
+    for (int64_t j = 0; j < nn; j++)
+      for (int64_t k = 0; k < ccl[j]; k++) {
+        double x = got[j * rstride + k], y = want[j * rstride + k];
+        xy += x * y, xx += x * x + y * y;
+      }
+  }
+  double diff = xx > 0 ? 1 - 2 * xy / xx : 0;
+  if (!(diff < 5e-6)) {
+    fprintf(stderr, "bench_indexer: logits differ from the reference (calc_diff %g)\n", diff);
     exit(1);
   }
   double lms = bench_time_ms(run_logits, &g);
-  double bytes = (double)B * C * 132 + (double)R * Lr * 4;
-  double flop = (double)R * C * H * D * 2;
+  double bytes = (double)R * H * (D + 4), flop = 0;
+  for (int64_t b = 0; b < B; b++)
+    bytes += (double)len[b] * 132;
+  for (int64_t r = 0; r < R; r++)
+    bytes += (double)cl[r] * 4, flop += (double)cl[r] * H * D * 2;
+  /* the top-k over those logits; a refusal (a row longer than the kernel takes, say) is not fatal */
   kopts.kernel = topk_kernel;
-  double tms = bench_time_ms(run_topk, &g);
-  char label[96];
-  snprintf(label, sizeof label, "B %lld, ctx %lld, next_n %lld", (long long)B, (long long)C, (long long)nn);
+  double tms = -1;
+  if (!dsv4rt_topk(bundle, &g.t[0], &kopts))
+    tms = bench_time_ms(run_topk, &g);
+  char label[96], tk[32] = "-";
+  snprintf(label, sizeof label, "B %lld, ctx %lld, next_n %lld, %s", (long long)B, (long long)C, (long long)nn,
+           test ? "test" : "equal");
+  if (tms >= 0)
+    snprintf(tk, sizeof tk, "%.1f", tms * 1e3);
   double gbs = bytes / (lms * 1e-3) / 1e9;
-  printf("%-30s %10.1f %9.0f %8.1f%% %9.1f %12.1f\n", label, lms * 1e3, gbs, 100 * gbs / copy_gbs,
-         flop / (lms * 1e-3) / 1e12, tms * 1e3);
+  printf("%-36s %10.1f %9.0f %8.1f%% %9.1f %12s %10.1e\n", label, lms * 1e3, gbs, 100 * gbs / copy_gbs,
+         flop / (lms * 1e-3) / 1e12, tk, diff);
+  fflush(stdout);
   for (int s = 0; s < BENCH_SETS; s++) {
     dsv4rt_mqa_logits_args *a = &g.a[s];
     dsv4rt_buffer_destroy(a->logits), dsv4rt_buffer_destroy(a->q), dsv4rt_buffer_destroy(a->cache),
         dsv4rt_buffer_destroy(a->weights), dsv4rt_buffer_destroy(a->context_lens), dsv4rt_buffer_destroy(a->block_table),
         dsv4rt_buffer_destroy(g.t[s].out);
   }
-  free(cache), free(q), free(w), free(cl), free(bt), free(got), free(want);
+  free(cache), free(q), free(w), free(cl), free(len), free(bt), free(perm), free(got), free(want), free(ccl);
 }
 
 int main(int argc, char **argv)
@@ -131,6 +199,30 @@ int main(int argc, char **argv)
   }
   dsv4rt_bundle_entry_layout(bundle, e, &L);
   int small = getenv("DSV4_BENCH_SMALL") != NULL;
+  /* DSV4_BENCH_SHAPES: "matrix" (issue 41's: B 1, 8, 32, 128 at contexts 8K, 32K, 128K, and 1M at B 1) or a
+   * list "B:CTX,B:CTX,..."; by default B 128 at 32K.  DSV4_BENCH_LENS: "equal" (the default), "test"
+   * (DeepGEMM's test's draw) or both, "test,equal". */
+  int64_t shapes[64][2], ns = 0;
+  const char *sh = getenv("DSV4_BENCH_SHAPES") ? getenv("DSV4_BENCH_SHAPES") : "128:32768";
+  if (!strcmp(sh, "matrix")) {
+    static const int64_t ctxs[] = {8192, 32768, 131072}, bs_[] = {1, 8, 32, 128};
+    for (int c = 0; c < 3; c++)
+      for (int b = 0; b < 4; b++)
+        shapes[ns][0] = bs_[b], shapes[ns++][1] = ctxs[c];
+    shapes[ns][0] = 1, shapes[ns++][1] = 1 << 20;
+  } else
+    for (const char *p = sh; *p && ns < 64;) {
+      char *e1, *e2 = NULL;
+      long long b = strtoll(p, &e1, 10), c = *e1 == ':' ? strtoll(e1 + 1, &e2, 10) : 0;
+      if (b < 1 || c < 1) {
+        fprintf(stderr, "bench_indexer: DSV4_BENCH_SHAPES: want B:CTX[,B:CTX...], got %s\n", sh);
+        return 2;
+      }
+      shapes[ns][0] = b, shapes[ns++][1] = c;
+      p = *e2 == ',' ? e2 + 1 : e2;
+    }
+  const char *lens = getenv("DSV4_BENCH_LENS") ? getenv("DSV4_BENCH_LENS") : "equal";
+  int lens_mask = (strstr(lens, "test") ? 1 : 0) | (strstr(lens, "equal") ? 2 : 0);
   printf("device: %s\n\n", dsv4rt_device_name(bench_ctx));
   double cms, copy = bench_copy_gbs(small ? (size_t)64 << 20 : (size_t)1 << 30, &cms);
   printf("d2d copy: %.0f GB/s\n", copy);
@@ -148,16 +240,19 @@ int main(int argc, char **argv)
     const char *topk = getenv("DSV4_BENCH_TOPK") ? getenv("DSV4_BENCH_TOPK") : "topk_512";
     char head[96];
     snprintf(head, sizeof head, "%s, %s", kernels[i], topk);
-    printf("\n%-30s %10s %9s %9s %9s %12s\n", head, "logits us", "GB/s", "vs copy", "TFLOP/s", "top-k us");
+    printf("\n%-36s %10s %9s %9s %9s %12s %10s\n", head, "logits us", "GB/s", "vs copy", "TFLOP/s", "top-k us",
+           "calc_diff");
     if (small) {
-      shape(kernels[i], topk, &L, 64, 4, 1, 2048, copy);
+      shape(kernels[i], topk, &L, 64, 4, 1, 2048, 0, copy);
       continue;
     }
-    /* DSV4_BENCH_NEXT_N=1 or 2: that shape alone (for a profiler) */
+    /* DSV4_BENCH_NEXT_N=1 or 2: that next_n alone (for a profiler) */
     const char *only = getenv("DSV4_BENCH_NEXT_N");
-    for (int nn = 1; nn <= 2; nn++)
-      if (!only || atoi(only) == nn)
-        shape(kernels[i], topk, &L, 64, 128, nn, 32768, copy);
+    for (int s = 0; s < ns; s++)
+      for (int nn = 1; nn <= 2; nn++)
+        for (int t = 0; t < 2; t++)
+          if ((!only || atoi(only) == nn) && (lens_mask >> t & 1))
+            shape(kernels[i], topk, &L, 64, shapes[s][0], nn, shapes[s][1], t == 0, copy);
   }
   bench_close(bundle);
   return 0;

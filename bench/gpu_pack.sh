@@ -19,7 +19,7 @@ for g in v4_dequant_gather v4_paged_gather v4_quant v32_quant v4_sparse_decode_c
          v4_sparse_decode_c4_h64 v4_sparse_decode_swa_only_h64 indexer_logits_n1 indexer_logits_n2 \
          fm_sparse_decode_c128_h128 fm_sparse_decode_c4_h128 fm_sparse_decode_c4_h64 fm_sparse_decode_odd_blocks_h64 \
          fm_sparse_decode_swa_only_h128; do cp -r "$shared/golden/$g" .gpu/golden/; done
-cp bench/gpu_run.sh bench/peer_flashmla.py .gpu/
+cp bench/gpu_run.sh bench/peer_flashmla.py bench/peer_deepgemm.py bench/indexer_compare.py .gpu/
 # the tuner and the sweeps it measures (gzip: the decode sweep's PTX is 43 MB; gpu_run.sh tune unpacks it)
 cp "$build"/bin/dsv4c-tune bench/tune_shapes_decode.txt .gpu/
 if [ "${DSV4_PACK_SWEEPS:-1}" = 1 ]; then
@@ -35,7 +35,10 @@ if [ -f "$build"/python/dsv4c/_dsv4c.abi3.so ]; then # (built where Python's dev
   cp -P "$build"/runtime/libdsv4rt.so* .gpu/lib/
   cp tests/python/test_torch.py tests/python/flashmla_matrix.py bench/bench_python_overhead.py .gpu/
 fi
-# the peer, built and timed on the device in the same command as ours (gpu_run.sh decode)
-if [ -d "$shared/peers/flashmla" ]; then mkdir -p .gpu/peers && cp -r "$shared/peers/flashmla" .gpu/peers/; fi
-d=$(git rev-parse --git-dir); mkdir -p "$d/info"; grep -qx "/.gpu/" "$d/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$d/info/exclude"
+# the peers, built and timed on the device in the same command as ours (gpu_run.sh decode: FlashMLA;
+# gpu_run.sh indexer: DeepGEMM)
+for p in flashmla deepgemm; do
+  if [ -d "$shared/peers/$p" ]; then mkdir -p .gpu/peers && cp -r "$shared/peers/$p" .gpu/peers/ && chmod -R u+w .gpu/peers/$p; fi
+done
+d=$(git rev-parse --git-common-dir); mkdir -p "$d/info"; grep -qx "/.gpu/" "$d/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$d/info/exclude"
 du -sh .gpu

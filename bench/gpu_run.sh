@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|python|tune decode|logits [OPTS]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|tune decode|logits [OPTS]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
 set -u
 what=${1:-all}
-cd .gpu
+cd "$(dirname "$0")" || exit 1 # the packed folder (.gpu, or wherever it was carried)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 mm_rate() { # a bf16 8192^3 matrix product's TFLOP/s, this run, this card
   python3 -c "
@@ -40,6 +40,47 @@ if [ "$what" = decode ]; then
   echo "== FlashMLA again, after"
   python3 peer_flashmla.py /tmp/FlashMLA "${3:-}" 2>&1 | grep -v -E "Warning|return func|_warn_once"
   echo "== bf16 matrix product again, after: $(mm_rate) TFLOP/s"
+  exit $rc
+fi
+if [ "$what" = indexer ]; then
+  # issue 41: DeepGEMM's fp8_paged_mqa_logits (54e2261, built here under /tmp) and our logits at the same shapes,
+  # lengths drawn the same two ways, same card, same command; each checked by DeepGEMM's calc_diff rule, each as
+  # % of the copy its process measured.  SHAPES: "matrix" (the default: B 1, 8, 32, 128 x 8K, 32K, 128K, and 1M
+  # at B 1) or "B:CTX,...".
+  shapes=${2:-matrix}
+  out=${OUT:-/tmp/indexer-out}; mkdir -p "$out"
+  # Build the peer's host extension with the system's g++ (the shared libstdc++).  This image's Python names
+  # /opt/gcc/bin/g++ as its compiler, a wrapper that links -Bsymbolic and left libstdc++ code inside
+  # deep_gemm/_C*.so; its std::regex (the JIT's include parser) then took a locale facet from the process's
+  # shared libstdc++ by the extension's own facet id and called a wrong virtual (codecvt::do_unshift): the
+  # segfault in get_paged_mqa_logits_metadata (docs/perf-log.md, "The indexer against DeepGEMM").
+  gxx=$(command -v /usr/bin/g++ || command -v g++)
+  CC=$gxx CXX=$gxx LDSHARED="$gxx -shared" bash peers/deepgemm/build.sh "$PWD/peers/deepgemm" || exit 1
+  so=$(ls /tmp/DeepGEMM/deep_gemm/_C*.so | head -1)
+  echo "peer extension: $(grep -m1 -o '^[^ ]*g++' /tmp/deepgemm_build.log || echo '?'); libstdc++ definitions inside:" \
+       "$(nm -C --defined-only "$so" 2>/dev/null | grep -c 'std::codecvt<char16_t')" "(0: none)"
+  export DG_JIT_CACHE_DIR=/tmp/deepgemm_jit_cache PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  # DeepGEMM's JIT compiles the metadata kernel (one per 32 or 128 batch rows) and the logits kernel (one per
+  # next_n) at their first calls: compile them now, two processes at a time
+  python3 peer_deepgemm.py --shapes 1:4096 --next-n 1 --lens equal --no-check --no-kineto >/tmp/dgwarm1.txt 2>&1 &
+  python3 peer_deepgemm.py --shapes 128:1024 --next-n 2 --lens equal --no-check --no-kineto >/tmp/dgwarm2.txt 2>&1
+  wait; tail -n 2 /tmp/dgwarm1.txt /tmp/dgwarm2.txt
+  echo "== DeepGEMM 54e2261 fp8_paged_mqa_logits (its test's inputs, reference and calc_diff rule), and dsv4c's"
+  echo "   mqa_logits_v4_mma on the same tensors through the Python package (OURS lines)"
+  # each stage bounded (DSV4_INDEXER_STAGE_S seconds, default 200), so that what was measured comes back in one call
+  ts=${DSV4_INDEXER_STAGE_S:-200}
+  LD_LIBRARY_PATH=$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONPATH=$PWD/python \
+    timeout "$ts" python3 peer_deepgemm.py --shapes "$shapes" --ours indexer.dsv4b 2>&1 | grep -v -E "Warning|warn\(" | tee "$out/deepgemm_before.txt"
+  echo "== bench_indexer (mqa_logits_v4_mma)"
+  DSV4_BENCH_SHAPES=$shapes DSV4_BENCH_LENS=test,equal timeout "$ts" ./bench_indexer indexer.dsv4b cuda mqa_logits_v4_mma \
+    | tee "$out/bench_indexer.txt"
+  rc=${PIPESTATUS[0]}
+  echo "== DeepGEMM again, after (time only)"
+  timeout $((ts / 2)) python3 peer_deepgemm.py --shapes "$shapes" --no-check --no-kineto 2>&1 | grep -v -E "Warning|warn\(" \
+    | tee "$out/deepgemm_after.txt"
+  echo "== the two, side by side"
+  python3 indexer_compare.py "$out/deepgemm_before.txt" "$out/bench_indexer.txt" "$out/deepgemm_after.txt" \
+    | tee "$out/indexer_compare.md"
   exit $rc
 fi
 if [ "$what" = python ]; then
