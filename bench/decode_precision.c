@@ -7,7 +7,7 @@
  * running max, fp32 weights) on the FlashMLA fixtures with P rounded to
  * each candidate format, everything else exact (double), and counts the
  * outputs that fail FlashMLA's rule (dsv4_check_flashmla_ok, test_decode's
- * too) and, on the v4_sparse_decode_* stress set, those beyond OPS.md
+ * too) and, on the v4_sparse_decode_* stress set, those beyond docs/ops.md
  * section 3's condition-aware bound at the format's unit roundoff
  * (dsv4_check_cond_ok).  The fm_sparse_decode_* set is drawn from
  * FlashMLA's own test distribution, where every format must pass its rule.

@@ -1,4 +1,4 @@
--- logits_sweep.lua: the indexer's paged MQA logits (OPS.md section 4) as
+-- logits_sweep.lua: the indexer's paged MQA logits (docs/ops.md section 4) as
 -- sweeps (docs/tuning.md), for dsv4c-tune at the V4 shapes (B 64..256,
 -- next_n 1 and 2, contexts to 64K):
 --   lgm  the matrix form on sm_90a (wgmma e4m3, K by TMA where it can):
