@@ -8,7 +8,7 @@
 # there is no OpenCL device.
 #   usage: spirv_sweep.sh DSV4C DSV4C_TUNE BENCH_DIR TESTS_TUNE_DIR SPECS_DIR WORK_DIR
 set -u
-dsv4c=$1 tune=$2 bench=$3 dir=$4 specs=$5 work=$6
+dsv4c=$1 tune=$2 bench=$3 dir=$4 specs=$5 work=$6 check=${7:-}
 rm -rf "$work" && mkdir -p "$work" || exit 1
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
@@ -28,6 +28,15 @@ if [ "$rc" -eq 77 ]; then cat "$work/t.log"; echo "SKIPPED: no OpenCL device"; e
 grep -q '"target": "spirv", "arch": "opencl1.2"' "$work/spirv.lock" && ok || bad "entries are not the SPIR-V target's"
 [ -f "$work/spirv.md" ] && [ "$(ls "$work"/spirv-*.svg | wc -l)" = 4 ] && ok || bad "no report (spirv.md and 4 plots)"
 ! grep -q skipped "$work/t.log" && ok || bad "a variant was skipped on the OpenCL device"
+# the README's last two steps: the tuned bundle, and which kernel it picks for a tuned shape
+"$dsv4c" "$bench/spirv_sweep.lua" -I "$specs" --lock "$work/spirv.lock" -o "$work/tuned" 2>"$work/tuned.log" && ok ||
+  bad "dsv4c --lock: $(cat "$work/tuned.log")"
+if [ -n "$check" ]; then
+  win=$(grep -A3 '"bucket": "T=2,H=64,topk=64,extra=64,xbs=64"' "$work/spirv.lock" | grep -o '"winner": "[^"]*"' | cut -d'"' -f4)
+  got=$("$check" "$work/tuned/spirv_sweep.dsv4b" opencl --choose sparse_decode=2,64,64,64,64 2>&1 | head -1)
+  [ -n "$win" ] && [ "$got" = "sparse_decode=2,64,64,64,64: $win" ] && ok ||
+    bad "dsv4rt-check --choose on the tuned bundle: '$got', the lockfile's winner '$win'"
+fi
 
 # nothing of the sweep runs here: one line, status 3, nothing written
 "$dsv4c" "$dir/tiny_sweep.lua" -I "$specs" -t ptx --no-ptxas -o "$work/ptx" 2>"$work/ptx.log" || { cat "$work/ptx.log"; bad "dsv4c -t ptx"; finish; }
