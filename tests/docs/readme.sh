@@ -28,8 +28,8 @@ for p in $(grep -oE '`(compiler|targets|runtime|specs|bench|tools|python|cmake|t
   [ -e "$p" ] || bad "README names $p, which does not exist"
 done
 [ -f docs/ops.md ] || bad "docs/ops.md is missing"
-cites=$(grep -rlE 'OPS\.md' --include='*.c' --include='*.h' --include='*.py' --include='*.lua' --include='*.md' \
-  compiler targets runtime python tools specs tests bench docs README.md 2>/dev/null | grep -v '^tests/docs/')
+cites=$(grep -rlE 'OPS\.md' compiler targets runtime python tools specs tests bench docs scripts cmake README.md \
+  2>/dev/null | grep -v '^tests/docs/')
 [ -z "$cites" ] || bad "OPS.md is still cited (docs/ops.md is the project's copy) in: $(echo $cites)"
 echo "README: $n lines, $count figures checked against bench/RESULTS.md"
 exit $fail
