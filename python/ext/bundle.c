@@ -14,7 +14,7 @@ typedef struct {
   PyObject_HEAD
   BundleObject *bundle;
   call *c; /* NULL once closed */
-  tview *tv[MAXT];
+  tview *tv[DSV4_MAX_ARGS]; /* by kernel argument position */
   PyObject *keep;      /* the kwargs: what holds the tensors */
   PyObject *outputs; /* what a launch returns */
   int fixed_stream;  /* prepared with stream=: every launch goes there unless it names one */
@@ -59,9 +59,9 @@ static PyObject *Bundle_prepare(BundleObject *self, PyObject *args)
     Py_XDECREF(keep), Py_XDECREF(empty), PyMem_Free(c);
     return PyErr_NoMemory();
   }
-  tview *tv[MAXT] = {0};
+  tview *tv[DSV4_MAX_ARGS] = {0};
   c->nt = 0;
-  int bad = parsers[op](self, empty, keep, c, tv) || check_overlap(c);
+  int bad = ops[op].parse(self, empty, keep, c, tv) || check_overlap(c);
   Py_DECREF(empty);
   if (!bad) {
     CtxObject *ctx = self->ctx;
@@ -213,7 +213,8 @@ static PyObject *info_dict(BundleObject *self, int i)
   if (dsv4rt_bundle_entry(self->b, i, &name, &op, &target, &arch) || dsv4rt_bundle_entry_layout(self->b, i, &L) ||
       dsv4rt_bundle_entry_info(self->b, i, &k) || dsv4rt_bundle_entry_code_hash(self->b, i, code))
     return raise_status(DSV4RT_ERR_BUNDLE_FORMAT, dsv4rt_last_error(self->ctx->ctx));
-  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:O,s:s,s:i,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", name,
+  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:O,s:s,s:i,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+                       "name", name,
                        "op", op, "target", target, "arch", arch, "code", code, "runs",
                        dsv4rt_bundle_entry_runs(self->b, i) ? Py_True : Py_False, "layout", L.name, "dim", L.dim,
                        "token_bytes", (long long)token_bytes(&L), "block_tokens", L.block_tokens, "block_stride",
@@ -290,16 +291,23 @@ static PyObject *Bundle_close(BundleObject *self, PyObject *unused)
  * bucket and the default rule applies. */
 static PyObject *Bundle_tuned_kernel(BundleObject *self, PyObject *args)
 {
-  static const char *const dim_names[OP_COUNT] = {"n: indices.size", "R: len(seq_lens)", "N: kv.shape[0]",
-                                                  "T, H, topk, extra_topk, extra_block_size", "B, next_n, row_len",
-                                                  "rows: logits.shape[0]"};
-  static const int ndims[OP_COUNT] = {1, 1, 1, 5, 3, 1};
+  static const char *const dim_names[DSV4_OP_COUNT] = {
+      [DSV4_OP_DEQUANT_GATHER] = "n: indices.size",
+      [DSV4_OP_PAGED_GATHER] = "R: len(seq_lens)",
+      [DSV4_OP_KV_INSERT] = "N: kv.shape[0]",
+      [DSV4_OP_SPARSE_DECODE] = "T, H, topk, extra_topk, extra_block_size",
+      [DSV4_OP_PAGED_MQA_LOGITS] = "B, next_n, row_len",
+      [DSV4_OP_TOPK] = "rows: logits.shape[0]",
+  };
+  static const int ndims[DSV4_OP_COUNT] = {[DSV4_OP_DEQUANT_GATHER] = 1,   [DSV4_OP_PAGED_GATHER] = 1,
+                                           [DSV4_OP_KV_INSERT] = 1,        [DSV4_OP_SPARSE_DECODE] = 5,
+                                           [DSV4_OP_PAGED_MQA_LOGITS] = 3, [DSV4_OP_TOPK] = 1};
   PyObject *op_o, *dims_o;
   if (!PyArg_ParseTuple(args, "OO:tuned_kernel", &op_o, &dims_o))
     return NULL;
   const char *opname = PyUnicode_Check(op_o) ? PyUnicode_AsUTF8AndSize(op_o, NULL) : NULL;
   int op = -1;
-  for (int i = 0; opname && i < OP_COUNT; i++)
+  for (int i = 1; opname && i < DSV4_OP_COUNT; i++)
     if (!strcmp(opname, op_names[i]))
       op = i;
   if (op < 0) {

@@ -221,50 +221,16 @@ void unbind_all(call *c)
 
 static dsv4rt_buffer *B(const CtxObject *ctx, const tview *t) { return !t ? NULL : t->buf ? t->buf : ctx->scratch; }
 
-/* Fill the op's argument struct's buffers (after bind_all). */
+/* Fill the op's argument struct's buffers (after bind_all): each tensor's
+ * field from the tensor in its ABI slot (NULL for an absent one). */
 void fill_buffers(CtxObject *ctx, call *c, tview **tv)
 {
-  switch (c->op) {
-  case OP_DEQUANT_GATHER:
-    c->a.dg.out = B(ctx, tv[0]), c->a.dg.cache = B(ctx, tv[1]), c->a.dg.indices = B(ctx, tv[2]);
-    break;
-  case OP_PAGED_GATHER:
-    c->a.pg.out = B(ctx, tv[0]), c->a.pg.cache = B(ctx, tv[1]), c->a.pg.seq_lens = B(ctx, tv[2]);
-    c->a.pg.block_table = B(ctx, tv[3]), c->a.pg.gather_lens = B(ctx, tv[4]);
-    break;
-  case OP_KV_INSERT:
-    c->a.ki.cache = B(ctx, tv[0]), c->a.ki.kv = B(ctx, tv[1]), c->a.ki.slot_mapping = B(ctx, tv[2]);
-    c->a.ki.positions = B(ctx, tv[3]), c->a.ki.cos_sin = B(ctx, tv[4]), c->a.ki.q = B(ctx, tv[5]);
-    c->a.ki.q_out = B(ctx, tv[6]);
-    break;
-  case OP_SPARSE_DECODE:
-    c->a.sd.out = B(ctx, tv[0]), c->a.sd.lse = B(ctx, tv[1]), c->a.sd.q = B(ctx, tv[2]);
-    c->a.sd.cache = B(ctx, tv[3]), c->a.sd.indices = B(ctx, tv[4]), c->a.sd.lens = B(ctx, tv[5]);
-    c->a.sd.extra_cache = B(ctx, tv[6]), c->a.sd.extra_indices = B(ctx, tv[7]), c->a.sd.extra_lens = B(ctx, tv[8]);
-    c->a.sd.attn_sink = B(ctx, tv[9]);
-    break;
-  case OP_MQA_LOGITS:
-    c->a.ml.logits = B(ctx, tv[0]), c->a.ml.q = B(ctx, tv[1]), c->a.ml.cache = B(ctx, tv[2]);
-    c->a.ml.weights = B(ctx, tv[3]), c->a.ml.context_lens = B(ctx, tv[4]), c->a.ml.block_table = B(ctx, tv[5]);
-    break;
-  case OP_TOPK:
-    c->a.tk.out = B(ctx, tv[0]), c->a.tk.logits = B(ctx, tv[1]), c->a.tk.context_lens = B(ctx, tv[2]);
-    break;
-  }
+  const op_def *d = &ops[c->op];
+  for (int i = 0; i < d->ntensors; i++)
+    *(dsv4rt_buffer **)((char *)&c->a + d->tensors[i].field) = B(ctx, tv[d->tensors[i].abi]);
 }
 
-static dsv4rt_status launch_once(BundleObject *self, call *c)
-{
-  switch (c->op) {
-  case OP_DEQUANT_GATHER: return dsv4rt_dequant_gather(self->b, &c->a.dg, &c->opts);
-  case OP_PAGED_GATHER: return dsv4rt_paged_gather(self->b, &c->a.pg, &c->opts);
-  case OP_KV_INSERT: return dsv4rt_kv_insert(self->b, &c->a.ki, &c->opts);
-  case OP_SPARSE_DECODE: return dsv4rt_sparse_decode(self->b, &c->a.sd, &c->opts);
-  case OP_MQA_LOGITS: return dsv4rt_paged_mqa_logits(self->b, &c->a.ml, &c->opts);
-  case OP_TOPK: return dsv4rt_topk(self->b, &c->a.tk, &c->opts);
-  }
-  return DSV4RT_ERR_INVALID_ARG;
-}
+static dsv4rt_status launch_once(BundleObject *self, call *c) { return ops[c->op].launch(self->b, &c->a, &c->opts); }
 
 static double now_s(void)
 {

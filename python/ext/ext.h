@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dsv4_abi.h"
 #include "dsv4rt.h"
 
 /* ---- DLPack (the parts a consumer reads) ---- */
@@ -64,14 +65,14 @@ typedef struct {
   uint64_t stream; /* the stream launches go on when a call names none */
 } CtxObject;
 
-enum { OP_DEQUANT_GATHER, OP_PAGED_GATHER, OP_KV_INSERT, OP_SPARSE_DECODE, OP_MQA_LOGITS, OP_TOPK, OP_COUNT };
-extern const char *const op_names[OP_COUNT];
+/* An op is its dsv4_op (DSV4_OPS in dsv4_abi.h); op_names[op] its spec name ("dequant_gather"). */
+extern const char *const op_names[DSV4_OP_COUNT];
 
 typedef struct {
   PyObject_HEAD
   CtxObject *ctx;
   dsv4rt_bundle *b;
-  int dflt[OP_COUNT]; /* the entry an unnamed call of each op resolves to (-1: not yet) */
+  int dflt[DSV4_OP_COUNT]; /* the entry an unnamed call of each op resolves to (-1: not yet) */
 } BundleObject;
 
 extern PyObject *CtxType, *BundleType, *PreparedType; /* heap types (the stable ABI has no static ones) */
@@ -105,7 +106,7 @@ typedef struct {
 
 /* ---- one op call ---- */
 
-#define MAXT 12
+#define MAXT 12 /* tensors a call takes, at most (ops.c checks each op's) */
 
 typedef struct {
   int op, entry;
@@ -167,10 +168,30 @@ int as_flag(PyObject *o, const char *name, int *out);
 int parse_stream(CtxObject *ctx, PyObject *o, uint64_t *out);
 int begin_call(BundleObject *self, call *c, int op, PyObject *kernel_o, PyObject *cc_o, PyObject *stream);
 
-/* ops.c: each op's parser, the op methods */
+/* ops.c: each op's tensors, parser and runtime call (ops[op]), the op methods.
+ * A tensor argument of an op: name is at once its Python keyword, its field
+ * of the op's dsv4rt_<op>_args and its kernel argument in DSV4_ARGS_<OP>;
+ * abi is that argument's position DSV4_A_<OP>_<name>, the slot of the
+ * call's tv[] it lands in; use is USE_OUT where the kernel argument's kind
+ * is PTR (written), USE_IN where it is IN.  ops.c checks all of it against
+ * DSV4_ARGS_<OP> when it compiles. */
+typedef struct {
+  const char *name;
+  int abi, cls, use, opt; /* opt: the argument may be None */
+  size_t field;           /* offsetof(dsv4rt_<op>_args, name) */
+} op_tensor;
 typedef int (*parse_fn)(BundleObject *, PyObject *, PyObject *, call *, tview **);
-extern const parse_fn parsers[OP_COUNT];
+typedef struct {
+  const op_tensor *tensors; /* in the order a call takes them */
+  int ntensors;
+  const op_tensor *runtime; /* DSV4_ARGS_<OP>'s buffers the runtime makes (no Python argument) */
+  int nruntime;
+  parse_fn parse;
+  dsv4rt_status (*launch)(dsv4rt_bundle *b, const void *args, const dsv4rt_launch_opts *opts);
+} op_def;
+extern const op_def ops[DSV4_OP_COUNT];
 int op_index(const char *name);
+PyObject *op_table(PyObject *module, PyObject *unused);
 PyObject *Bundle_dequant_gather(BundleObject *self, PyObject *args, PyObject *kw);
 PyObject *Bundle_paged_gather(BundleObject *self, PyObject *args, PyObject *kw);
 PyObject *Bundle_kv_insert(BundleObject *self, PyObject *args, PyObject *kw);

@@ -94,7 +94,7 @@ static PyObject *new_bundle(CtxObject *self, const char *path, const void *data,
   o->b = b;
   o->ctx = self;
   Py_INCREF((PyObject *)self);
-  for (int i = 0; i < OP_COUNT; i++)
+  for (int i = 0; i < DSV4_OP_COUNT; i++)
     o->dflt[i] = -1;
   return (PyObject *)o;
 }
@@ -207,8 +207,15 @@ static PyType_Spec Ctx_spec = {"dsv4c._dsv4c.Context", sizeof(CtxObject), 0, Py_
 
 /* ---- module ---- */
 
+static PyMethodDef mod_methods[] = {
+    {"_op_table", (PyCFunction)op_table, METH_NOARGS,
+     "_op_table() -> each op's tensors and runtime-made buffers with their DSV4_ARGS_<OP> positions (ops.c)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef moddef = {
-    PyModuleDef_HEAD_INIT, "_dsv4c", "libdsv4rt bindings (use the dsv4c package).", -1, NULL, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_dsv4c", "libdsv4rt bindings (use the dsv4c package).", -1, mod_methods, NULL, NULL, NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__dsv4c(void)
