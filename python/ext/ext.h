@@ -4,8 +4,10 @@
  *   module.c  the module, its three phases, the Context type;
  *   errors.c  dsv4c.Error and ArgumentError, and messages that start with
  *             the argument's Python name;
- *   tensor.c  tensor intake: DLPack, the array interfaces, the buffer
- *             protocol and torch's accessors, checked into a tview;
+ *   tensor.c  tensor intake: DLPack, the array interfaces and the buffer
+ *             protocol, checked into a tview; the shape helpers;
+ *   torch.c   torch tensors read through torch's own accessors, and
+ *             torch's current stream;
  *   call.c    one op call: the kernel it resolves to, its scalars, the
  *             cache geometry, and phases 2 and 3 (bind, launch, release);
  *   ops.c     each op's arguments, parsed and checked against its kernel;
@@ -145,6 +147,12 @@ int bad_shape(const tview *t, const char *fmt, ...);
 int64_t numel(const tview *t);
 int need_contig(const tview *t);
 int tail_contig(const tview *t, int from);
+int finish_view(tview *t, const int64_t *byte_strides, const int64_t *elem_strides);
+
+/* torch.c */
+extern PyObject *torch_tensor; /* torch.Tensor, once torch_ready() saw torch imported */
+int torch_ready(void);
+int from_torch(PyObject *obj, tview *t);
 int torch_current_stream(int device, uint64_t *out);
 int take_handle(PyObject *h, uint64_t *out);
 

@@ -13,9 +13,9 @@
  *      back (OpenCL), free the wrappers;
  *   3. with the GIL: release the tensors (DLPack deleters, buffer views)
  *      and raise dsv4c.Error for a runtime status.
- * ext.h names the other files: tensor intake (tensor.c), one call (call.c),
- * each op's arguments (ops.c), the Bundle and Prepared types (bundle.c),
- * the exceptions (errors.c). */
+ * ext.h names the other files: tensor intake (tensor.c, torch.c), one
+ * call (call.c), each op's arguments (ops.c), the Bundle and Prepared
+ * types (bundle.c), the exceptions (errors.c). */
 #include "ext.h"
 
 PyObject *CtxType, *BundleType, *PreparedType;
