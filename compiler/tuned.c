@@ -2,7 +2,10 @@
  * tuned.h and docs/tuning.md). */
 #include "tuned.h"
 
+#include "bucket.h"
 #include "caps.h" /* dsv4_target_build_of: the LLVM and translator of a target */
+#include "sha256.h"
+#include "text.h"
 
 #include <llvm/Config/llvm-config.h>
 #include <math.h>

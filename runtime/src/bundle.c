@@ -12,7 +12,7 @@
 #include "../../compiler/form_rules.h" /* dsv4_form_launch: the rule the compiler writes launch records by */
 #include "code_check.h"
 #include "layout_check.h"
-#include "lock.h"
+#include "bucket.h"
 #include "rt.h"
 
 _Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout differs from the writer's");

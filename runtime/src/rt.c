@@ -280,7 +280,7 @@ int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n)
   }
 }
 
-/* Dim `name` of shape s (lock.h's names), 0 where s has none. */
+/* Dim `name` of shape s (bucket.h's names), 0 where s has none. */
 static int64_t dim_of(const dsv4_shape *s, const char *name)
 {
   const char *const *names;

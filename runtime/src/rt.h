@@ -5,7 +5,7 @@
 
 #include "dsv4_abi.h"
 #include "dsv4rt.h"
-#include "lock.h" /* dsv4_shape: the shape of a call, tuning's and the default rule's */
+#include "bucket.h" /* dsv4_shape: the shape of a call, tuning's and the default rule's */
 
 #define RT_MAX_ENTRIES DSV4_BUNDLE_MAX_ENTRIES
 
@@ -157,7 +157,7 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const ui
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
 /* The spec name of an op number ("?" when unknown; bundle.c). */
 const char *rt_op_name(uint32_t op);
-/* The shape of an op call with these args (lock.h's dims for op; choice.c):
+/* The shape of an op call with these args (bucket.h's dims for op; choice.c):
  * what tuning buckets and the default rule ranks by; 1 for an unknown op. */
 int rt_call_shape(dsv4_op op, const void *args, dsv4_shape *s);
 /* The first entry of op that runs on b's device, or -1: it fixes the

@@ -1,5 +1,5 @@
 /* tune.h -- what the files of dsv4c-tune share (tools/tune/; the lockfile
- * itself is lock.h).
+ * itself is common/lock.h).
  *
  *   main.c      the command line, the work list, shards, resuming, the
  *               worker processes (one a device, each variant run in a child
@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bucket.h"
 #include "dsv4rt.h"
 #include "lock.h"
 
