@@ -19,10 +19,11 @@
 #include <string.h>
 
 #include "bucket.h"
+#include "choice.h"
 #include "files.h"
 #include "lock.h"
-#include "sha256.h"
 #include "rt.h"
+#include "sha256.h"
 
 #define NCHOICES ((int)(sizeof ((dsv4rt_bundle *)0)->choices / sizeof ((dsv4rt_bundle *)0)->choices[0]))
 
