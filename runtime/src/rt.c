@@ -27,16 +27,8 @@ dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...
 
 const char *dsv4rt_last_error(const dsv4rt_context *ctx) { return ctx ? ctx->err : create_err; }
 
-/* An op's spec name ("?" past the known ones). */
-const char *rt_op_name(uint32_t op)
-{
-  static const char *const ops[] = {"none",
-#define X(e, s, d) s,
-                                    DSV4_OPS(X)
-#undef X
-  };
-  return op < DSV4_OP_COUNT ? ops[op] : "?";
-}
+/* An op's spec name ("?" past the known ones): bucket.h's, op 0 "none". */
+const char *rt_op_name(uint32_t op) { return op ? dsv4_tune_op_name(op < DSV4_OP_COUNT ? (int)op : -1) : "none"; }
 
 const char *dsv4rt_status_name(dsv4rt_status s)
 {
