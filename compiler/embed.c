@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock.h" /* dsv4_text: the growing buffer --emit plan and the lockfile use */
+#include "text.h" /* dsv4_text: the growing buffer --emit plan and the lockfile use */
 
 /* ---- names ------------------------------------------------------------------ */
 

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "caps.h"
 
 /* What the target's table says of the arch (plan.h's questions, answered
  * by targets/caps.c). */

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "jobs.h"
 
+#include "caps.h" /* compile_weight */
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -26,7 +28,7 @@ static int cost(const dsv4_job *j)
           : ln->form == DSV4_FORM_WARP                                            ? 8
           : ln->form == DSV4_FORM_PORTABLE                                        ? 2
                                                                                   : 4;
-  return j->target == DSV4_TARGET_PTX ? c * 2 : c;
+  return c * dsv4_target_build_of(j->target)->compile_weight;
 }
 
 static dsv4_job *sort_jobs;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dsv4_abi.h"
+#include "caps.h"
 
 void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const char *arch, const char *module_name)
 {

@@ -151,21 +151,6 @@ const char *dsv4_target_name(dsv4_target_kind t);
 const char *dsv4_target_ext(dsv4_target_kind t);
 const char *dsv4_target_default_arch(dsv4_target_kind t);
 int dsv4_target_from_name(const char *s); /* -1 if unknown */
-/* Compile-time facts about a target (never a device query), answered by
- * the target's table in targets/caps.c (caps.h gives the rows). */
-int dsv4_target_max_threads(dsv4_target_kind t);
-int dsv4_target_warp(dsv4_target_kind t, const char *arch);
-/* 1 if (t, arch) has bf16 warp matrix instructions a generator can use. */
-int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch);
-int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch);
-int dsv4_target_has_wgmma(dsv4_target_kind t, const char *arch);
-/* 1 if a spec may switch t's subgroup code on or off. */
-int dsv4_target_has_subgroup_switch(dsv4_target_kind t);
-/* The most dynamic shared memory a CTA of (t, arch) may have. */
-int dsv4_target_max_shared(dsv4_target_kind t, const char *arch);
-/* 1 if arch is one this target can emit; list is a space-separated list. */
-int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch);
-const char *dsv4_target_arch_list(dsv4_target_kind t);
 /* The op's kernel arguments (dsv4_abi.h): kinds and names; returns n. */
 int dsv4_op_signature(dsv4_op op, unsigned char *kinds, const char **names);
 

@@ -2,6 +2,11 @@
  * tuned.h and docs/tuning.md). */
 #include "tuned.h"
 
+#include "bucket.h"
+#include "caps.h" /* dsv4_target_build_of: the LLVM and translator of a target */
+#include "sha256.h"
+#include "text.h"
+
 #include <llvm/Config/llvm-config.h>
 #include <math.h>
 #include <stdarg.h>
@@ -18,10 +23,10 @@
 
 void dsv4_toolchain(dsv4_target_kind t, char *buf, size_t n)
 {
-  if (t == DSV4_TARGET_SPIRV)
-    snprintf(buf, n, "dsv4c %s, LLVM %s, SPIRV-LLVM-Translator", DSV4C_VERSION, DSV4C_LLVM15_VERSION);
-  else
-    snprintf(buf, n, "dsv4c %s, LLVM %s", DSV4C_VERSION, LLVM_VERSION_STRING);
+  const dsv4_target_build *b = dsv4_target_build_of(t);
+  const char *llvm = b->llvm == DSV4_LLVM_SPIRV ? DSV4C_LLVM15_VERSION : LLVM_VERSION_STRING;
+  snprintf(buf, n, "dsv4c %s, LLVM %s%s%s", DSV4C_VERSION, llvm, b->translator ? ", " : "",
+           b->translator ? b->translator : "");
 }
 
 static void warn(dsv4_diags *d, const char *file, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -27,16 +27,25 @@ static const dsv4_arch_caps spirv[] = {
     {NULL, 0, 0, 0, 0, 0},
 };
 
-/* Each target's table, and its archs as one line for messages (the same
- * names in the same order: test_caps checks it). */
+/* Each target's table, its archs as one line for messages (the same
+ * names in the same order: test_caps checks it), and how its code is built
+ * (the LLVM that builds it, the translator after it, the compile's weight
+ * for dsv4c -j's ordering: ptxas doubles a PTX compile). */
 static const struct {
   const dsv4_arch_caps *rows;
   const char *list;
+  dsv4_target_build build;
 } tables[DSV4_TARGET_COUNT] = {
-    [DSV4_TARGET_PTX] = {ptx, "sm_80 sm_86 sm_89 sm_90 sm_90a"},
-    [DSV4_TARGET_AMDGCN] = {amdgcn, "gfx90a gfx942"},
-    [DSV4_TARGET_SPIRV] = {spirv, "opencl1.2"},
+    [DSV4_TARGET_PTX] = {ptx, "sm_80 sm_86 sm_89 sm_90 sm_90a", {DSV4_LLVM_MAIN, NULL, 2}},
+    [DSV4_TARGET_AMDGCN] = {amdgcn, "gfx90a gfx942", {DSV4_LLVM_MAIN, NULL, 1}},
+    [DSV4_TARGET_SPIRV] = {spirv, "opencl1.2", {DSV4_LLVM_SPIRV, "SPIRV-LLVM-Translator", 1}},
 };
+
+const dsv4_target_build *dsv4_target_build_of(dsv4_target_kind t)
+{
+  static const dsv4_target_build none;
+  return (unsigned)t < DSV4_TARGET_COUNT ? &tables[t].build : &none;
+}
 
 const dsv4_arch_caps *dsv4_caps(dsv4_target_kind t, const char *arch)
 {
@@ -63,7 +72,7 @@ const dsv4_arch_caps *dsv4_caps_row(dsv4_target_kind t, int i)
   return NULL;
 }
 
-/* ---- the questions plan.h asks, answered from the table ---- */
+/* ---- the questions caps.h lists for the compiler, answered from the table ---- */
 
 int dsv4_target_max_threads(dsv4_target_kind t)
 {

@@ -30,4 +30,33 @@ const char *dsv4_caps_arch_list(dsv4_target_kind t);
 /* Row i of t's table (NULL past its end): for listings and tests. */
 const dsv4_arch_caps *dsv4_caps_row(dsv4_target_kind t, int i);
 
+/* The compile-time questions the compiler asks of a target (never a device
+ * query), answered from the target's table. */
+int dsv4_target_max_threads(dsv4_target_kind t);
+int dsv4_target_warp(dsv4_target_kind t, const char *arch);
+/* 1 if (t, arch) has bf16 warp matrix instructions a generator can use. */
+int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch);
+int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch);
+int dsv4_target_has_wgmma(dsv4_target_kind t, const char *arch);
+/* 1 if a spec may switch t's subgroup code on or off. */
+int dsv4_target_has_subgroup_switch(dsv4_target_kind t);
+/* The most dynamic shared memory a CTA of (t, arch) may have. */
+int dsv4_target_max_shared(dsv4_target_kind t, const char *arch);
+/* 1 if arch is one this target can emit; list is a space-separated list. */
+int dsv4_target_arch_ok(dsv4_target_kind t, const char *arch);
+const char *dsv4_target_arch_list(dsv4_target_kind t);
+
+/* How a target's code is built, for the driver rather than the generators. */
+typedef enum {
+  DSV4_LLVM_MAIN,  /* the LLVM dsv4c links (19: PTX, AMDGCN) */
+  DSV4_LLVM_SPIRV  /* the dsv4c-spirv helper's LLVM (15), whose IR the Khronos translator reads */
+} dsv4_llvm_build;
+typedef struct {
+  dsv4_llvm_build llvm;   /* the LLVM that builds the target's code */
+  const char *translator; /* the tool after LLVM, named in the toolchain line (NULL: none) */
+  int compile_weight;     /* a compile's cost against the others' (PTX 2: ptxas runs after LLVM) */
+} dsv4_target_build;
+/* The build facts of t (a zeroed record past the known targets). */
+const dsv4_target_build *dsv4_target_build_of(dsv4_target_kind t);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../compiler/kb.h"
+#include "caps.h"
 #include "llvm_emit.h"
 #include "target.h"
 

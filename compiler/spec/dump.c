@@ -1,6 +1,6 @@
 /* dump.c -- the plan in a stable text form (--emit plan). */
 #include "internal.h"
-#include "lock.h" /* dsv4_text: the growing buffer the lockfile writer uses too */
+#include "text.h" /* dsv4_text: the growing buffer the lockfile writer uses too */
 
 static void dump_layout(dsv4_text *b, const dsv4_layout *l)
 {

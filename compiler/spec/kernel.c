@@ -1,6 +1,7 @@
 /* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile, the
  * per-op rules, and the walk over every queued kernel. */
 #include "internal.h"
+#include "caps.h"
 
 /* The targets table: { ptx = { arch = "sm_90a" }, spirv = { subgroups = false } } */
 static int check_targets(cursor *k, dsv4_kernel *kn)

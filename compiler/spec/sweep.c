@@ -28,7 +28,7 @@
  */
 #include "internal.h"
 
-#include "lock.h"
+#include "sha256.h"
 
 /* What a sweep may vary: the field, its tag in variant names, its Lua
  * type, and for kernel fields the op that takes them (0: a tile field,

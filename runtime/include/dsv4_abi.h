@@ -434,7 +434,7 @@ typedef struct {
  * whose device is the context's GPU model.  The reader refuses a record
  * whose device is not a non-empty NUL-terminated string with zeros after
  * the NUL, whose entry is not < nentries or not of op `op`, whose ndims is
- * not the op's bucket dims (tools/tune/lock.h: DSV4_SHAPE_DIMS at most),
+ * not the op's bucket dims (common/bucket.h: DSV4_SHAPE_DIMS at most),
  * whose dims are negative, not a bucket (rounded as the runtime rounds
  * shapes) or set past ndims, or whose reserved word is not 0. */
 #define DSV4_CHOICE_DEVICE 96

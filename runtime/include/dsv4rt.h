@@ -204,7 +204,7 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_info(const dsv4rt_bundle *b, int i,
  * opts->kernel, the winner of the call's shape bucket; a shape no entry
  * covers gets the default choice
  * (the first kernel of the op that runs here, the matrix form preferred).
- * The bucket of a call (lock.h, dsv4_shape_bucket) rounds up to powers of
+ * The bucket of a call (common/bucket.h, dsv4_shape_bucket) rounds up to powers of
  * two: sparse_decode n_tokens, heads, topk and extra_topk (0 without an
  * extra cache), with extra_block_size exact; paged_mqa_logits batch and
  * row_len, with next_n exact; the other ops their main count (n, num_requests,

@@ -10,9 +10,10 @@
 #include <unistd.h>
 
 #include "../../compiler/form_rules.h" /* dsv4_form_launch: the rule the compiler writes launch records by */
+#include "bucket.h"
+#include "choice.h" /* rt_install_bundle_choices */
 #include "code_check.h"
 #include "layout_check.h"
-#include "lock.h"
 #include "rt.h"
 
 _Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout differs from the writer's");
@@ -50,17 +51,6 @@ static uint64_t rd64(const uint8_t *p)
   uint64_t v;
   memcpy(&v, p, 8);
   return v;
-}
-
-/* An op's spec name ("?" past the known ones). */
-const char *rt_op_name(uint32_t op)
-{
-  static const char *const ops[] = {"none",
-#define X(e, s, d) s,
-                                    DSV4_OPS(X)
-#undef X
-  };
-  return op < DSV4_OP_COUNT ? ops[op] : "?";
 }
 
 /* 1 if the n bytes at p are all zero. */

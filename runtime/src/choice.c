@@ -18,12 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket.h"
+#include "choice.h"
+#include "files.h"
 #include "lock.h"
 #include "rt.h"
+#include "sha256.h"
 
 #define NCHOICES ((int)(sizeof ((dsv4rt_bundle *)0)->choices / sizeof ((dsv4rt_bundle *)0)->choices[0]))
 
-/* The shape of an op call (lock.h's dims for op): tuning's bucket and the
+/* The shape of an op call (bucket.h's dims for op): tuning's bucket and the
  * default rule's heads and rows (rt.h). */
 int rt_call_shape(dsv4_op op, const void *args, dsv4_shape *s)
 {

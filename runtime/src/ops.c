@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "choice.h" /* rt_call_shape, rt_tuned_kernel */
 #include "rt.h"
 
 #define I32_MAX 2147483647LL

@@ -27,6 +27,9 @@ dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...
 
 const char *dsv4rt_last_error(const dsv4rt_context *ctx) { return ctx ? ctx->err : create_err; }
 
+/* An op's spec name ("?" past the known ones): bucket.h's, op 0 "none". */
+const char *rt_op_name(uint32_t op) { return op ? dsv4_tune_op_name(op < DSV4_OP_COUNT ? (int)op : -1) : "none"; }
+
 const char *dsv4rt_status_name(dsv4rt_status s)
 {
   static const char *const names[] = {"ok", "invalid argument", "no backend", "bad bundle format",
@@ -280,7 +283,7 @@ int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n)
   }
 }
 
-/* Dim `name` of shape s (lock.h's names), 0 where s has none. */
+/* Dim `name` of shape s (bucket.h's names), 0 where s has none. */
 static int64_t dim_of(const dsv4_shape *s, const char *name)
 {
   const char *const *names;

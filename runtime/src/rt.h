@@ -5,7 +5,7 @@
 
 #include "dsv4_abi.h"
 #include "dsv4rt.h"
-#include "lock.h" /* dsv4_shape: the shape of a call, tuning's and the default rule's */
+#include "bucket.h" /* dsv4_shape: the shape of a call, tuning's and the default rule's */
 
 #define RT_MAX_ENTRIES DSV4_BUNDLE_MAX_ENTRIES
 
@@ -121,11 +121,6 @@ struct dsv4rt_bundle {
   } choices[512];
 };
 
-/* Install the bundle's choice records whose device is the context's GPU
- * model into b->choices (choice.c; on open, after every check).  Calls no
- * backend but the accepts test, and that only for a record of this model. */
-void rt_install_bundle_choices(dsv4rt_bundle *b);
-
 /* Record an error message on ctx and return status s. */
 dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -155,11 +150,8 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const ui
                             int **fresh);
 /* Entry's work space of at least n bytes (grown, contents undefined). */
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
-/* The spec name of an op number ("?" when unknown; bundle.c). */
+/* The spec name of an op number ("?" when unknown). */
 const char *rt_op_name(uint32_t op);
-/* The shape of an op call with these args (lock.h's dims for op; choice.c):
- * what tuning buckets and the default rule ranks by; 1 for an unknown op. */
-int rt_call_shape(dsv4_op op, const void *args, dsv4_shape *s);
 /* The first entry of op that runs on b's device, or -1: it fixes the
  * layout and op fields an unnamed call's kernel must have. */
 int rt_first_runnable(const dsv4rt_bundle *b, dsv4_op op);
@@ -169,9 +161,6 @@ int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n);
 /* Find the entry for op (and name, if given) that runs on b's device; an
  * unnamed call of shape s (NULL: unknown) gets the default rule's best. */
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4_shape *s, int *entry);
-/* The kernel tuning chooses for an op call of shape s (the winner of its
- * bucket: choice.c), or NULL when no tuning covers it. */
-const char *rt_tuned_kernel(const dsv4rt_bundle *b, dsv4_op op, const dsv4_shape *s);
 
 /* dlopen-style loading behind three functions (dl.c). */
 void *rt_dlopen(const char *const *names);

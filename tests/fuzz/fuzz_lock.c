@@ -1,4 +1,4 @@
-/* fuzz_lock.c -- libFuzzer harness for the lockfile reader (tools/tune/lock.c:
+/* fuzz_lock.c -- libFuzzer harness for the lockfile reader (common/lock.c:
  * the one reader dsv4c --lock, dsv4c-tune and dsv4rt_bundle_load_tuning share).
  *
  * An input is parsed as a lockfile.  A refusal must say why (a message)
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket.h"
 #include "lock.h"
 
 static void check(int ok)

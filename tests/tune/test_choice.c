@@ -30,6 +30,7 @@
 
 #include "dsv4_ref.h"
 #include "harness.h"
+#include "bucket.h"
 #include "lock.h"
 
 static dsv4rt_bundle *bundle;

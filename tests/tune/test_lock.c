@@ -1,4 +1,4 @@
-/* test_lock.c -- the tuning lockfile without a device (tools/tune/lock.c):
+/* test_lock.c -- the tuning lockfile without a device (common/lock.c):
  * SHA-256 against known vectors, buckets, the canonical text's round
  * trip, the winner and its tie-break, merge determinism (shards merged in
  * any order give the same bytes), malformed files refused, and the JSON
@@ -10,7 +10,10 @@
 
 #include "../check.h"
 #include "dsv4_abi.h"
+#include "bucket.h"
+#include "json.h"
 #include "lock.h"
+#include "sha256.h"
 
 int passed, failed;
 

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "choice.h"
 #include "rt.h"
 #include "spec.h"
 

@@ -18,11 +18,11 @@
  * variant it ran is recorded as crashed or timed out.  A variant whose
  * launch fails ends its worker too (a CUDA context does not survive an
  * illegal access).  The lockfile is written (atomically) as results come
- * in and at the end, then the report beside it.
+ * in and at the end, then the report beside it.  The processes themselves
+ * (probe, workers, their pipes) are workers.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,47 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 #include <time.h>
 #include <unistd.h>
 
 #include "dsv4_abi.h"
 #include "dsv4_check.h"
 #include "tune.h"
-
-#define MAX_DEVICES 16
-
-typedef struct {
-  const char *bundle, *lock, *manifest, *shapes, *only, *backend_name;
-  dsv4rt_backend backend;
-  int devices[MAX_DEVICES], ndevices;
-  int shard, nshards;
-  double timeout_s;
-  int retry_failed, no_report, quick, seed_given;
-  tune_opts o;
-} options;
-
-/* What the probe learns of a variant on the device. */
-typedef struct {
-  int runs;
-  char target[8], arch[16], code[65];
-  dsv4_layout L;
-  int v_dim, heads;
-} probe_variant;
-
-typedef struct {
-  int ok, status;
-  char device[256];
-  char error[400];
-} probe_head;
-
-typedef struct {
-  int shape, sweep, variant; /* indices: shapes, manifest sweeps, their sorted variants */
-  const probe_variant *pv;
-  int done;
-} item;
+#include "workers.h"
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { (void)sig, interrupted = 1; }
@@ -230,228 +196,6 @@ static int parse_args(int argc, char **argv, options *o)
   return 0;
 }
 
-/* ---- I/O on pipes ------------------------------------------------------------------ */
-
-static int read_full(int fd, void *p, size_t n)
-{
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, (char *)p + got, n - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return -1;
-    got += (size_t)r;
-  }
-  return 0;
-}
-
-static int write_full(int fd, const void *p, size_t n)
-{
-  size_t put = 0;
-  while (put < n) {
-    ssize_t w = write(fd, (const char *)p + put, n - put);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -1;
-    put += (size_t)w;
-  }
-  return 0;
-}
-
-/* ---- the probe: the device's name and what of the manifest runs there -------------- */
-
-static int probe(const options *o, int device, const tune_manifest *m, probe_head *head, probe_variant *pv, int npv)
-{
-  int p[2];
-  memset(head, 0, sizeof *head);
-  if (pipe(p)) {
-    snprintf(head->error, sizeof head->error, "cannot make a pipe");
-    return 1;
-  }
-  fflush(stdout), fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(p[0]), close(p[1]);
-    snprintf(head->error, sizeof head->error, "cannot fork");
-    return 1;
-  }
-  if (pid == 0) { /* the child: this process never touches a device itself */
-    close(p[0]);
-    probe_head h = {0};
-    probe_variant *v = calloc((size_t)(npv ? npv : 1), sizeof *v);
-    dsv4rt_context *ctx = NULL;
-    dsv4rt_bundle *b = NULL;
-    dsv4rt_status s = dsv4rt_context_create(o->backend, device, &ctx);
-    if (!s)
-      s = dsv4rt_bundle_open(ctx, o->bundle, &b);
-    h.status = s;
-    if (s)
-      snprintf(h.error, sizeof h.error, "%.390s", dsv4rt_last_error(ctx));
-    else {
-      h.ok = 1;
-      snprintf(h.device, sizeof h.device, "%s", dsv4rt_device_name(ctx));
-      int k = 0;
-      for (int sw = 0; sw < m->nsweeps; sw++)
-        for (int i = 0; i < m->s[sw].nvariants; i++, k++)
-          for (int e = 0; v && e < dsv4rt_bundle_count(b) && !v[k].runs; e++) {
-            const char *name, *op, *target, *arch;
-            dsv4rt_kernel_info info;
-            if (dsv4rt_bundle_entry(b, e, &name, &op, &target, &arch) || strcmp(name, m->s[sw].v[i].name))
-              continue;
-            if (!v[k].target[0]) { /* what it is built for, said when nothing runs here */
-              snprintf(v[k].target, sizeof v[k].target, "%s", target);
-              snprintf(v[k].arch, sizeof v[k].arch, "%s", arch);
-            }
-            if (!dsv4rt_bundle_entry_runs(b, e) || dsv4rt_bundle_entry_info(b, e, &info) ||
-                dsv4rt_bundle_entry_layout(b, e, &v[k].L) || dsv4rt_bundle_entry_code_hash(b, e, v[k].code))
-              continue;
-            v[k].runs = 1, v[k].v_dim = info.v_dim, v[k].heads = info.heads;
-            snprintf(v[k].target, sizeof v[k].target, "%s", target);
-            snprintf(v[k].arch, sizeof v[k].arch, "%s", arch);
-          }
-    }
-    int bad = write_full(p[1], &h, sizeof h) || (v && write_full(p[1], v, (size_t)npv * sizeof *v));
-    dsv4rt_bundle_destroy(b);
-    dsv4rt_context_destroy(ctx);
-    free(v);
-    _exit(bad);
-  }
-  close(p[1]);
-  int bad = read_full(p[0], head, sizeof *head) || (head->ok && read_full(p[0], pv, (size_t)npv * sizeof *pv));
-  close(p[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (bad && !head->error[0])
-    snprintf(head->error, sizeof head->error, "the probe process ended (%s %d) before it answered",
-             WIFSIGNALED(st) ? "signal" : "status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-  return bad || !head->ok;
-}
-
-/* ---- workers -------------------------------------------------------------------------- */
-
-typedef struct {
-  int item;
-  tune_result r;
-} wire_result;
-
-typedef struct {
-  pid_t pid;
-  int to, from; /* pipes: item numbers in, results out */
-  int busy, item;
-  double started;
-} worker;
-
-/* The worker process: a context on device, the bundle, the inputs uploaded
- * once; then each item number read from `in` measured and answered. */
-static void worker_main(const options *o, int device, const tune_inputs *in, const item *items,
-                        const tune_manifest *m, int in_fd, int out_fd)
-{
-  /* the parent decides when to stop (a Ctrl-C or a `timeout` reaches the
-   * whole process group: a worker that died of it would read as a crash),
-   * and a worker does not outlive it */
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
-#ifdef __linux__
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1)
-    _exit(0);
-#endif
-  dsv4rt_context *ctx = NULL;
-  dsv4rt_bundle *b = NULL;
-  tune_device *dev = NULL;
-  char err[400] = "";
-  dsv4rt_status s = dsv4rt_context_create(o->backend, device, &ctx);
-  if (!s)
-    s = dsv4rt_bundle_open(ctx, o->bundle, &b);
-  if (s)
-    snprintf(err, sizeof err, "%s: %.360s", dsv4rt_status_name(s), dsv4rt_last_error(ctx));
-  else if (!(dev = tune_device_upload(ctx, in, err, sizeof err)))
-    s = DSV4RT_ERR_BACKEND;
-  /* DSV4C_TUNE_FAULT=<variant>:<crash|hang|wrong|nondet>: that variant
-   * misbehaves so (the tests of the tuner's own isolation and gate) */
-  const char *fault = getenv("DSV4C_TUNE_FAULT"), *colon = fault ? strchr(fault, ':') : NULL;
-  int k, code = 0;
-  while (!read_full(in_fd, &k, sizeof k)) {
-    wire_result w = {.item = k};
-    const char *name = m->s[items[k].sweep].v[items[k].variant].name;
-    tune_opts to = o->o;
-    if (colon && strlen(name) == (size_t)(colon - fault) && !strncmp(fault, name, strlen(name))) {
-      if (!strcmp(colon + 1, "crash")) { /* as a kernel's fault would: the default action (the runtime may hold a handler) */
-        signal(SIGSEGV, SIG_DFL);
-        raise(SIGSEGV);
-      }
-      if (!strcmp(colon + 1, "hang"))
-        for (;;)
-          pause();
-      to.fault = !strcmp(colon + 1, "wrong") ? 1 : !strcmp(colon + 1, "nondet") ? 2 : 0;
-    }
-    if (s) {
-      w.r.gate = DSV4_GATE_ERROR;
-      snprintf(w.r.reason, sizeof w.r.reason, "the worker on device %d: %.360s", device, err);
-    } else
-      tune_measure(ctx, b, name, in, dev, &to, &w.r);
-    if (write_full(out_fd, &w, sizeof w))
-      break;
-    if (w.r.backend_failed) {
-      code = 3; /* a fresh context for the next variant */
-      break;
-    }
-  }
-  tune_device_free(dev);
-  dsv4rt_bundle_destroy(b);
-  dsv4rt_context_destroy(ctx);
-  _exit(code);
-}
-
-/* Start worker all[d] on device; the child keeps none of the other
- * workers' pipes (else a worker would hold another's input open, and that
- * one would never see the end of its work). */
-static int spawn(worker *all, int nall, int d, const options *o, int device, const tune_inputs *in, const item *items,
-                 const tune_manifest *m)
-{
-  worker *w = &all[d];
-  int a[2], r[2];
-  if (pipe2(a, O_CLOEXEC))
-    return 1;
-  if (pipe2(r, O_CLOEXEC)) {
-    close(a[0]), close(a[1]);
-    return 1;
-  }
-  fflush(stdout), fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(a[0]), close(a[1]), close(r[0]), close(r[1]);
-    return 1;
-  }
-  if (pid == 0) {
-    close(a[1]), close(r[0]);
-    for (int i = 0; i < nall; i++)
-      if (i != d && all[i].pid > 0)
-        close(all[i].to), close(all[i].from);
-    worker_main(o, device, in, items, m, a[0], r[1]);
-  }
-  close(a[0]), close(r[1]);
-  w->pid = pid, w->to = a[1], w->from = r[0], w->busy = 0;
-  return 0;
-}
-
-static void reap(worker *w, int kill_it, int *status)
-{
-  if (w->pid <= 0)
-    return;
-  if (kill_it)
-    kill(w->pid, SIGKILL);
-  close(w->to), close(w->from);
-  int st = 0;
-  while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR)
-    ;
-  if (status)
-    *status = st;
-  w->pid = 0, w->busy = 0;
-}
-
 /* ---- the lockfile side ------------------------------------------------------------------- */
 
 typedef struct {
@@ -558,14 +302,14 @@ static int measure_items(run *R, const tune_inputs *in, int *list, int n)
     for (int d = 0; d < o->ndevices && next < n; d++) {
       if (w[d].busy)
         continue;
-      if (!w[d].pid && spawn(w, o->ndevices, d, o, o->devices[d], in, R->items, R->m)) {
+      if (!w[d].pid && tune_spawn(w, o->ndevices, d, o, o->devices[d], in, R->items, R->m)) {
         fprintf(stderr, "dsv4c-tune: cannot start a worker: %s\n", strerror(errno));
         return 1;
       }
       int k = list[next];
-      if (write_full(w[d].to, &k, sizeof k)) { /* it died before taking work: that variant is recorded so */
+      if (tune_write_full(w[d].to, &k, sizeof k)) { /* it died before taking work: that variant is recorded so */
         int st = 0;
-        reap(&w[d], 1, &st);
+        tune_reap(&w[d], 1, &st);
         tune_result r = {.gate = DSV4_GATE_CRASHED};
         snprintf(r.reason, sizeof r.reason, "the worker on device %d died before it took the variant (%s %d)",
                  o->devices[d], WIFSIGNALED(st) ? "signal" : "status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
@@ -599,15 +343,15 @@ static int measure_items(run *R, const tune_inputs *in, int *list, int n)
       memset(&r, 0, sizeof r);
       if (pr > 0 && (p[d].revents & (POLLIN | POLLHUP | POLLERR))) {
         wire_result wr;
-        if (!read_full(w[d].from, &wr, sizeof wr) && wr.item == w[d].item) {
+        if (!tune_read_full(w[d].from, &wr, sizeof wr) && wr.item == w[d].item) {
           w[d].busy = 0, busy--;
           record(R, it, &wr.r);
           if (wr.r.backend_failed) /* it ends itself: a fresh worker for the next variant */
-            reap(&w[d], 0, NULL);
+            tune_reap(&w[d], 0, NULL);
           continue;
         }
         int st = 0; /* it ended without an answer: crashed */
-        reap(&w[d], 1, &st);
+        tune_reap(&w[d], 1, &st);
         busy--;
         r.gate = DSV4_GATE_CRASHED;
         if (WIFSIGNALED(st))
@@ -617,7 +361,7 @@ static int measure_items(run *R, const tune_inputs *in, int *list, int n)
           snprintf(r.reason, sizeof r.reason, "the worker exited with status %d running it", WEXITSTATUS(st));
         record(R, it, &r);
       } else if (now_s() - w[d].started > o->timeout_s) {
-        reap(&w[d], 1, NULL);
+        tune_reap(&w[d], 1, NULL);
         busy--;
         r.gate = DSV4_GATE_TIMEOUT;
         snprintf(r.reason, sizeof r.reason, "ran past the time limit of %.0f s (--timeout); killed", o->timeout_s);
@@ -626,7 +370,7 @@ static int measure_items(run *R, const tune_inputs *in, int *list, int n)
     }
   }
   for (int d = 0; d < o->ndevices; d++)
-    reap(&w[d], interrupted, NULL);
+    tune_reap(&w[d], interrupted, NULL);
   return 0;
 }
 
@@ -686,7 +430,7 @@ static int tune(int argc, char **argv)
   probe_variant *pv = calloc((size_t)(nv ? nv : 1), sizeof *pv), *pv2 = calloc((size_t)(nv ? nv : 1), sizeof *pv2);
   probe_head h;
   for (int d = 0; d < o.ndevices; d++) {
-    int bad = probe(&o, o.devices[d], &m, &h, d ? pv2 : pv, nv);
+    int bad = tune_probe(&o, o.devices[d], &m, &h, d ? pv2 : pv, nv);
     char model[DSV4_LOCK_TEXT];
     dsv4_tune_device_model(h.device, model, sizeof model);
     if (bad)

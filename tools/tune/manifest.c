@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
+#include "json.h"
 #include "tune.h"
 
 static int cmp_variant(const void *a, const void *b)

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
+#include "sha256.h"
 #include "tune.h"
 
 /* A file name part of s: letters, digits, '.', '-', '_' kept, the rest '_'. */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dsv4_abi.h"
+#include "files.h"
 #include "tune.h"
 
 void tune_shape_text(const tune_shape *s, char *out, size_t n)

@@ -1,9 +1,10 @@
 /* tune.h -- what the files of dsv4c-tune share (tools/tune/; the lockfile
- * itself is lock.h).
+ * itself is common/lock.h).
  *
- *   main.c      the command line, the work list, shards, resuming, the
- *               worker processes (one a device, each variant run in a child
- *               with a time limit), progress, merge
+ *   main.c      the command line, the work list, shards, resuming,
+ *               handing out work under a time limit, progress, merge
+ *   workers.c   the processes: the probe and the workers (one a device,
+ *               each variant run in a child), their pipes (workers.h)
  *   manifest.c  the sweep manifest dsv4c writes beside a sweep's bundle
  *   shapes.c    shape lists (the built-in V4 list, --quick, a file)
  *   measure.c   one shape's inputs and reference (in the parent, shared
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bucket.h"
 #include "dsv4rt.h"
 #include "lock.h"
 

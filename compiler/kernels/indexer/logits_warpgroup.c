@@ -15,6 +15,7 @@
  * lg_weight_at) are logits_rows.c's; shape.h names the short names.
  */
 #include "shape.h"
+#include "caps.h"
 
 enum { WG_M = 64, WG_REGS = 32 /* a thread's registers besides its accumulators (next_n max x heads / 2) */ };
 

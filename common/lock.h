@@ -1,6 +1,8 @@
 /* lock.h -- the tuning lockfile (docs/tuning.md): its model, its canonical
- * JSON text, reading, writing and merging, and what every reader of it
- * shares: SHA-256, a small JSON reader, shape buckets and GPU models.
+ * JSON text, reading, writing and merging.  What every reader of it
+ * shares besides sits beside it in common/: SHA-256 (sha256.h), the JSON
+ * reader (json.h), the text buffer (text.h), shapes, buckets and GPU
+ * models (bucket.h) and file helpers (files.h).
  *
  * One C file (lock.c) serves three programs, so that they cannot disagree
  * on the format: dsv4c (--lock, and the sweep manifest it writes beside a
@@ -15,102 +17,16 @@
  * The same measurements therefore always give the same bytes, whatever
  * order they arrived in (shards, devices, resumed runs).
  */
-#ifndef DSV4_TUNE_LOCK_H
-#define DSV4_TUNE_LOCK_H
+#ifndef DSV4_LOCK_H
+#define DSV4_LOCK_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "text.h" /* dsv4_lock_variant_text */
+
 #define DSV4_LOCK_FORMAT "dsv4c-tune-lock 1"
 #define DSV4_SWEEP_FORMAT "dsv4c-sweep 1"
-
-/* ---- SHA-256 ---------------------------------------------------------------- */
-
-typedef struct {
-  uint32_t h[8];
-  uint64_t bytes;
-  unsigned char buf[64];
-  size_t nbuf;
-} dsv4_sha256_ctx;
-void dsv4_sha256_init(dsv4_sha256_ctx *c);
-void dsv4_sha256_update(dsv4_sha256_ctx *c, const void *p, size_t n);
-void dsv4_sha256_final(dsv4_sha256_ctx *c, unsigned char out[32]);
-/* The hash of n bytes as 64 lower-case hex digits (and a NUL). */
-void dsv4_sha256_hex(const void *p, size_t n, char hex[65]);
-void dsv4_hex(const unsigned char *p, size_t n, char *out); /* 2n digits and a NUL */
-
-/* ---- a small JSON reader ------------------------------------------------------ */
-
-enum { DSV4_JSON_NULL, DSV4_JSON_BOOL, DSV4_JSON_NUM, DSV4_JSON_STR, DSV4_JSON_ARR, DSV4_JSON_OBJ };
-typedef struct dsv4_json {
-  int type;
-  int line;          /* the line the value starts on (1 the first) */
-  double num;        /* NUM; BOOL: 0 or 1 */
-  char *str;         /* STR (NUL-terminated, escapes decoded; \u00XX only) */
-  char **keys;       /* OBJ: n keys */
-  struct dsv4_json *items; /* ARR, OBJ: n values */
-  int n;
-} dsv4_json;
-/* Parse text (at most 64 levels deep, at most DSV4_JSON_MAX_VALUES values);
- * NULL with the reason and the line in err on a syntax error, past those
- * limits or when memory runs out. */
-#define DSV4_JSON_MAX_VALUES (1 << 21)
-dsv4_json *dsv4_json_parse(const char *text, size_t len, char *err, size_t errlen);
-void dsv4_json_free(dsv4_json *j);
-/* Member key of an object (NULL if absent or j is not an object). */
-const dsv4_json *dsv4_json_get(const dsv4_json *j, const char *key);
-/* Member key as a string / number, or def when absent or of another type. */
-const char *dsv4_json_str(const dsv4_json *j, const char *key, const char *def);
-double dsv4_json_num(const dsv4_json *j, const char *key, double def);
-/* s as a JSON string literal (quotes, escapes) appended to a growing buffer. */
-typedef struct {
-  char *s;
-  size_t n, cap;
-  int failed; /* out of memory: the text is incomplete */
-} dsv4_text;
-void dsv4_text_printf(dsv4_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void dsv4_text_json_str(dsv4_text *t, const char *s);
-
-/* ---- GPU models and shape buckets ---------------------------------------------- */
-
-/* The GPU model of a device description (dsv4rt_device_name): the text
- * before " (" (the description adds the arch and the driver, which are not
- * the model). */
-void dsv4_tune_device_model(const char *device, char *out, size_t n);
-
-/* The shape of an op call that tuning sees, and its bucket: the key a
- * lockfile entry and the runtime's choice share.
- *   sparse_decode      T (tokens), H (heads), topk, extra (extra_topk), xbs (extra block size)
- *   paged_mqa_logits   B (batch), next_n, L (row length: the context)
- *   the other ops      n (the call's main count: tokens, requests or rows)
- * A bucket rounds T, H, topk, extra, B, L and n up to a power of two (0
- * stays 0) and keeps xbs and next_n exact: T 100 and T 128 share a bucket. */
-#define DSV4_SHAPE_DIMS 5
-typedef struct {
-  int op;                          /* dsv4_op */
-  int n;                           /* dims in use */
-  int64_t dim[DSV4_SHAPE_DIMS];
-} dsv4_shape;
-/* The dims' names for op ("T", "H", ...); the number of dims (0: an op not known). */
-int dsv4_shape_names(int op, const char *const **names);
-/* The bucket of s (same op, dims rounded). */
-dsv4_shape dsv4_shape_bucket(const dsv4_shape *s);
-/* "T=8,H=128,topk=128,extra=1024,xbs=64" */
-void dsv4_shape_format(const dsv4_shape *s, char *out, size_t n);
-/* Parse that form for op (every dim named once, non-negative integers); 0 on success. */
-int dsv4_shape_parse(int op, const char *text, dsv4_shape *out);
-/* Whether s is a bucket the runtime can match a call's shape to: s->n is
- * its op's count of dims, each dim non-negative and as dsv4_shape_bucket
- * leaves it (T=3 or L=384 are no bucket: a call's T 3 falls in T=4).  The
- * one check of the writer (dsv4c --lock's choice records), the bundle
- * reader (a choice record) and the lockfile reader.  0, or 1 with the
- * reason (naming the dim) in why. */
-int dsv4_shape_check_bucket(const dsv4_shape *s, char *why, size_t n);
-/* dsv4_op by name ("sparse_decode"), 0 when unknown; and back ("?"). */
-int dsv4_tune_op_from_name(const char *s);
-const char *dsv4_tune_op_name(int op);
-
-/* ---- the lockfile ---------------------------------------------------------------- */
 
 /* What a variant's measurement came to (its "gate"). */
 enum {
@@ -216,15 +132,5 @@ void dsv4_lock_free(dsv4_lock *l);
 
 /* One variant's canonical line (what the file holds and merges compare). */
 void dsv4_lock_variant_text(const dsv4_lock_variant *v, dsv4_text *t);
-
-/* ---- small shared file helpers ------------------------------------------------ */
-
-/* Read a whole file (NUL-terminated, malloc'd); -1 on failure. */
-int dsv4_tune_read_file(const char *path, char **text, size_t *len);
-/* The same for a regular file of at most max bytes: -1 with errno EFBIG
- * past it (found before reading), EINVAL for a FIFO, device or folder. */
-int dsv4_tune_read_file_max(const char *path, size_t max, char **text, size_t *len);
-/* Write a whole file atomically; 0 or -1. */
-int dsv4_tune_write_file(const char *path, const void *p, size_t n);
 
 #endif
