@@ -86,7 +86,7 @@ int sc_check_layout_table(checker *c, int idx, const char *owner, dsv4_layout *l
 /* kernel.c: one kernel{} table; every queued one (through lua_pcall) */
 int sc_check_kernel(checker *c, int idx);
 int sc_check_all(lua_State *L);
-const char *const *sc_tile_fields(dsv4_op op);
+void sc_tile_fields(dsv4_op op, const char **names); /* NULL-ended; DSV4_TILE_FIELDS_MAX + 1 */
 /* sweep.c: whether the kernel{} table at idx has a sweep field; its
  * expansion into checked variants; the spec's hash (spec.c calls it) */
 int sc_has_sweep(checker *c, int idx);

@@ -1,6 +1,7 @@
 /* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile, the
  * per-op rules, and the walk over every queued kernel. */
 #include "internal.h"
+#include "ops/ops.h"
 
 /* The targets table: { ptx = { arch = "sm_90a" }, spirv = { subgroups = false } } */
 static int check_targets(cursor *k, dsv4_kernel *kn)
@@ -74,73 +75,107 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
-/* The tile must map the layout onto threads and fit every target named. */
-/* A string field of the tile naming one of names[] (NULL-ended; the first
- * is the default): *out its index, *has whether the spec gave it.  means
- * lists the choices for the error. */
-static int get_choice(cursor *t, const char *field, const char *const *names, const char *means, int *out, int *has)
+/* Where an op's rule (ops.h) reports: at the spec field it names, a
+ * tile field ("tile.p") inside the tile table, any other at the kernel{}. */
+typedef struct {
+  dsv4_report r;
+  cursor *k, *tile; /* the kernel{} table; the tile table where it is open (else NULL) */
+} spec_report;
+
+static void report_at(dsv4_report *r, const char *field, const char *msg)
+{
+  spec_report *s = (spec_report *)r;
+  if (strncmp(field, "tile.", 5))
+    FERR(s->k, field, "%s", msg);
+  else if (s->tile)
+    FERR(s->tile, field + 5, "%s", msg);
+  else {
+    cursor t;
+    if (!sc_enter(s->k, "tile", &t, 1)) {
+      FERR(&t, field + 5, "%s", msg);
+      sc_leave(&t);
+    }
+  }
+}
+
+/* A choice field f of the tile (its names: the first the default): its
+ * index into *out; *has whether the spec gave it. */
+static int get_choice(cursor *t, const dsv4_tile_field *f, int *out, int *has)
 {
   char v[16];
-  *has = sc_push_field(t, field) != LUA_TNIL;
+  *has = sc_push_field(t, f->name) != LUA_TNIL;
   lua_pop(t->c->L, 1);
-  if (sc_get_str(t, field, 0, names[0], v, sizeof v))
+  if (sc_get_str(t, f->name, 0, f->choices[0], v, sizeof v))
     return 1;
-  for (int i = 0; names[i]; i++)
-    if (!strcmp(v, names[i])) {
+  for (int i = 0; f->choices[i]; i++)
+    if (!strcmp(v, f->choices[i])) {
       *out = i;
       return 0;
     }
-  FERR(t, field, "must be %s, got '%s'", means, v);
+  FERR(t, f->name, "must be %s, got '%s'", f->means, v);
   return 1;
 }
 
-/* tile.p: how the decode's matrix forms hold P for the P V product, and
- * tile.partials: how a split-KV split hands its O to the combine (plan.h).
- * The portable form computes in fp32, in one CTA a row, and takes neither. */
-static int check_p_format(cursor *t, dsv4_tile *tl)
+/* One tile field by its row (ops.h) into its slot of kn's tile. */
+static int read_field(cursor *t, dsv4_kernel *kn, const dsv4_tile_field *f, int *given)
 {
-  static const char *const p[] = {"bf16", "bf16x2", NULL}, *const w[] = {"f32", "bf16", NULL};
-  int hp, hw;
-  if (get_choice(t, "p", p, "'bf16' (P rounded once, as FlashMLA) or 'bf16x2' (P as bf16 hi + lo)", &tl->p_format, &hp) ||
-      get_choice(t, "partials", w, "'f32' (split-KV partials in fp32, as FlashMLA) or 'bf16' (rounded once more, half the bytes)",
-                 &tl->partials, &hw))
-    return 1;
-  if ((hp || hw) && !tl->matrix) {
-    FERR(t, hp ? "p" : "partials", "= '%s' applies to the matrix forms only (tile.matrix = true); the portable form %s",
-         hp ? p[tl->p_format] : w[tl->partials], hp ? "keeps P in fp32" : "has no split-KV");
-    return 1;
-  }
-  if (tl->partials == DSV4_PARTIALS_BF16 && tl->p_format != DSV4_P_BF16) {
-    FERR(t, "partials", "= 'bf16' needs tile.p = 'bf16': with P as hi + lo, one more bf16 rounding of each split's O "
-         "would undo the precision the second P part buys");
-    return 1;
-  }
-  return 0;
+  int *slot = dsv4_tile_slot(&kn->tile, f), matrix = kn->tile.matrix;
+  *given = 0;
+  if (f->type == DSV4_TF_BOOL)
+    return sc_get_bool(t, f->name, f->def, slot);
+  if (f->type == DSV4_TF_CHOICE)
+    return get_choice(t, f, slot, given);
+  int required = f->required == DSV4_TF_UNLESS_MATRIX ? !matrix : f->required == DSV4_TF_REQUIRED;
+  return sc_get_int(t, f->name, required, f->lo, matrix && f->hi_matrix ? f->hi_matrix : f->hi, f->def, slot);
 }
 
-/* The tile fields each op takes (also what a sweep may vary: sweep.c). */
-const char *const *sc_tile_fields(dsv4_op op)
+/* The names of op's tile fields, NULL-ended (also what a sweep may vary:
+ * sweep.c). */
+void sc_tile_fields(dsv4_op op, const char **names)
 {
-  static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
-  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch", "p",
-                                             "longest_first", "partials", NULL};
-  static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
-  static const char *const topk_known[] = {"threads", NULL};
-  return op == DSV4_OP_TOPK ? topk_known : op == DSV4_OP_SPARSE_DECODE ? decode_known
-                                         : op == DSV4_OP_PAGED_MQA_LOGITS ? logits_known : known;
+  int n = 0;
+  for (const dsv4_tile_field *f = dsv4_op_rules_of(op)->tile; f->name; f++)
+    names[n++] = f->name;
+  names[n] = NULL;
 }
 
+/* The tile fields of kn's op, in their rows' order of reading, each
+ * followed by its rule (ops.h); the slots no field sets are the op's. */
+static int read_tile(cursor *k, cursor *t, dsv4_kernel *kn)
+{
+  const dsv4_op_rules *rules = dsv4_op_rules_of(kn->op);
+  const char *names[DSV4_TILE_FIELDS_MAX + 1];
+  sc_tile_fields(kn->op, names);
+  int bad = sc_check_known(t, names);
+  unsigned given = 0, failed = 0;
+  spec_report rep = {{report_at}, k, t};
+  kn->tile = rules->fixed;
+  for (int step = 1;; step++) {
+    const dsv4_tile_field *f = rules->tile;
+    while (f->name && f->step != step)
+      f++;
+    if (!f->name)
+      return bad;
+    int i = (int)(f - rules->tile), has, r = read_field(t, kn, f, &has);
+    given |= (unsigned)has << i;
+    failed |= (unsigned)r << i;
+    bad |= r;
+    if (!r && f->rule)
+      bad |= f->rule(kn, given, failed, &rep.r);
+  }
+}
+
+/* The tile must map the layout onto threads and fit every target named. */
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
   int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
+  cursor t;
+  if (sc_enter(k, "tile", &t, 1))
+    return 1;
+  int bad = read_tile(k, &t, kn);
+  dsv4_tile *tl = &kn->tile;
   if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
-    cursor t;
-    if (sc_enter(k, "tile", &t, 1))
-      return 1;
-    int bad = sc_check_known(&t, sc_tile_fields(kn->op));
-    bad |= sc_get_int(&t, "threads", 1, 32, 1024, 0, &kn->tile.tokens_per_cta);
-    kn->tile.values_per_thread = kn->tile.tokens_per_thread = kn->tile.interleave = 1;
-    kn->tile.threads = kn->tile.tokens_per_cta;
+    tl->threads = tl->tokens_per_cta;
     for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
       if (kn->target[i].enabled && kn->tile.threads % dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch)) {
         FERR(&t, "threads", "= %d is not a multiple of target '%s' width %d", kn->tile.threads,
@@ -150,29 +185,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
     sc_leave(&t);
     return bad;
   }
-  cursor t;
-  if (sc_enter(k, "tile", &t, 1))
-    return 1;
-  int bad = sc_check_known(&t, sc_tile_fields(kn->op));
-  dsv4_tile *tl = &kn->tile;
-  if (decode || logits)
-    bad |= sc_get_bool(&t, "matrix", 0, &tl->matrix);
-  if (decode) {
-    bad |= sc_get_bool(&t, "pair", 0, &tl->pair);
-    bad |= sc_get_bool(&t, "prefetch", 0, &tl->prefetch);
-    bad |= sc_get_bool(&t, "longest_first", 0, &tl->longest_first);
-    bad |= check_p_format(&t, tl);
-  }
-  /* logits: a thread sums heads_per_thread heads of one position (the
-   * matrix form has its own mapping and ignores it) */
   int lm = logits && tl->matrix;
-  bad |= sc_get_int(&t, logits ? "heads_per_thread" : "values_per_thread", !lm, 1, 64, 1, &tl->values_per_thread);
-  /* the decode kernel's CTA holds heads of one token, the others' tokens
-   * (the logits matrix form's CTA walks its positions in steps: more) */
-  bad |= sc_get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, lm ? 65536 : 1024, 0, &tl->tokens_per_cta);
-  bad |= sc_get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
-  bad |= sc_get_bool(&t, "streaming", 1, &tl->streaming);
-  bad |= sc_get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
   if (!bad && lm) {
     /* four warps, two 16-position m-tiles each a step; 8-head n-tiles;
      * a quad's four threads read D/4 bytes each in 16-byte pieces */
@@ -465,14 +478,8 @@ static int choose_forms(cursor *k, dsv4_kernel *kn)
     char why[512];
     if (!dsv4_choose_form(kn, (dsv4_target_kind)i, &kn->launch[i], &field, why, (int)sizeof why))
       continue;
-    if (!strncmp(field, "tile.", 5)) {
-      cursor t;
-      if (!sc_enter(k, "tile", &t, 1)) {
-        FERR(&t, field + 5, "%s", why);
-        sc_leave(&t);
-      }
-    } else
-      FERR(k, field, "%s", why);
+    spec_report rep = {{report_at}, k, NULL};
+    report_at(&rep.r, field, why);
     return 1;
   }
   return 0;

@@ -15,8 +15,8 @@
  *
  * The swept fields (sorted by their path) span a product; the first varies
  * slowest, each field's values in the order given.  A point is a variant
- * named <kernel>__<tag><value>_<tag><value>... (tags: `tags` below;
- * booleans as 0 / 1).  A constraint is called with the variant's tile fields
+ * named <kernel>__<tag><value>_<tag><value>... (the tags: each op's
+ * tile table, compiler/ops/; booleans as 0 / 1).  A constraint is called with the variant's tile fields
  * and swept fields (v.pair, v.heads_per_cta, ...); a false result (and its
  * second result, a reason) rejects the variant.  The others are built as
  * kernel tables and checked by sc_check_kernel with their diagnostics kept
@@ -29,25 +29,8 @@
 #include "internal.h"
 
 #include "lock.h"
+#include "ops/ops.h"
 
-/* What a sweep may vary: the field, its tag in variant names, its Lua
- * type, and for kernel fields the op that takes them (0: a tile field,
- * whose op is sc_tile_fields's). */
-enum { T_INT, T_BOOL, T_STR };
-static const struct {
-  const char *field, *tag;
-  int type;
-  dsv4_op op;
-} tags[] = {
-    {"values_per_thread", "v", T_INT, 0},   {"tokens_per_cta", "c", T_INT, 0},     {"heads_per_cta", "h", T_INT, 0},
-    {"tokens_per_thread", "t", T_INT, 0},   {"interleave", "i", T_INT, 0},         {"streaming", "s", T_BOOL, 0},
-    {"matrix", "m", T_BOOL, 0},             {"pair", "pair", T_BOOL, 0},           {"prefetch", "pf", T_BOOL, 0},
-    {"p", "p", T_STR, 0},                   {"heads_per_thread", "hpt", T_INT, 0}, {"threads", "thr", T_INT, 0},
-    {"longest_first", "lf", T_BOOL, 0},     {"partials", "w", T_STR, 0},
-    {"v_dim", "vd", T_INT, DSV4_OP_SPARSE_DECODE}, {"heads", "nh", T_INT, DSV4_OP_PAGED_MQA_LOGITS},
-    {"k", "k", T_INT, DSV4_OP_TOPK},
-};
-#define NTAGS ((int)(sizeof tags / sizeof *tags))
 #define MAX_POINTS 4096 /* a sweep's product, before constraints */
 
 /* Read raw: a table whose reads raise reaches the kernel checker first, as
@@ -68,22 +51,16 @@ const dsv4_variant *dsv4_plan_variant(const dsv4_plan *p, const char *name)
   return NULL;
 }
 
-static int tag_of(const char *field, int tile)
-{
-  for (int i = 0; i < NTAGS; i++)
-    if (!strcmp(tags[i].field, field) && (tags[i].op == 0) == tile)
-      return i;
-  return -1;
-}
-
 /* A swept field being read: where its values are (stack index of the list). */
 typedef struct {
-  int tag, tile, list;
+  const char *field; /* the tile field's or the kernel field's name */
+  int type;          /* DSV4_TF_INT, _BOOL or _CHOICE (a kernel field: an integer) */
+  int tile, list;
 } swept;
 
 /* One swept field's list of values (at the stack top) into param q; 0 or 1
  * after an error at the field. */
-static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q)
+static int read_values(cursor *at, const char *key, int type, dsv4_sweep_param *q)
 {
   lua_State *L = at->c->L;
   int list = lua_gettop(L);
@@ -108,11 +85,11 @@ static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q
     int t = lua_rawgeti(L, list, i), ok;
     char *out = q->value[i - 1];
     size_t cap = sizeof q->value[i - 1];
-    if (tags[tag].type == T_INT && t == LUA_TNUMBER && lua_isinteger(L, -1))
+    if (type == DSV4_TF_INT && t == LUA_TNUMBER && lua_isinteger(L, -1))
       ok = snprintf(out, cap, "%lld", (long long)lua_tointeger(L, -1)) > 0;
-    else if (tags[tag].type == T_BOOL && t == LUA_TBOOLEAN)
+    else if (type == DSV4_TF_BOOL && t == LUA_TBOOLEAN)
       ok = snprintf(out, cap, "%s", lua_toboolean(L, -1) ? "true" : "false") > 0;
-    else if (tags[tag].type == T_STR && t == LUA_TSTRING) {
+    else if (type == DSV4_TF_CHOICE && t == LUA_TSTRING) {
       size_t len;
       const char *s = lua_tolstring(L, -1, &len);
       ok = len > 0 && len < cap;
@@ -131,7 +108,7 @@ static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q
       ok = 0;
     lua_pop(L, 1);
     if (!ok) {
-      FERR(at, key, "value %lld must be one of the field's %s, got a %s", (long long)i, type_name[tags[tag].type],
+      FERR(at, key, "value %lld must be one of the field's %s, got a %s", (long long)i, type_name[type],
            lua_typename(L, t));
       at->c->structural++;
       return 1;
@@ -249,7 +226,8 @@ int sc_check_sweep(checker *c, int idx)
   if (has_tile < 0)
     bad = 1;
   if (has_tile == 0) {
-    const char *const *fields = sc_tile_fields(op);
+    const char *fields[DSV4_TILE_FIELDS_MAX + 1];
+    sc_tile_fields(op, fields);
     lua_pushnil(L);
     while (!bad && lua_next(L, st.idx)) {
       lua_pop(L, 1);
@@ -259,11 +237,8 @@ int sc_check_sweep(checker *c, int idx)
         break;
       }
       const char *f = lua_tostring(L, -1);
-      int known = 0;
-      for (const char *const *a = fields; *a; a++)
-        known |= !strcmp(*a, f);
-      int tg = tag_of(f, 1);
-      if (!known || tg < 0) {
+      const dsv4_tile_field *tf = dsv4_tile_field_of(op, f);
+      if (!tf) {
         char list[256] = "";
         for (const char *const *a = fields; *a; a++)
           snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", *a);
@@ -280,27 +255,28 @@ int sc_check_sweep(checker *c, int idx)
       lua_gettable(L, st.idx);
       dsv4_sweep_param *q = &sw->param[ns];
       snprintf(q->field, sizeof q->field, "tile.%s", f);
-      snprintf(q->tag, sizeof q->tag, "%s", tags[tg].tag);
-      if (read_values(&st, f, tg, q)) {
+      snprintf(q->tag, sizeof q->tag, "%s", tf->tag);
+      if (read_values(&st, f, tf->type, q)) {
         bad = 1;
         break;
       }
       lua_insert(L, -2); /* keep the list below the key */
-      sv[ns++] = (swept){tg, 1, 0};
+      sv[ns++] = (swept){tf->name, tf->type, 1, 0};
     }
     /* the lists sit on the stack in order; remember their slots */
     for (int i = 0, slot = st.idx + 1; i < ns; i++, slot++)
       sv[i].list = slot;
   }
-  for (int t = 0; t < NTAGS && !bad; t++) {
-    if (!tags[t].op)
+  for (int o = 1; o < DSV4_OP_COUNT && !bad; o++) { /* the kernel fields each op lets a sweep vary */
+    const dsv4_op_rules *r = dsv4_op_rules_of((dsv4_op)o);
+    if (!r->swept)
       continue;
-    if (lua_getfield(L, s.idx, tags[t].field) == LUA_TNIL) {
+    if (lua_getfield(L, s.idx, r->swept) == LUA_TNIL) {
       lua_pop(L, 1);
       continue;
     }
-    if (tags[t].op != op) {
-      FERR(&s, tags[t].field, "sweeps a field of op '%s' only", dsv4_op_name(tags[t].op));
+    if ((dsv4_op)o != op) {
+      FERR(&s, r->swept, "sweeps a field of op '%s' only", dsv4_op_name((dsv4_op)o));
       c->structural++, bad = 1;
       break;
     }
@@ -310,13 +286,13 @@ int sc_check_sweep(checker *c, int idx)
       break;
     }
     dsv4_sweep_param *q = &sw->param[ns];
-    snprintf(q->field, sizeof q->field, "%s", tags[t].field);
-    snprintf(q->tag, sizeof q->tag, "%s", tags[t].tag);
-    if (read_values(&s, tags[t].field, t, q)) {
+    snprintf(q->field, sizeof q->field, "%s", r->swept);
+    snprintf(q->tag, sizeof q->tag, "%s", r->swept_tag);
+    if (read_values(&s, r->swept, DSV4_TF_INT, q)) {
       bad = 1;
       break;
     }
-    sv[ns] = (swept){t, 0, lua_gettop(L)};
+    sv[ns] = (swept){r->swept, DSV4_TF_INT, 0, lua_gettop(L)};
     ns++;
   }
   if (!bad && ns == 0) {
@@ -400,8 +376,8 @@ int sc_check_sweep(checker *c, int idx)
     int o = snprintf(vname, sizeof vname, "%s_", name);
     for (int i = 0; i < ns; i++) {
       const char *val = sw->param[i].value[idxv[i]];
-      const char *shown = !strcmp(val, "true") && tags[sv[i].tag].type == T_BOOL    ? "1"
-                          : !strcmp(val, "false") && tags[sv[i].tag].type == T_BOOL ? "0"
+      const char *shown = !strcmp(val, "true") && sv[i].type == DSV4_TF_BOOL    ? "1"
+                          : !strcmp(val, "false") && sv[i].type == DSV4_TF_BOOL ? "0"
                                                                                      : val;
       o += snprintf(vname + o, sizeof vname - (size_t)o, "_%s%s", sw->param[i].tag, shown);
       var->value[i] = (unsigned char)idxv[i];
@@ -439,7 +415,7 @@ int sc_check_sweep(checker *c, int idx)
     }
     for (int i = 0; i < ns; i++) {
       push_value(L, &sv[i], idxv[i]);
-      lua_setfield(L, v, tags[sv[i].tag].field);
+      lua_setfield(L, v, sv[i].field);
     }
     int keep = 1;
     for (int ci = 1; ci <= ncons && keep; ci++) {
@@ -485,7 +461,7 @@ int sc_check_sweep(checker *c, int idx)
       }
       for (int i = 0; i < ns; i++) {
         push_value(L, &sv[i], idxv[i]);
-        lua_setfield(L, sv[i].tile ? tt : kt, tags[sv[i].tag].field);
+        lua_setfield(L, sv[i].tile ? tt : kt, sv[i].field);
       }
       lua_setfield(L, kt, "tile");
       lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);

@@ -1,0 +1,39 @@
+/* ops.c -- the ops' rows of rules (ops.h), indexed by op. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op)
+{
+  static const dsv4_op_rules *const rows[DSV4_OP_COUNT] = {
+      [DSV4_OP_DEQUANT_GATHER] = &dsv4_dequant_gather_rules,
+      [DSV4_OP_PAGED_GATHER] = &dsv4_paged_gather_rules,
+      [DSV4_OP_KV_INSERT] = &dsv4_kv_insert_rules,
+      [DSV4_OP_SPARSE_DECODE] = &dsv4_sparse_decode_rules,
+      [DSV4_OP_PAGED_MQA_LOGITS] = &dsv4_paged_mqa_logits_rules,
+      [DSV4_OP_TOPK] = &dsv4_topk_rules,
+  };
+  return (unsigned)op < DSV4_OP_COUNT ? rows[op] : NULL;
+}
+
+const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name)
+{
+  const dsv4_op_rules *r = dsv4_op_rules_of(op);
+  for (const dsv4_tile_field *f = r ? r->tile : NULL; f && f->name; f++)
+    if (!strcmp(f->name, name))
+      return f;
+  return NULL;
+}
+
+int dsv4_reject(dsv4_report *r, const char *field, const char *fmt, ...)
+{
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  r->error(r, field, msg);
+  return 1;
+}

@@ -1,0 +1,100 @@
+/* ops.h -- each op's compile-time rules, in one file an op (or op family):
+ *
+ *   gathers.c           dequant_gather, paged_gather, and the gather tile kv_insert shares
+ *   kv_insert.c         kv_insert
+ *   sparse_decode.c     sparse_decode
+ *   paged_mqa_logits.c  paged_mqa_logits
+ *   topk.c              topk
+ *
+ * An op's file holds its tile fields as one table (dsv4_tile_field: the
+ * spec checker reads the tile by it, the sweep expander takes its fields
+ * and tags from it, --emit plan prints the tile line by it), the rules
+ * run as a field is read, and the op's row of dsv4_op_rules.  ops.c
+ * indexes the rows by op.  No Lua and no LLVM here: rules report through
+ * dsv4_report, which the checker maps onto spec positions.
+ */
+#ifndef DSV4_OPS_H
+#define DSV4_OPS_H
+
+#include <stddef.h>
+
+#include "diag.h"
+#include "plan.h"
+
+/* Where a rule reports a refusal: the spec field to blame ("tile.p",
+ * "tile", "v_dim": relative to the kernel{} table) and the message. */
+typedef struct dsv4_report {
+  void (*error)(struct dsv4_report *r, const char *field, const char *msg);
+} dsv4_report;
+
+/* Report msg at field through r; returns 1 (refused). */
+int dsv4_reject(dsv4_report *r, const char *field, const char *fmt, ...) DSV4_PRINTF(3, 4);
+
+enum { DSV4_TF_INT, DSV4_TF_BOOL, DSV4_TF_CHOICE };              /* a tile field's Lua type */
+enum { DSV4_TF_OPTIONAL, DSV4_TF_REQUIRED, DSV4_TF_UNLESS_MATRIX }; /* whether the spec must give it */
+
+/* One tile field of an op: its name in the spec (tile.<name>), its type,
+ * its part of a sweep variant's name, the dsv4_tile slot it is kept in
+ * (several ops' fields share slots: the decode's heads_per_cta is
+ * tokens_per_cta), when the checker reads it, where --emit plan prints it,
+ * and what values it takes. */
+typedef struct dsv4_tile_field {
+  const char *name;
+  int type;
+  const char *tag;
+  size_t slot;                /* offsetof(dsv4_tile, ...) */
+  int step;                   /* the checker reads the fields in this order (1 first: matrix before
+                                 the fields whose bounds depend on it) */
+  int dump;                   /* its place on the plan's tile line (0: none; a line of its own) */
+  int required;               /* DSV4_TF_OPTIONAL, _REQUIRED or _UNLESS_MATRIX */
+  int lo, hi, def;            /* an integer's bounds and default; a boolean's default */
+  int hi_matrix;              /* an integer's upper bound with tile.matrix (0: hi) */
+  const char *const *choices; /* a choice's names, NULL-ended, the first the default */
+  const char *means;          /* a choice's names explained, for the error */
+  /* run once the field is read without error: given and failed have a bit
+   * a field (its index in the table) */
+  int (*rule)(const dsv4_kernel *k, unsigned given, unsigned failed, dsv4_report *r);
+} dsv4_tile_field;
+
+#define DSV4_TILE_FIELDS_MAX 16
+
+/* An op's row: its tile fields (NULL-name-ended, in the order messages
+ * list them), the tile slots no field of the op sets, and the kernel field
+ * a sweep may vary besides the tile (NULL: none) with its tag. */
+typedef struct {
+  const dsv4_tile_field *tile;
+  dsv4_tile fixed;
+  const char *swept, *swept_tag;
+} dsv4_op_rules;
+
+/* Op op's row (NULL for DSV4_OP_NONE or out of range). */
+const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op);
+/* The tile field of op named name, or NULL. */
+const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name);
+/* The tile slot field f is kept in. */
+static inline int *dsv4_tile_slot(dsv4_tile *t, const dsv4_tile_field *f) { return (int *)((char *)t + f->slot); }
+static inline int dsv4_tile_value(const dsv4_tile *t, const dsv4_tile_field *f)
+{
+  return *(const int *)((const char *)t + f->slot);
+}
+
+/* The rows (each op's file). */
+extern const dsv4_op_rules dsv4_dequant_gather_rules, dsv4_paged_gather_rules, dsv4_kv_insert_rules,
+    dsv4_sparse_decode_rules, dsv4_paged_mqa_logits_rules, dsv4_topk_rules;
+/* gathers.c: the gather family's tile (kv_insert takes it too) */
+extern const dsv4_tile_field dsv4_gather_tile[];
+
+/* Rows of a tile table: the field's name, tag, dsv4_tile slot, step and
+ * dump place, then what its type takes; more fields (.hi_matrix, .rule)
+ * may follow. */
+#define DSV4_TILE_INT(n, tg, s, st, dp, req, l, h, d, ...)                                                      \
+  {.name = n, .type = DSV4_TF_INT, .tag = tg, .slot = offsetof(dsv4_tile, s), .step = st, .dump = dp,             \
+   .required = req, .lo = l, .hi = h, .def = d, __VA_ARGS__}
+#define DSV4_TILE_BOOL(n, tg, s, st, dp, d, ...)                                                                \
+  {.name = n, .type = DSV4_TF_BOOL, .tag = tg, .slot = offsetof(dsv4_tile, s), .step = st, .dump = dp, .def = d,  \
+   __VA_ARGS__}
+#define DSV4_TILE_CHOICE(n, tg, s, st, dp, names, m, ...)                                                       \
+  {.name = n, .type = DSV4_TF_CHOICE, .tag = tg, .slot = offsetof(dsv4_tile, s), .step = st, .dump = dp,          \
+   .choices = names, .means = m, __VA_ARGS__}
+
+#endif
