@@ -16,5 +16,11 @@ const dsv4_tile_field dsv4_gather_tile[] = {
     {NULL},
 };
 
-const dsv4_op_rules dsv4_dequant_gather_rules = {.tile = dsv4_gather_tile};
-const dsv4_op_rules dsv4_paged_gather_rules = {.tile = dsv4_gather_tile};
+/* One form: portable, on every target. */
+static int gather_form(dsv4_choice *c)
+{
+  return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
+}
+
+const dsv4_op_rules dsv4_dequant_gather_rules = {.tile = dsv4_gather_tile, .choose_form = gather_form};
+const dsv4_op_rules dsv4_paged_gather_rules = {.tile = dsv4_gather_tile, .choose_form = gather_form};

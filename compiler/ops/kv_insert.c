@@ -2,4 +2,10 @@
  * token's dim / values_per_thread lanes padded to a power of two. */
 #include "ops.h"
 
-const dsv4_op_rules dsv4_kv_insert_rules = {.tile = dsv4_gather_tile};
+/* One form: portable, on every target. */
+static int kv_insert_form(dsv4_choice *c)
+{
+  return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
+}
+
+const dsv4_op_rules dsv4_kv_insert_rules = {.tile = dsv4_gather_tile, .choose_form = kv_insert_form};

@@ -58,14 +58,50 @@ typedef struct dsv4_tile_field {
 
 #define DSV4_TILE_FIELDS_MAX 16
 
+/* What choose_form knows of a target: its row in the capability table
+ * (targets/caps.c, through plan.h's questions). */
+typedef struct {
+  int max_threads, warp, max_shared;
+  int bf16_mma, e4m3_mma, wgmma;
+} dsv4_arch_caps;
+
+/* One choose_form call: kernel k on target t, the launch record to fill
+ * (out) or the refusal (*field and why). */
+typedef struct {
+  const dsv4_kernel *k;
+  dsv4_target_kind t;
+  const dsv4_arch_caps *caps;
+  dsv4_launch *out;
+  const char **field;
+  char *why;
+  int why_len;
+} dsv4_choice;
+
+/* forms.c: refuse (the spec field to blame and why; returns 1), or record
+ * `form`'s launch record (form_rules.h's dsv4_form_launch; returns 0). */
+int dsv4_choice_refuse(dsv4_choice *c, const char *field, const char *fmt, ...) DSV4_PRINTF(3, 4);
+int dsv4_choice_record(dsv4_choice *c, int form);
+
 /* An op's row: its tile fields (NULL-name-ended, in the order messages
- * list them), the tile slots no field of the op sets, and the kernel field
- * a sweep may vary besides the tile (NULL: none) with its tag. */
+ * list them), the tile slots no field of the op sets, the kernel field a
+ * sweep may vary besides the tile (NULL: none) with its tag, and its
+ * choose_form: the one place its form is decided (forms.c's
+ * dsv4_choose_form calls it, then holds the record to the arch's limits). */
 typedef struct {
   const dsv4_tile_field *tile;
   dsv4_tile fixed;
   const char *swept, *swept_tag;
+  int (*choose_form)(dsv4_choice *c);
 } dsv4_op_rules;
+
+/* The shape predicates choose_form and the generators both ask (the
+ * generators add their target hooks): */
+/* sparse_decode.c: whether the warpgroup form (`form`: alone or in CTA
+ * pairs) maps kernel k's tile onto its producer warps */
+int dsv4_decode_wg_maps(const dsv4_kernel *k, int form);
+/* paged_mqa_logits.c: whether the row warp-matrix form maps kernel k with
+ * `threads` a CTA (the portable geometry's) */
+int dsv4_logits_row_warp_maps(const dsv4_kernel *k, int threads);
 
 /* Op op's row (NULL for DSV4_OP_NONE or out of range). */
 const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op);

@@ -1,6 +1,57 @@
 /* paged_mqa_logits.c -- the indexer's logits' rules (docs/ops.md 4). */
 #include "ops.h"
 
+/* Whether the row warp-matrix form (DSV4_FORM_ROW_WARP: the portable
+ * geometry, a CTA tokens_per_cta positions of one row, on e4m3 mma.sync
+ * rows) maps kernel k with `threads` a CTA: whole warps, each 8-position
+ * n-tiles of at most 64 positions, q of at most 128 heads in 16-head
+ * m-tiles within 40 KB of shared memory, 32-dim k-steps up to 256 dims,
+ * rows read in 4-byte words.  choose_form asks it with the portable
+ * geometry's threads, the generator (logits_warp.c) with the launch's. */
+int dsv4_logits_row_warp_maps(const dsv4_kernel *k, int threads)
+{
+  const dsv4_layout *L = &k->layout;
+  int warps = threads / 32;
+  return threads % 32 == 0 && warps > 0 && k->tile.tokens_per_cta / warps <= 64 &&
+         k->tile.tokens_per_cta % (warps * 8) == 0 && k->heads * (L->dim + 16) <= 40960 && k->heads % 16 == 0 &&
+         k->heads <= 128 && L->dim % 32 == 0 && L->dim <= 256 && L->row_bytes % 4 == 0 && L->seg[0].offset % 4 == 0;
+}
+
+/* Without tile.matrix: the portable geometry, on e4m3 mma.sync rows where
+ * the arch has them and the shape maps (DSV4_FORM_ROW_WARP). */
+static int logits_row_warp_ok(const dsv4_choice *c)
+{
+  const dsv4_kernel *k = c->k;
+  int threads = dsv4_op_threads(k->op, k->layout.dim, k->tile.values_per_thread, k->tile.tokens_per_cta,
+                                k->tile.tokens_per_thread, k->heads, DSV4_FORM_PORTABLE);
+  return c->caps->e4m3_mma && c->caps->warp == 32 && dsv4_logits_row_warp_maps(k, threads);
+}
+
+/* With tile.matrix: the warpgroup form where the arch has wgmma and the
+ * dim is whole swizzle atoms, else the warp form; both keep their arrays
+ * in static shared memory. */
+static int logits_form(dsv4_choice *c)
+{
+  const dsv4_kernel *k = c->k;
+  const char *arch = c->k->target[c->t].arch, *tname = dsv4_target_name(c->t);
+  if (!k->tile.matrix)
+    return dsv4_choice_record(c, logits_row_warp_ok(c) ? DSV4_FORM_ROW_WARP : DSV4_FORM_PORTABLE);
+  if (!c->caps->e4m3_mma)
+    return dsv4_choice_refuse(c, "tile.matrix",
+                            "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets "
+                            "that do (ptx sm_89 and later)",
+                            tname, arch);
+  int wg = c->caps->wgmma && dsv4_logits_wg_shape_ok(k->layout.dim);
+  int need = wg ? dsv4_logits_wg_shared_bytes(k->layout.dim, k->heads)
+                : dsv4_logits_warp_shared_bytes(k->layout.dim, k->heads);
+  if (need > DSV4_LOGITS_STATIC_MAX)
+    return dsv4_choice_refuse(c, "tile.matrix",
+                            "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a "
+                            "kernel holds statically; take fewer heads or a narrower layout",
+                            k->heads, k->layout.dim, need, wg ? "warpgroup" : "warp", arch, DSV4_LOGITS_STATIC_MAX);
+  return dsv4_choice_record(c, wg ? DSV4_FORM_WARPGROUP : DSV4_FORM_WARP);
+}
+
 /* A thread sums heads_per_thread heads of one position (kept in
  * values_per_thread; the matrix forms have their own mapping and need
  * none); a CTA tokens_per_cta positions (the matrix forms walk them in
@@ -18,4 +69,5 @@ const dsv4_op_rules dsv4_paged_mqa_logits_rules = {
     .fixed = {.tokens_per_thread = 1, .interleave = 1, .streaming = 1},
     .swept = "heads",
     .swept_tag = "nh",
+    .choose_form = logits_form,
 };

@@ -1,6 +1,60 @@
 /* sparse_decode.c -- the sparse MLA decode's rules (docs/ops.md 3). */
 #include "ops.h"
 
+/* Whether the warpgroup form (alone or, form PAIR, in CTA pairs) maps
+ * kernel k's tile onto its producer warps: a row's lanes (dim /
+ * values_per_thread threads) divide the producers, whose rows a pass then
+ * divide the tile (half a tile in pairs), at most 32 16-dim k-steps, and in
+ * pairs 16-byte pieces (values_per_thread / interleave = 8), which the bulk
+ * copies to the peer move.  The generator asks the same (warpgroup.c). */
+int dsv4_decode_wg_maps(const dsv4_kernel *k, int form)
+{
+  int lanes = k->layout.dim / k->tile.values_per_thread, np = 32 * dsv4_decode_wg_producers(form);
+  int tile = DSV4_DECODE_TILE / (form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1);
+  return lanes > 0 && np % lanes == 0 && tile % (np / lanes) == 0 && k->layout.dim / 16 <= 32 &&
+         (form != DSV4_FORM_WARPGROUP_PAIR || k->tile.values_per_thread / k->tile.interleave == 8);
+}
+
+/* sparse_decode: portable without tile.matrix; with it the warpgroup form
+ * (in CTA pairs with tile.pair) where the arch has wgmma and the shape maps
+ * and fits its shared memory, else the warp form on bf16 mma.sync.  The
+ * matrix forms come with the split-KV combine kernel. */
+static int sparse_decode_form(dsv4_choice *c)
+{
+  const dsv4_kernel *k = c->k;
+  const char *arch = c->k->target[c->t].arch, *tname = dsv4_target_name(c->t);
+  if (!k->tile.matrix)
+    return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
+  if (!c->caps->bf16_mma)
+    return dsv4_choice_refuse(c, "tile.matrix",
+                            "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
+                            tname, arch);
+  int form = DSV4_FORM_WARP;
+  if (c->caps->wgmma && dsv4_decode_wg_shape_ok(k->layout.dim, k->v_dim, k->tile.tokens_per_cta) &&
+      dsv4_decode_wg_shared_bytes(k->layout.dim) <= c->caps->max_shared &&
+      dsv4_decode_wg_maps(k, DSV4_FORM_WARPGROUP))
+    form = k->tile.pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP;
+  if (form == DSV4_FORM_WARPGROUP_PAIR && !dsv4_decode_wg_maps(k, form))
+    return dsv4_choice_refuse(c, "tile", "sets pair = true, whose CTA pairs move 16-byte pieces: values_per_thread / interleave "
+                            "must be 8, and a row's %d lanes must divide the %d producer threads", k->layout.dim /
+                            k->tile.values_per_thread, 32 * dsv4_decode_wg_producers(form));
+  if (k->tile.longest_first && form != DSV4_FORM_WARPGROUP_PAIR)
+    return dsv4_choice_refuse(c, "tile", "sets longest_first = true, which needs CTA pairs (tile.pair in the warpgroup form: "
+                            "alone, a ranked token held in a register made the producers spill)");
+  int wg = form != DSV4_FORM_WARP;
+  const char *wg_only = k->tile.prefetch && !wg ? "prefetch" : k->tile.pair && !wg ? "pair" : NULL;
+  if (wg_only)
+    return dsv4_choice_refuse(c, "tile",
+                            "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
+                            "only targets with wgmma: ptx sm_90a)",
+                            wg_only);
+  int shared = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
+  if (shared > c->caps->max_shared)
+    return dsv4_choice_refuse(c, "tile.heads_per_cta", "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
+                            k->tile.tokens_per_cta, shared, tname, arch, c->caps->max_shared);
+  return dsv4_choice_record(c, form); /* (its shared_bytes: the `shared` just checked) */
+}
+
 /* tile.p: how the matrix forms hold P for the P V product, and
  * tile.partials: how a split-KV split hands its O to the combine (plan.h).
  * The portable form computes in fp32, in one CTA a row, and takes
@@ -52,4 +106,5 @@ const dsv4_op_rules dsv4_sparse_decode_rules = {
     .fixed = {.tokens_per_thread = 1, .streaming = 1},
     .swept = "v_dim",
     .swept_tag = "vd",
+    .choose_form = sparse_decode_form,
 };

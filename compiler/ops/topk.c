@@ -8,9 +8,16 @@ static const dsv4_tile_field tile[] = {
     {NULL},
 };
 
+/* One form: portable, on every target. */
+static int topk_form(dsv4_choice *c)
+{
+  return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
+}
+
 const dsv4_op_rules dsv4_topk_rules = {
     .tile = tile,
     .fixed = {.values_per_thread = 1, .tokens_per_thread = 1, .interleave = 1},
     .swept = "k",
     .swept_tag = "k",
+    .choose_form = topk_form,
 };

@@ -275,8 +275,11 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
     }
   }
   if (!bad) {
+    /* the bound the tile itself sets: its warp-matrix geometry with
+     * tile.matrix, else its portable one (the form each target takes, and
+     * its threads, are choose_form's: forms.c holds them to the target) */
     tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
-                                  tl->tokens_per_thread, kn->heads, tl->matrix);
+                                  tl->tokens_per_thread, kn->heads, tl->matrix ? DSV4_FORM_WARP : DSV4_FORM_PORTABLE);
     for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
       if (!kn->target[i].enabled)
         continue;
