@@ -47,26 +47,30 @@ int dsv4_choose_form(const dsv4_kernel *k, dsv4_target_kind t, dsv4_launch *out,
                      int why_len)
 {
   const char *arch = k->target[t].arch;
-  dsv4_arch_caps caps = {dsv4_target_max_threads(t),     dsv4_target_warp(t, arch),         dsv4_target_max_shared(t, arch),
-                    dsv4_target_has_bf16_mma(t, arch), dsv4_target_has_e4m3_mma(t, arch), dsv4_target_has_wgmma(t, arch)};
+  dsv4_arch_caps caps = {dsv4_target_max_threads(t),       dsv4_target_warp(t, arch),
+                         dsv4_target_max_shared(t, arch),   dsv4_target_has_bf16_mma(t, arch),
+                         dsv4_target_has_e4m3_mma(t, arch), dsv4_target_has_wgmma(t, arch)};
   dsv4_choice c = {k, t, &caps, out, field, why, why_len};
   memset(out, 0, sizeof *out);
   const dsv4_op_rules *rules = dsv4_op_rules_of(k->op);
   if (!rules || !rules->choose_form)
     return dsv4_choice_refuse(&c, "op", "has no form rule (internal error)");
   if (!dsv4_target_arch_ok(t, arch))
-    return dsv4_choice_refuse(&c, "targets", "names arch '%s', which target '%s' does not emit", arch, dsv4_target_name(t));
+    return dsv4_choice_refuse(&c, "targets", "names arch '%s', which target '%s' does not emit", arch,
+                              dsv4_target_name(t));
   if (rules->choose_form(&c))
     return 1;
   /* every form against the arch's limits: the record must launch there */
   if ((int)out->threads < 1 || (int)out->threads > c.caps->max_threads || out->threads % (uint32_t)c.caps->warp)
-    return dsv4_choice_refuse(&c, "tile", "gives %u threads a CTA in the %s form, which target '%s' %s cannot launch (at most %d, "
-                  "a multiple of %d)", out->threads, dsv4_form_name((int)out->form), dsv4_target_name(t),
-                  k->target[t].arch, c.caps->max_threads, c.caps->warp);
+    return dsv4_choice_refuse(&c, "tile",
+                              "gives %u threads a CTA in the %s form, which target '%s' %s cannot launch (at most %d, "
+                              "a multiple of %d)", out->threads, dsv4_form_name((int)out->form), dsv4_target_name(t),
+                              k->target[t].arch, c.caps->max_threads, c.caps->warp);
   if ((int)out->shared_bytes > c.caps->max_shared)
-    return dsv4_choice_refuse(&c, "tile", "needs %u bytes of dynamic shared memory in the %s form, more than target '%s' %s "
-                  "gives (%d)", out->shared_bytes, dsv4_form_name((int)out->form), dsv4_target_name(t),
-                  k->target[t].arch, c.caps->max_shared);
+    return dsv4_choice_refuse(&c, "tile",
+                              "needs %u bytes of dynamic shared memory in the %s form, more than target '%s' %s "
+                              "gives (%d)", out->shared_bytes, dsv4_form_name((int)out->form), dsv4_target_name(t),
+                              k->target[t].arch, c.caps->max_shared);
   return 0;
 }
 

@@ -38,17 +38,17 @@ static int logits_form(dsv4_choice *c)
     return dsv4_choice_record(c, logits_row_warp_ok(c) ? DSV4_FORM_ROW_WARP : DSV4_FORM_PORTABLE);
   if (!c->caps->e4m3_mma)
     return dsv4_choice_refuse(c, "tile.matrix",
-                            "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this kernel only targets "
-                            "that do (ptx sm_89 and later)",
-                            tname, arch);
+                              "= true: target '%s' (%s) has no e4m3 warp matrix instructions in dsv4c; give this "
+                              "kernel only targets that do (ptx sm_89 and later)",
+                              tname, arch);
   int wg = c->caps->wgmma && dsv4_logits_wg_shape_ok(k->layout.dim);
   int need = wg ? dsv4_logits_wg_shared_bytes(k->layout.dim, k->heads)
                 : dsv4_logits_warp_shared_bytes(k->layout.dim, k->heads);
   if (need > DSV4_LOGITS_STATIC_MAX)
     return dsv4_choice_refuse(c, "tile.matrix",
-                            "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more than the %d a "
-                            "kernel holds statically; take fewer heads or a narrower layout",
-                            k->heads, k->layout.dim, need, wg ? "warpgroup" : "warp", arch, DSV4_LOGITS_STATIC_MAX);
+                              "= true: %d heads x %d dims need %d bytes of shared memory in the %s form on %s, more "
+                              "than the %d a kernel holds statically; take fewer heads or a narrower layout",
+                              k->heads, k->layout.dim, need, wg ? "warpgroup" : "warp", arch, DSV4_LOGITS_STATIC_MAX);
   return dsv4_choice_record(c, wg ? DSV4_FORM_WARPGROUP : DSV4_FORM_WARP);
 }
 

@@ -27,31 +27,35 @@ static int sparse_decode_form(dsv4_choice *c)
     return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
   if (!c->caps->bf16_mma)
     return dsv4_choice_refuse(c, "tile.matrix",
-                            "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this kernel only targets that do (ptx)",
-                            tname, arch);
+                              "= true: target '%s' (%s) has no bf16 warp matrix instructions in dsv4c; give this "
+                              "kernel only targets that do (ptx)",
+                              tname, arch);
   int form = DSV4_FORM_WARP;
   if (c->caps->wgmma && dsv4_decode_wg_shape_ok(k->layout.dim, k->v_dim, k->tile.tokens_per_cta) &&
       dsv4_decode_wg_shared_bytes(k->layout.dim) <= c->caps->max_shared &&
       dsv4_decode_wg_maps(k, DSV4_FORM_WARPGROUP))
     form = k->tile.pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP;
   if (form == DSV4_FORM_WARPGROUP_PAIR && !dsv4_decode_wg_maps(k, form))
-    return dsv4_choice_refuse(c, "tile", "sets pair = true, whose CTA pairs move 16-byte pieces: values_per_thread / interleave "
-                            "must be 8, and a row's %d lanes must divide the %d producer threads", k->layout.dim /
-                            k->tile.values_per_thread, 32 * dsv4_decode_wg_producers(form));
+    return dsv4_choice_refuse(c, "tile",
+                              "sets pair = true, whose CTA pairs move 16-byte pieces: values_per_thread / "
+                              "interleave must be 8, and a row's %d lanes must divide the %d producer threads",
+                              k->layout.dim / k->tile.values_per_thread, 32 * dsv4_decode_wg_producers(form));
   if (k->tile.longest_first && form != DSV4_FORM_WARPGROUP_PAIR)
-    return dsv4_choice_refuse(c, "tile", "sets longest_first = true, which needs CTA pairs (tile.pair in the warpgroup form: "
-                            "alone, a ranked token held in a register made the producers spill)");
+    return dsv4_choice_refuse(c, "tile",
+                              "sets longest_first = true, which needs CTA pairs (tile.pair in the warpgroup form: "
+                              "alone, a ranked token held in a register made the producers spill)");
   int wg = form != DSV4_FORM_WARP;
   const char *wg_only = k->tile.prefetch && !wg ? "prefetch" : k->tile.pair && !wg ? "pair" : NULL;
   if (wg_only)
     return dsv4_choice_refuse(c, "tile",
-                            "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims with V = K, and "
-                            "only targets with wgmma: ptx sm_90a)",
-                            wg_only);
+                              "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims "
+                              "with V = K, and only targets with wgmma: ptx sm_90a)",
+                              wg_only);
   int shared = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
   if (shared > c->caps->max_shared)
-    return dsv4_choice_refuse(c, "tile.heads_per_cta", "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
-                            k->tile.tokens_per_cta, shared, tname, arch, c->caps->max_shared);
+    return dsv4_choice_refuse(c, "tile.heads_per_cta",
+                              "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",
+                              k->tile.tokens_per_cta, shared, tname, arch, c->caps->max_shared);
   return dsv4_choice_record(c, form); /* (its shared_bytes: the `shared` just checked) */
 }
 
