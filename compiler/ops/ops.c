@@ -37,3 +37,25 @@ int dsv4_reject(dsv4_report *r, const char *field, const char *fmt, ...)
   r->error(r, field, msg);
   return 1;
 }
+
+int dsv4_tile_threads_check(const dsv4_kernel *k, dsv4_report *r)
+{
+  const dsv4_tile_field *f = dsv4_op_rules_of(k->op)->tile;
+  while (f->name && f->slot != DSV4_TILE_SLOT(tokens_per_cta)) /* the field that sets the CTA's size */
+    f++;
+  char field[48];
+  snprintf(field, sizeof field, "tile.%s", f->name ? f->name : "tokens_per_cta");
+  for (int i = 0; i < DSV4_TARGET_COUNT; i++) {
+    if (!k->target[i].enabled)
+      continue;
+    int mx = dsv4_target_max_threads((dsv4_target_kind)i);
+    int w = dsv4_target_warp((dsv4_target_kind)i, k->target[i].arch);
+    if (k->tile.threads > mx)
+      return dsv4_reject(r, field, "gives %d threads per CTA, more than target '%s' allows (%d)", k->tile.threads,
+                         dsv4_target_name((dsv4_target_kind)i), mx);
+    if (k->tile.threads % w)
+      return dsv4_reject(r, field, "gives %d threads per CTA, not a multiple of target '%s' %s width %d",
+                         k->tile.threads, dsv4_target_name((dsv4_target_kind)i), k->target[i].arch, w);
+  }
+  return 0;
+}

@@ -84,15 +84,25 @@ int dsv4_choice_record(dsv4_choice *c, int form);
 
 /* An op's row: its tile fields (NULL-name-ended, in the order messages
  * list them), the tile slots no field of the op sets, the kernel field a
- * sweep may vary besides the tile (NULL: none) with its tag, and its
- * choose_form: the one place its form is decided (forms.c's
- * dsv4_choose_form calls it, then holds the record to the arch's limits). */
+ * sweep may vary besides the tile (NULL: none) with its tag; check_tile,
+ * the tile's rules once every field is read without error (tile.threads
+ * set: the tile's own bound); and choose_form, the one place its form is
+ * decided (forms.c's dsv4_choose_form calls it, then holds the record to
+ * the arch's limits). */
 typedef struct {
   const dsv4_tile_field *tile;
   dsv4_tile fixed;
   const char *swept, *swept_tag;
+  int (*check_tile)(const dsv4_kernel *k, dsv4_report *r);
   int (*choose_form)(dsv4_choice *c);
 } dsv4_op_rules;
+
+/* Rules several ops' check_tile share: */
+/* gathers.c: a lane's values_per_thread values, in `interleave` equal
+ * pieces, divide the layout's segments and scale groups */
+int dsv4_tile_lanes_check(const dsv4_kernel *k, dsv4_report *r);
+/* ops.c: tile.threads within what each target named launches */
+int dsv4_tile_threads_check(const dsv4_kernel *k, dsv4_report *r);
 
 /* The shape predicates choose_form and the generators both ask (the
  * generators add their target hooks): */
@@ -117,12 +127,14 @@ static inline int dsv4_tile_value(const dsv4_tile *t, const dsv4_tile_field *f)
 /* The rows (each op's file). */
 extern const dsv4_op_rules dsv4_dequant_gather_rules, dsv4_paged_gather_rules, dsv4_kv_insert_rules,
     dsv4_sparse_decode_rules, dsv4_paged_mqa_logits_rules, dsv4_topk_rules;
-/* gathers.c: the gather family's tile (kv_insert takes it too) */
+/* gathers.c: the gather family's tile and its check (kv_insert takes both) */
 extern const dsv4_tile_field dsv4_gather_tile[];
+int dsv4_gather_check(const dsv4_kernel *k, dsv4_report *r);
 
 /* Rows of a tile table: the field's name, tag, dsv4_tile slot, step and
  * dump place, then what its type takes; more fields (.hi_matrix, .rule)
  * may follow. */
+#define DSV4_TILE_SLOT(f) offsetof(dsv4_tile, f)
 #define DSV4_TILE_INT(n, tg, s, st, dp, req, l, h, d, ...)                                                      \
   {.name = n, .type = DSV4_TF_INT, .tag = tg, .slot = offsetof(dsv4_tile, s), .step = st, .dump = dp,             \
    .required = req, .lo = l, .hi = h, .def = d, __VA_ARGS__}

@@ -1,6 +1,37 @@
 /* paged_mqa_logits.c -- the indexer's logits' rules (docs/ops.md 4). */
 #include "ops.h"
 
+/* With tile.matrix, the warp-matrix shape: four warps, two 16-position
+ * m-tiles each a step; 8-head n-tiles; a quad's four threads read D/4
+ * bytes each in 16-byte pieces (the target's matrix units and the form's
+ * static shared memory: logits_form below).  Without, a thread's heads
+ * divide the heads into a power of two of groups. */
+static int logits_check(const dsv4_kernel *k, dsv4_report *r)
+{
+  const dsv4_layout *l = &k->layout;
+  const dsv4_tile *t = &k->tile;
+  if (t->matrix) {
+    const char *why = NULL;
+    if (t->tokens_per_cta % (DSV4_LOGITS_WARPS * 32))
+      return dsv4_reject(r, "tile.tokens_per_cta", "= %d: tile.matrix walks positions %d at a time: give a multiple",
+                         t->tokens_per_cta, DSV4_LOGITS_WARPS * 32);
+    if (k->heads % 8 || k->heads > 128)
+      why = "heads must be a multiple of 8, at most 128";
+    else if (l->dim % 64 || l->dim > 256)
+      why = "the layout's dim must be a multiple of 64, at most 256";
+    else if (l->row_bytes % 16 || l->align % 16 || l->seg[0].offset % 16)
+      why = "the layout's rows must start and its values lie on 16-byte boundaries";
+    if (why)
+      return dsv4_reject(r, "tile.matrix", "= true needs the warp-matrix shape: %s", why);
+  } else {
+    int v = t->values_per_thread, groups = k->heads / v;
+    if (k->heads % v || groups & (groups - 1) || groups > 32)
+      return dsv4_reject(r, "tile.heads_per_thread",
+                         "= %d must divide the %d heads into a power of two (at most 32) of groups", v, k->heads);
+  }
+  return dsv4_tile_threads_check(k, r);
+}
+
 /* Whether the row warp-matrix form (DSV4_FORM_ROW_WARP: the portable
  * geometry, a CTA tokens_per_cta positions of one row, on e4m3 mma.sync
  * rows) maps kernel k with `threads` a CTA: whole warps, each 8-position
@@ -69,5 +100,6 @@ const dsv4_op_rules dsv4_paged_mqa_logits_rules = {
     .fixed = {.tokens_per_thread = 1, .interleave = 1, .streaming = 1},
     .swept = "heads",
     .swept_tag = "nh",
+    .check_tile = logits_check,
     .choose_form = logits_form,
 };

@@ -1,6 +1,34 @@
 /* sparse_decode.c -- the sparse MLA decode's rules (docs/ops.md 3). */
 #include "ops.h"
 
+/* With tile.matrix, the warp-matrix shape: DSV4_DECODE_WARPS warps a
+ * 16-head row block; K rows as 16-dim k-steps; V in halves of 16-dim
+ * n-tile pairs (the target's matrix units and shared memory:
+ * sparse_decode_form below).  Then the lanes and the threads. */
+static int decode_check(const dsv4_kernel *k, dsv4_report *r)
+{
+  const dsv4_layout *l = &k->layout;
+  const dsv4_tile *t = &k->tile;
+  if (t->matrix) {
+    const char *why = NULL;
+    if (t->tokens_per_cta % 16 || t->tokens_per_cta > 64)
+      return dsv4_reject(r, "tile.heads_per_cta",
+                         "= %d: tile.matrix takes 16, 32, 48 or 64 (%d warps a 16-head row block)",
+                         t->tokens_per_cta, DSV4_DECODE_WARPS);
+    if (l->row_bytes % 16 || l->align % 16 || (l->scale_place == DSV4_SCALES_BLOCK_TAIL && l->scale_row_bytes % 4))
+      why = "the layout's rows must be copied in 16-byte pieces (row bytes and alignment multiples of 16, "
+            "scale rows of 4)";
+    else if (l->dim % 16)
+      why = "the layout's dim must be a multiple of 16";
+    else if (l->dim / t->values_per_thread * 8 > t->tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32)
+      why = "the CTA must dequantize at least 8 K rows at a time (dim / values_per_thread threads a row): "
+            "raise values_per_thread";
+    if (why)
+      return dsv4_reject(r, "tile.matrix", "= true needs the warp-matrix shape: %s", why);
+  }
+  return dsv4_tile_lanes_check(k, r) || dsv4_tile_threads_check(k, r);
+}
+
 /* Whether the warpgroup form (alone or, form PAIR, in CTA pairs) maps
  * kernel k's tile onto its producer warps: a row's lanes (dim /
  * values_per_thread threads) divide the producers, whose rows a pass then
@@ -110,5 +138,6 @@ const dsv4_op_rules dsv4_sparse_decode_rules = {
     .fixed = {.tokens_per_thread = 1, .streaming = 1},
     .swept = "v_dim",
     .swept_tag = "vd",
+    .check_tile = decode_check,
     .choose_form = sparse_decode_form,
 };

@@ -4,7 +4,8 @@
  *
  *   cursor.c  source text, field positions, reading typed fields
  *   layout.c  layout{} tables into dsv4_layout, and the layout rules
- *   kernel.c  kernel{} tables: targets, tile, the per-op rules
+ *   kernel.c  kernel{} tables: targets, the tile (read by each op's table and checked by its
+ *             rules, compiler/ops/), the kernel fields of each op
  *   sweep.c   a kernel{}'s sweep: its variants, each checked by kernel.c
  *   sandbox.c the bounded Lua sandbox (sandbox.h)
  *   spec.c    dsv4_spec_load: the sandbox, then the checks

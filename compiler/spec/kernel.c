@@ -1,5 +1,6 @@
-/* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile, the
- * per-op rules, and the walk over every queued kernel. */
+/* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile
+ * (read by its op's table, checked by its op's rules: compiler/ops/), the
+ * kernel fields each op takes, and the walk over every queued kernel. */
 #include "internal.h"
 #include "ops/ops.h"
 
@@ -168,133 +169,19 @@ static int read_tile(cursor *k, cursor *t, dsv4_kernel *kn)
 /* The tile must map the layout onto threads and fit every target named. */
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
-  int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
   cursor t;
   if (sc_enter(k, "tile", &t, 1))
     return 1;
   int bad = read_tile(k, &t, kn);
   dsv4_tile *tl = &kn->tile;
-  if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
-    tl->threads = tl->tokens_per_cta;
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
-      if (kn->target[i].enabled && kn->tile.threads % dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch)) {
-        FERR(&t, "threads", "= %d is not a multiple of target '%s' width %d", kn->tile.threads,
-             dsv4_target_name((dsv4_target_kind)i), dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch));
-        bad = 1;
-      }
-    sc_leave(&t);
-    return bad;
-  }
-  int lm = logits && tl->matrix;
-  if (!bad && lm) {
-    /* four warps, two 16-position m-tiles each a step; 8-head n-tiles;
-     * a quad's four threads read D/4 bytes each in 16-byte pieces */
-    const dsv4_layout *l = &kn->layout;
-    const char *why = NULL;
-    if (tl->tokens_per_cta % (DSV4_LOGITS_WARPS * 32)) {
-      FERR(&t, "tokens_per_cta", "= %d: tile.matrix walks positions %d at a time: give a multiple", tl->tokens_per_cta,
-           DSV4_LOGITS_WARPS * 32);
-      bad = 1;
-    } else if (kn->heads % 8 || kn->heads > 128)
-      why = "heads must be a multiple of 8, at most 128";
-    else if (l->dim % 64 || l->dim > 256)
-      why = "the layout's dim must be a multiple of 64, at most 256";
-    else if (l->row_bytes % 16 || l->align % 16 || l->seg[0].offset % 16)
-      why = "the layout's rows must start and its values lie on 16-byte boundaries";
-    if (why) {
-      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
-      bad = 1;
-    }
-    /* the target's matrix units and the form's static shared memory:
-     * choose_form (forms.c) */
-  }
-  if (!bad && tl->matrix && decode) {
-    /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two
-     * halves of 16-dim n-tile pairs */
-    const char *why = NULL;
-    if (tl->tokens_per_cta % 16 || tl->tokens_per_cta > 64) {
-      FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (%d warps a 16-head row block)",
-           tl->tokens_per_cta, DSV4_DECODE_WARPS);
-      bad = 1;
-    } else if (kn->layout.row_bytes % 16 || kn->layout.align % 16 ||
-               (kn->layout.scale_place == DSV4_SCALES_BLOCK_TAIL && kn->layout.scale_row_bytes % 4))
-      why = "the layout's rows must be copied in 16-byte pieces (row bytes and alignment multiples of 16, "
-            "scale rows of 4)";
-    else if (kn->layout.dim % 16)
-      why = "the layout's dim must be a multiple of 16";
-    else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32)
-      why = "the CTA must dequantize at least 8 K rows at a time (dim / values_per_thread threads a row): "
-            "raise values_per_thread";
-    if (why) {
-      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
-      bad = 1;
-    }
-    /* the target's matrix units and shared memory: choose_form (forms.c) */
-  }
-  if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
-    FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
-    bad = 1;
-  }
-  if (!bad && logits && !lm) {
-    int v = tl->values_per_thread, groups = kn->heads / v;
-    if (kn->heads % v || groups & (groups - 1) || groups > 32) {
-      FERR(&t, "heads_per_thread", "= %d must divide the %d heads into a power of two (at most 32) of groups", v,
-           kn->heads);
-      bad = 1;
-    }
-  }
-  if (!bad && !logits) {
-    const dsv4_layout *l = &kn->layout;
-    int v = tl->values_per_thread;
-    if (v & (v - 1)) {
-      FERR(&t, "values_per_thread", "must be a power of two, got %d", v);
-      bad = 1;
-    }
-    int w = v / tl->interleave; /* values in one piece */
-    if (!bad && (v % tl->interleave || (tl->interleave & (tl->interleave - 1)) || l->dim % tl->interleave ||
-                 (l->dim / tl->interleave) % w)) {
-      FERR(&t, "interleave", "= %d does not split %d values a thread and the layout's %d values into equal pieces",
-           tl->interleave, v, l->dim);
-      bad = 1;
-    }
-    for (int i = 0; i < l->nseg && !bad; i++) {
-      const dsv4_segment *s = &l->seg[i];
-      if (s->d0 % w || s->d1 % w) {
-        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' segment [%d, %d)", v, w,
-             l->name, s->d0, s->d1);
-        bad = 1;
-      } else if (s->scale_type != DSV4_DT_NONE && !s->scale_tensor && s->scale_group % w) {
-        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' scale group %d (one scale per piece)", v, w,
-             l->name, s->scale_group);
-        bad = 1;
-      }
-    }
-    if (!bad && l->dim % v) {
-      FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
-      bad = 1;
-    }
-  }
   if (!bad) {
     /* the bound the tile itself sets: its warp-matrix geometry with
      * tile.matrix, else its portable one (the form each target takes, and
      * its threads, are choose_form's: forms.c holds them to the target) */
     tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
                                   tl->tokens_per_thread, kn->heads, tl->matrix ? DSV4_FORM_WARP : DSV4_FORM_PORTABLE);
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
-      if (!kn->target[i].enabled)
-        continue;
-      int mx = dsv4_target_max_threads((dsv4_target_kind)i);
-      int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
-      if (tl->threads > mx) {
-        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, more than target '%s' allows (%d)",
-             tl->threads, dsv4_target_name((dsv4_target_kind)i), mx);
-        bad = 1;
-      } else if (tl->threads % w) {
-        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
-             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch, w);
-        bad = 1;
-      }
-    }
+    spec_report rep = {{report_at}, k, &t};
+    bad = dsv4_op_rules_of(kn->op)->check_tile(kn, &rep.r); /* the op's rules (compiler/ops/) */
   }
   sc_leave(&t);
   return bad;
