@@ -129,12 +129,25 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
  * companion kernel: the one table of op -> form -> grid.  The compiler's
  * record writer (dsv4_form_launch below) and the runtime's reader
  * (runtime/src/bundle.c, which refuses a form an op lacks or a record that
- * disagrees) both read it.  A new form of an op is a row here, its
- * geometry above and its choose_form (compiler/ops/). */
+ * disagrees) both read it.  A new form of an op is its name and a row
+ * here, its geometry above, and its op's choose_form (compiler/ops/). */
 typedef struct {
   uint8_t grid;   /* DSV4_GRID_*; 0: the op has no such form */
   uint8_t second; /* DSV4_SECOND_* */
 } dsv4_form_row;
+
+/* A form's name in messages and --emit plan. */
+static inline const char *dsv4_form_name(int form)
+{
+  static const char *const names[DSV4_FORM_COUNT] = {
+      [DSV4_FORM_PORTABLE] = "portable",
+      [DSV4_FORM_WARP] = "warp-matrix",
+      [DSV4_FORM_WARPGROUP] = "warpgroup",
+      [DSV4_FORM_WARPGROUP_PAIR] = "warpgroup CTA-pair",
+      [DSV4_FORM_ROW_WARP] = "row warp-matrix",
+  };
+  return form >= 0 && form < DSV4_FORM_COUNT ? names[form] : "?";
+}
 
 static inline dsv4_form_row dsv4_form_of(uint32_t op, uint32_t form)
 {

@@ -73,15 +73,3 @@ int dsv4_choose_form(const dsv4_kernel *k, dsv4_target_kind t, dsv4_launch *out,
                               k->target[t].arch, c.caps->max_shared);
   return 0;
 }
-
-const char *dsv4_form_name(int form)
-{
-  static const char *const names[DSV4_FORM_COUNT] = {
-      [DSV4_FORM_PORTABLE] = "portable",
-      [DSV4_FORM_WARP] = "warp-matrix",
-      [DSV4_FORM_WARPGROUP] = "warpgroup",
-      [DSV4_FORM_WARPGROUP_PAIR] = "warpgroup CTA-pair",
-      [DSV4_FORM_ROW_WARP] = "row warp-matrix",
-  };
-  return form >= 0 && form < DSV4_FORM_COUNT ? names[form] : "?";
-}
