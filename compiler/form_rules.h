@@ -1,5 +1,5 @@
 /* form_rules.h -- the geometry of each kernel form: threads, shared
- * memory, warps and producer counts.  choose_form (forms.c) decides the
+ * memory, warps and producer counts.  choose_form (compiler/ops/) decides the
  * form once per (kernel, target) and records, by dsv4_form_launch below,
  * the launch record the bundle carries (dsv4_abi.h); the generators build
  * exactly what these rules say.  The runtime's bundle reader
@@ -77,7 +77,7 @@ static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
 static inline int dsv4_decode_combine_threads(int v_dim) { return (v_dim / 4 + 31) / 32 * 32; }
 
 /* Threads per CTA of an op's kernel in a form: the rule choose_form
- * (forms.c) records in the launch record.  The gathers give each token dim/vpt lanes; the
+ * (compiler/ops/) records in the launch record.  The gathers give each token dim/vpt lanes; the
  * writer pads a token's lanes to a power of two so that scale groups are
  * aligned thread groups. */
 static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,

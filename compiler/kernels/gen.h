@@ -20,7 +20,7 @@ int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
 
 /* The threads a CTA of kernel k has on kb's target: its launch record's
- * (choose_form's, forms.c), never the tile's own count. */
+ * (choose_form's, compiler/ops/), never the tile's own count. */
 static inline int dsv4_gen_threads(const dsv4_kb *kb, const dsv4_kernel *k)
 {
   return (int)dsv4_kernel_launch(k, kb->t->kind)->threads;

@@ -114,7 +114,7 @@ static int p_and_partials(const dsv4_kernel *k, unsigned given, unsigned failed,
 
 /* A CTA heads_per_cta heads of one token (kept in tokens_per_cta), a head
  * dim / values_per_thread lanes; matrix asks for a matrix form, pair,
- * prefetch and longest_first for the warpgroup form's options (forms.c). */
+ * prefetch and longest_first for the warpgroup form's options (sparse_decode_form). */
 static const dsv4_tile_field tile[] = {
     /* name, tag, slot, step, dump, then: required, bounds, default (a choice: its names, explained) */
     DSV4_TILE_INT("values_per_thread", "v", values_per_thread, 7, 1, DSV4_TF_REQUIRED, 1, 64, 1),

@@ -177,7 +177,7 @@ static int check_tile(cursor *k, dsv4_kernel *kn)
   if (!bad) {
     /* the bound the tile itself sets: its warp-matrix geometry with
      * tile.matrix, else its portable one (the form each target takes, and
-     * its threads, are choose_form's: forms.c holds them to the target) */
+     * its threads, are choose_form's: compiler/ops/, held to the target by forms.c) */
     tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
                                   tl->tokens_per_thread, kn->heads, tl->matrix ? DSV4_FORM_WARP : DSV4_FORM_PORTABLE);
     spec_report rep = {{report_at}, k, &t};
@@ -337,7 +337,7 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
     bad = 1;
   }
   /* which matrix form (and whether tile.pair and tile.prefetch have
-   * one to apply to) is choose_form's, per target (forms.c) */
+   * one to apply to) is choose_form's, per target (compiler/ops/sparse_decode.c) */
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
     FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
          "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));

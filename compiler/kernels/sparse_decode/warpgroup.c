@@ -552,7 +552,7 @@ int sd_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   if (check_target(kb, k, &x, d) || carve_shared(kb, k, &x, d))
     return 1;
   x.tid = T->thread_id(kb);
-  /* tile.longest_first (pairs only, forms.c): the K tiles as the ranking's
+  /* tile.longest_first (pairs only, compiler/ops/sparse_decode.c): the K tiles as the ranking's
    * scratch, which the other CTA writes only after pair_setup's cluster
    * barrier */
   x.token = k->tile.longest_first ? sd_longest_first(kb, x.k_tiles, x.tid, x.threads) : T->block_id(kb, 1);
