@@ -1,5 +1,5 @@
 /* form_rules.h -- the geometry of each kernel form: threads, shared
- * memory, warps and producer counts.  choose_form (forms.c) decides the
+ * memory, warps and producer counts.  choose_form (compiler/ops/) decides the
  * form once per (kernel, target) and records, by dsv4_form_launch below,
  * the launch record the bundle carries (dsv4_abi.h); the generators build
  * exactly what these rules say.  The runtime's bundle reader
@@ -77,7 +77,7 @@ static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
 static inline int dsv4_decode_combine_threads(int v_dim) { return (v_dim / 4 + 31) / 32 * 32; }
 
 /* Threads per CTA of an op's kernel in a form: the rule choose_form
- * (forms.c) records in the launch record.  The gathers give each token dim/vpt lanes; the
+ * (compiler/ops/) records in the launch record.  The gathers give each token dim/vpt lanes; the
  * writer pads a token's lanes to a power of two so that scale groups are
  * aligned thread groups. */
 static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,
@@ -125,18 +125,72 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
 }
 
 
+/* The forms each op has, with the grid rule each launches by and its
+ * companion kernel: the one table of op -> form -> grid.  The compiler's
+ * record writer (dsv4_form_launch below) and the runtime's reader
+ * (runtime/src/bundle.c, which refuses a form an op lacks or a record that
+ * disagrees) both read it.  A new form of an op is its name and a row
+ * here, its geometry above, and its op's choose_form (compiler/ops/). */
+typedef struct {
+  uint8_t grid;   /* DSV4_GRID_*; 0: the op has no such form */
+  uint8_t second; /* DSV4_SECOND_* */
+} dsv4_form_row;
+
+/* A form's name in messages and --emit plan. */
+static inline const char *dsv4_form_name(int form)
+{
+  static const char *const names[DSV4_FORM_COUNT] = {
+      [DSV4_FORM_PORTABLE] = "portable",
+      [DSV4_FORM_WARP] = "warp-matrix",
+      [DSV4_FORM_WARPGROUP] = "warpgroup",
+      [DSV4_FORM_WARPGROUP_PAIR] = "warpgroup CTA-pair",
+      [DSV4_FORM_ROW_WARP] = "row warp-matrix",
+  };
+  return form >= 0 && form < DSV4_FORM_COUNT ? names[form] : "?";
+}
+
+static inline dsv4_form_row dsv4_form_of(uint32_t op, uint32_t form)
+{
+  static const dsv4_form_row rows[DSV4_OP_COUNT][DSV4_FORM_COUNT] = {
+      [DSV4_OP_DEQUANT_GATHER] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_TOKENS, DSV4_SECOND_NONE}},
+      [DSV4_OP_PAGED_GATHER] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_TOKENS_REQUESTS, DSV4_SECOND_NONE}},
+      [DSV4_OP_KV_INSERT] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_INSERT, DSV4_SECOND_NONE}},
+      [DSV4_OP_SPARSE_DECODE] =
+          {
+              [DSV4_FORM_PORTABLE] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_NONE},
+              [DSV4_FORM_WARP] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
+              [DSV4_FORM_WARPGROUP] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
+              [DSV4_FORM_WARPGROUP_PAIR] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
+          },
+      [DSV4_OP_PAGED_MQA_LOGITS] =
+          {
+              [DSV4_FORM_PORTABLE] = {DSV4_GRID_POSITIONS_ROWS, DSV4_SECOND_NONE},
+              [DSV4_FORM_ROW_WARP] = {DSV4_GRID_POSITIONS_ROWS, DSV4_SECOND_NONE},
+              [DSV4_FORM_WARP] = {DSV4_GRID_POSITIONS_BATCH, DSV4_SECOND_NONE},
+              [DSV4_FORM_WARPGROUP] = {DSV4_GRID_POSITIONS_BATCH, DSV4_SECOND_NONE},
+          },
+      [DSV4_OP_TOPK] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_ROWS, DSV4_SECOND_NONE}},
+  };
+  dsv4_form_row none = {0, DSV4_SECOND_NONE};
+  return op < DSV4_OP_COUNT && form < DSV4_FORM_COUNT ? rows[op][form] : none;
+}
+
 /* The launch record of op's kernel in `form`, from what a bundle entry
  * carries (the layout, the tile, v_dim, heads): threads, dynamic shared
  * memory, cluster, grid rule and companion kernel.  The one rule: forms.c
  * writes the record with it and the bundle reader checks the record
- * against it.  Returns 0, or 1 where the form does not take this shape
+ * against it.  Returns 0, or 1 where the form is not one of the op's
+ * or not a form of the op (dsv4_form_of), or does not take this shape
  * (sparse_decode's warpgroup forms: 64 heads a CTA, V of 512 dims; the
  * logits' batch forms: a step of whole DSV4_LOGITS_WARPS * 32 positions,
  * as the spec checker holds tokens_per_cta). */
 static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int vpt, int tokens_per_cta,
                                    int tokens_per_thread, int heads, int v_dim, dsv4_launch *out)
 {
+  dsv4_form_row row = dsv4_form_of((uint32_t)op, (uint32_t)form);
   int matrix = op == DSV4_OP_SPARSE_DECODE && form != DSV4_FORM_PORTABLE;
+  if (!row.grid)
+    return 1;
   if (op == DSV4_OP_SPARSE_DECODE && (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR) &&
       !dsv4_decode_wg_shape_ok(l->dim, v_dim, tokens_per_cta))
     return 1;
@@ -147,15 +201,9 @@ static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int v
   out->threads = (uint32_t)dsv4_op_threads(op, l->dim, vpt, tokens_per_cta, tokens_per_thread, heads, form);
   out->shared_bytes = matrix ? (uint32_t)dsv4_decode_shared_bytes(l, tokens_per_cta, form) : 0;
   out->cluster = form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1;
-  out->grid = op == DSV4_OP_DEQUANT_GATHER     ? DSV4_GRID_TOKENS
-              : op == DSV4_OP_PAGED_GATHER     ? DSV4_GRID_TOKENS_REQUESTS
-              : op == DSV4_OP_KV_INSERT        ? DSV4_GRID_INSERT
-              : op == DSV4_OP_SPARSE_DECODE    ? DSV4_GRID_HEADS_TOKENS
-              : op == DSV4_OP_TOPK             ? DSV4_GRID_ROWS
-              : form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP ? DSV4_GRID_POSITIONS_BATCH
-                                                                      : DSV4_GRID_POSITIONS_ROWS;
-  out->second = matrix ? DSV4_SECOND_COMBINE : DSV4_SECOND_NONE;
-  out->second_threads = matrix ? (uint32_t)dsv4_decode_combine_threads(v_dim) : 0;
+  out->grid = row.grid;
+  out->second = row.second;
+  out->second_threads = row.second == DSV4_SECOND_COMBINE ? (uint32_t)dsv4_decode_combine_threads(v_dim) : 0;
   out->reserved = 0;
   return 0;
 }

@@ -162,6 +162,5 @@ int dsv4_choose_form(const dsv4_kernel *k, dsv4_target_kind t, dsv4_launch *out,
                      int why_len);
 /* Kernel k's launch record on target t (what generators build to). */
 static inline const dsv4_launch *dsv4_kernel_launch(const dsv4_kernel *k, dsv4_target_kind t) { return &k->launch[t]; }
-const char *dsv4_form_name(int form);
 
 #endif

@@ -7,6 +7,7 @@
 #define DSV4_GEN_H
 
 #include "../kb.h"
+#include "../ops/ops.h" /* the shape predicates the generators share with choose_form */
 
 /* Build kernel k into kb->mod.  0 on success, else diagnostics in d.
  * It starts the op's kernel (kb_kernel with the op's signature), then
@@ -17,6 +18,13 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_kv_insert(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
+
+/* The threads a CTA of kernel k has on kb's target: its launch record's
+ * (choose_form's, compiler/ops/), never the tile's own count. */
+static inline int dsv4_gen_threads(const dsv4_kb *kb, const dsv4_kernel *k)
+{
+  return (int)dsv4_kernel_launch(k, kb->t->kind)->threads;
+}
 
 /* Greatest common divisor (alignments of strided accesses). */
 static inline int dsv4_gcd(int a, int b)

@@ -195,7 +195,7 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
       LLVMValueRef ax = kb_call(kb, "llvm.fabs.f32", kb->f32, &ft, &x[j], 1, LLVMCCallConv);
       a = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, ax, a, ""), ax, a, "");
     }
-    amax = kb_lane_reduce(kb, a, group / vpt, KB_REDUCE_MAX, k->tile.threads);
+    amax = kb_lane_reduce(kb, a, group / vpt, KB_REDUCE_MAX, dsv4_gen_threads(kb, k));
   }
 
   LLVMValueRef s0 = LLVMBuildSelect(b, write, slot, kb_i64(kb, 0), "");
@@ -319,7 +319,7 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   int vpt = k->tile.values_per_thread, D = k->q_dim, lanes = D / vpt, P = dsv4_pow2ceil(lanes);
   int parts = (vpt % 2 == 0 && (D / 2) % (vpt / 2) == 0 && k->rope_first % (vpt / 2) == 0) ? 2 : 1;
   int w = vpt / parts, span = D / parts;
-  int rows_per_cta = k->tile.threads / P;
+  int rows_per_cta = dsv4_gen_threads(kb, k) / P;
   LLVMValueRef tid = kb->t->thread_id(kb);
   LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
   LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, cta), kb_i64(kb, rows_per_cta), ""),
@@ -345,7 +345,7 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef ss = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
     ss = LLVMBuildFAdd(b, ss, LLVMBuildFMul(b, x[j], x[j], ""), "");
-  ss = kb_lane_reduce(kb, ss, P, KB_REDUCE_ADD, k->tile.threads);
+  ss = kb_lane_reduce(kb, ss, P, KB_REDUCE_ADD, dsv4_gen_threads(kb, k));
   LLVMValueRef ms = LLVMBuildFAdd(b, LLVMBuildFDiv(b, ss, LLVMConstReal(kb->f32, D), ""), kb_arg(kb, ARG(eps)), "");
   LLVMTypeRef ft = kb->f32;
   LLVMValueRef rs = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0), kb_call(kb, "llvm.sqrt.f32", kb->f32, &ft, &ms, 1, LLVMCCallConv), "");

@@ -1,6 +1,7 @@
 /* dump.c -- the plan in a stable text form (--emit plan). */
 #include "internal.h"
 #include "text.h" /* dsv4_text: the growing buffer the lockfile writer uses too */
+#include "ops/ops.h"
 
 static void dump_layout(dsv4_text *b, const dsv4_layout *l)
 {
@@ -56,30 +57,21 @@ static void dump_launch(dsv4_text *b, const dsv4_kernel *k, dsv4_target_kind t)
               ln->form == DSV4_FORM_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
 }
 
-/* The tile line in the spec's own field names: each op's fields share the
- * plan's slots (the decode's heads_per_cta is tokens_per_cta, the logits'
- * heads_per_thread values_per_thread); tile.p and tile.partials have lines
- * of their own below. */
+/* The tile line in the spec's own field names, in the order of each
+ * field's `dump` place in its op's table (compiler/ops/); fields without
+ * one (tile.p, tile.partials) have lines of their own below. */
 static void dump_tile(dsv4_text *b, const dsv4_kernel *k)
 {
-  const dsv4_tile *t = &k->tile;
-  switch (k->op) {
-  case DSV4_OP_TOPK:
-    dsv4_text_printf(b, " threads %d\n", t->tokens_per_cta);
-    return;
-  case DSV4_OP_SPARSE_DECODE:
-    dsv4_text_printf(b, " values_per_thread %d heads_per_cta %d interleave %d matrix %d pair %d prefetch %d "
-                     "longest_first %d\n", t->values_per_thread, t->tokens_per_cta, t->interleave, t->matrix, t->pair,
-                     t->prefetch, t->longest_first);
-    return;
-  case DSV4_OP_PAGED_MQA_LOGITS:
-    dsv4_text_printf(b, " heads_per_thread %d tokens_per_cta %d matrix %d\n", t->values_per_thread, t->tokens_per_cta,
-                     t->matrix);
-    return;
-  default:
-    dsv4_text_printf(b, " values_per_thread %d tokens_per_cta %d tokens_per_thread %d interleave %d streaming %d\n",
-                     t->values_per_thread, t->tokens_per_cta, t->tokens_per_thread, t->interleave, t->streaming);
+  const dsv4_tile_field *tile = dsv4_op_rules_of(k->op)->tile;
+  for (int place = 1;; place++) {
+    const dsv4_tile_field *f = tile;
+    while (f->name && f->dump != place)
+      f++;
+    if (!f->name)
+      break;
+    dsv4_text_printf(b, " %s %d", f->name, dsv4_tile_value(&k->tile, f));
   }
+  dsv4_text_printf(b, "\n");
 }
 
 char *dsv4_plan_dump(const dsv4_plan *p)

@@ -4,7 +4,8 @@
  *
  *   cursor.c  source text, field positions, reading typed fields
  *   layout.c  layout{} tables into dsv4_layout, and the layout rules
- *   kernel.c  kernel{} tables: targets, tile, the per-op rules
+ *   kernel.c  kernel{} tables: targets, the tile (read by each op's table and checked by its
+ *             rules, compiler/ops/), the kernel fields of each op
  *   sweep.c   a kernel{}'s sweep: its variants, each checked by kernel.c
  *   sandbox.c the bounded Lua sandbox (sandbox.h)
  *   spec.c    dsv4_spec_load: the sandbox, then the checks
@@ -86,7 +87,7 @@ int sc_check_layout_table(checker *c, int idx, const char *owner, dsv4_layout *l
 /* kernel.c: one kernel{} table; every queued one (through lua_pcall) */
 int sc_check_kernel(checker *c, int idx);
 int sc_check_all(lua_State *L);
-const char *const *sc_tile_fields(dsv4_op op);
+void sc_tile_fields(dsv4_op op, const char **names); /* NULL-ended; DSV4_TILE_FIELDS_MAX + 1 */
 /* sweep.c: whether the kernel{} table at idx has a sweep field; its
  * expansion into checked variants; the spec's hash (spec.c calls it) */
 int sc_has_sweep(checker *c, int idx);

@@ -1,7 +1,9 @@
-/* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile, the
- * per-op rules, and the walk over every queued kernel. */
+/* kernel.c -- kernel{} tables checked into dsv4_kernel: targets, the tile
+ * (read by its op's table, checked by its op's rules: compiler/ops/), the
+ * kernel fields each op takes, and the walk over every queued kernel. */
 #include "internal.h"
 #include "caps.h"
+#include "ops/ops.h"
 
 /* The targets table: { ptx = { arch = "sm_90a" }, spirv = { subgroups = false } } */
 static int check_targets(cursor *k, dsv4_kernel *kn)
@@ -75,211 +77,112 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
-/* The tile must map the layout onto threads and fit every target named. */
-/* A string field of the tile naming one of names[] (NULL-ended; the first
- * is the default): *out its index, *has whether the spec gave it.  means
- * lists the choices for the error. */
-static int get_choice(cursor *t, const char *field, const char *const *names, const char *means, int *out, int *has)
+/* Where an op's rule (ops.h) reports: at the spec field it names, a
+ * tile field ("tile.p") inside the tile table, any other at the kernel{}. */
+typedef struct {
+  dsv4_report r;
+  cursor *k, *tile; /* the kernel{} table; the tile table where it is open (else NULL) */
+} spec_report;
+
+static void report_at(dsv4_report *r, const char *field, const char *msg)
+{
+  spec_report *s = (spec_report *)r;
+  if (strncmp(field, "tile.", 5))
+    FERR(s->k, field, "%s", msg);
+  else if (s->tile)
+    FERR(s->tile, field + 5, "%s", msg);
+  else {
+    cursor t;
+    if (!sc_enter(s->k, "tile", &t, 1)) {
+      FERR(&t, field + 5, "%s", msg);
+      sc_leave(&t);
+    }
+  }
+}
+
+/* A choice field f of the tile (its names: the first the default): its
+ * index into *out; *has whether the spec gave it. */
+static int get_choice(cursor *t, const dsv4_tile_field *f, int *out, int *has)
 {
   char v[16];
-  *has = sc_push_field(t, field) != LUA_TNIL;
+  *has = sc_push_field(t, f->name) != LUA_TNIL;
   lua_pop(t->c->L, 1);
-  if (sc_get_str(t, field, 0, names[0], v, sizeof v))
+  if (sc_get_str(t, f->name, 0, f->choices[0], v, sizeof v))
     return 1;
-  for (int i = 0; names[i]; i++)
-    if (!strcmp(v, names[i])) {
+  for (int i = 0; f->choices[i]; i++)
+    if (!strcmp(v, f->choices[i])) {
       *out = i;
       return 0;
     }
-  FERR(t, field, "must be %s, got '%s'", means, v);
+  FERR(t, f->name, "must be %s, got '%s'", f->means, v);
   return 1;
 }
 
-/* tile.p: how the decode's matrix forms hold P for the P V product, and
- * tile.partials: how a split-KV split hands its O to the combine (plan.h).
- * The portable form computes in fp32, in one CTA a row, and takes neither. */
-static int check_p_format(cursor *t, dsv4_tile *tl)
+/* One tile field by its row (ops.h) into its slot of kn's tile. */
+static int read_field(cursor *t, dsv4_kernel *kn, const dsv4_tile_field *f, int *given)
 {
-  static const char *const p[] = {"bf16", "bf16x2", NULL}, *const w[] = {"f32", "bf16", NULL};
-  int hp, hw;
-  if (get_choice(t, "p", p, "'bf16' (P rounded once, as FlashMLA) or 'bf16x2' (P as bf16 hi + lo)", &tl->p_format, &hp) ||
-      get_choice(t, "partials", w, "'f32' (split-KV partials in fp32, as FlashMLA) or 'bf16' (rounded once more, half the bytes)",
-                 &tl->partials, &hw))
-    return 1;
-  if ((hp || hw) && !tl->matrix) {
-    FERR(t, hp ? "p" : "partials", "= '%s' applies to the matrix forms only (tile.matrix = true); the portable form %s",
-         hp ? p[tl->p_format] : w[tl->partials], hp ? "keeps P in fp32" : "has no split-KV");
-    return 1;
-  }
-  if (tl->partials == DSV4_PARTIALS_BF16 && tl->p_format != DSV4_P_BF16) {
-    FERR(t, "partials", "= 'bf16' needs tile.p = 'bf16': with P as hi + lo, one more bf16 rounding of each split's O "
-         "would undo the precision the second P part buys");
-    return 1;
-  }
-  return 0;
+  int *slot = dsv4_tile_slot(&kn->tile, f), matrix = kn->tile.matrix;
+  *given = 0;
+  if (f->type == DSV4_TF_BOOL)
+    return sc_get_bool(t, f->name, f->def, slot);
+  if (f->type == DSV4_TF_CHOICE)
+    return get_choice(t, f, slot, given);
+  int required = f->required == DSV4_TF_UNLESS_MATRIX ? !matrix : f->required == DSV4_TF_REQUIRED;
+  return sc_get_int(t, f->name, required, f->lo, matrix && f->hi_matrix ? f->hi_matrix : f->hi, f->def, slot);
 }
 
-/* The tile fields each op takes (also what a sweep may vary: sweep.c). */
-const char *const *sc_tile_fields(dsv4_op op)
+/* The names of op's tile fields, NULL-ended (also what a sweep may vary:
+ * sweep.c). */
+void sc_tile_fields(dsv4_op op, const char **names)
 {
-  static const char *const known[] = {"values_per_thread", "tokens_per_cta", "tokens_per_thread", "interleave", "streaming", NULL};
-  static const char *const decode_known[] = {"values_per_thread", "heads_per_cta", "matrix", "interleave", "pair", "prefetch", "p",
-                                             "longest_first", "partials", NULL};
-  static const char *const logits_known[] = {"tokens_per_cta", "heads_per_thread", "matrix", NULL};
-  static const char *const topk_known[] = {"threads", NULL};
-  return op == DSV4_OP_TOPK ? topk_known : op == DSV4_OP_SPARSE_DECODE ? decode_known
-                                         : op == DSV4_OP_PAGED_MQA_LOGITS ? logits_known : known;
+  int n = 0;
+  for (const dsv4_tile_field *f = dsv4_op_rules_of(op)->tile; f->name; f++)
+    names[n++] = f->name;
+  names[n] = NULL;
 }
 
+/* The tile fields of kn's op, in their rows' order of reading, each
+ * followed by its rule (ops.h); the slots no field sets are the op's. */
+static int read_tile(cursor *k, cursor *t, dsv4_kernel *kn)
+{
+  const dsv4_op_rules *rules = dsv4_op_rules_of(kn->op);
+  const char *names[DSV4_TILE_FIELDS_MAX + 1];
+  sc_tile_fields(kn->op, names);
+  int bad = sc_check_known(t, names);
+  unsigned given = 0, failed = 0;
+  spec_report rep = {{report_at}, k, t};
+  kn->tile = rules->fixed;
+  for (int step = 1;; step++) {
+    const dsv4_tile_field *f = rules->tile;
+    while (f->name && f->step != step)
+      f++;
+    if (!f->name)
+      return bad;
+    int i = (int)(f - rules->tile), has, r = read_field(t, kn, f, &has);
+    given |= (unsigned)has << i;
+    failed |= (unsigned)r << i;
+    bad |= r;
+    if (!r && f->rule)
+      bad |= f->rule(kn, given, failed, &rep.r);
+  }
+}
+
+/* The tile must map the layout onto threads and fit every target named. */
 static int check_tile(cursor *k, dsv4_kernel *kn)
 {
-  int decode = kn->op == DSV4_OP_SPARSE_DECODE, logits = kn->op == DSV4_OP_PAGED_MQA_LOGITS;
-  if (kn->op == DSV4_OP_TOPK) { /* threads working on one row */
-    cursor t;
-    if (sc_enter(k, "tile", &t, 1))
-      return 1;
-    int bad = sc_check_known(&t, sc_tile_fields(kn->op));
-    bad |= sc_get_int(&t, "threads", 1, 32, 1024, 0, &kn->tile.tokens_per_cta);
-    kn->tile.values_per_thread = kn->tile.tokens_per_thread = kn->tile.interleave = 1;
-    kn->tile.threads = kn->tile.tokens_per_cta;
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++)
-      if (kn->target[i].enabled && kn->tile.threads % dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch)) {
-        FERR(&t, "threads", "= %d is not a multiple of target '%s' width %d", kn->tile.threads,
-             dsv4_target_name((dsv4_target_kind)i), dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch));
-        bad = 1;
-      }
-    sc_leave(&t);
-    return bad;
-  }
   cursor t;
   if (sc_enter(k, "tile", &t, 1))
     return 1;
-  int bad = sc_check_known(&t, sc_tile_fields(kn->op));
+  int bad = read_tile(k, &t, kn);
   dsv4_tile *tl = &kn->tile;
-  if (decode || logits)
-    bad |= sc_get_bool(&t, "matrix", 0, &tl->matrix);
-  if (decode) {
-    bad |= sc_get_bool(&t, "pair", 0, &tl->pair);
-    bad |= sc_get_bool(&t, "prefetch", 0, &tl->prefetch);
-    bad |= sc_get_bool(&t, "longest_first", 0, &tl->longest_first);
-    bad |= check_p_format(&t, tl);
-  }
-  /* logits: a thread sums heads_per_thread heads of one position (the
-   * matrix form has its own mapping and ignores it) */
-  int lm = logits && tl->matrix;
-  bad |= sc_get_int(&t, logits ? "heads_per_thread" : "values_per_thread", !lm, 1, 64, 1, &tl->values_per_thread);
-  /* the decode kernel's CTA holds heads of one token, the others' tokens
-   * (the logits matrix form's CTA walks its positions in steps: more) */
-  bad |= sc_get_int(&t, decode ? "heads_per_cta" : "tokens_per_cta", 1, 1, lm ? 65536 : 1024, 0, &tl->tokens_per_cta);
-  bad |= sc_get_int(&t, "tokens_per_thread", 0, 1, 8, 1, &tl->tokens_per_thread);
-  bad |= sc_get_bool(&t, "streaming", 1, &tl->streaming);
-  bad |= sc_get_int(&t, "interleave", 0, 1, 8, 1, &tl->interleave);
-  if (!bad && lm) {
-    /* four warps, two 16-position m-tiles each a step; 8-head n-tiles;
-     * a quad's four threads read D/4 bytes each in 16-byte pieces */
-    const dsv4_layout *l = &kn->layout;
-    const char *why = NULL;
-    if (tl->tokens_per_cta % (DSV4_LOGITS_WARPS * 32)) {
-      FERR(&t, "tokens_per_cta", "= %d: tile.matrix walks positions %d at a time: give a multiple", tl->tokens_per_cta,
-           DSV4_LOGITS_WARPS * 32);
-      bad = 1;
-    } else if (kn->heads % 8 || kn->heads > 128)
-      why = "heads must be a multiple of 8, at most 128";
-    else if (l->dim % 64 || l->dim > 256)
-      why = "the layout's dim must be a multiple of 64, at most 256";
-    else if (l->row_bytes % 16 || l->align % 16 || l->seg[0].offset % 16)
-      why = "the layout's rows must start and its values lie on 16-byte boundaries";
-    if (why) {
-      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
-      bad = 1;
-    }
-    /* the target's matrix units and the form's static shared memory:
-     * choose_form (forms.c) */
-  }
-  if (!bad && tl->matrix && decode) {
-    /* two warps a 16-head row block; K rows as 16-dim k-steps; V in two
-     * halves of 16-dim n-tile pairs */
-    const char *why = NULL;
-    if (tl->tokens_per_cta % 16 || tl->tokens_per_cta > 64) {
-      FERR(&t, "heads_per_cta", "= %d: tile.matrix takes 16, 32, 48 or 64 (%d warps a 16-head row block)",
-           tl->tokens_per_cta, DSV4_DECODE_WARPS);
-      bad = 1;
-    } else if (kn->layout.row_bytes % 16 || kn->layout.align % 16 ||
-               (kn->layout.scale_place == DSV4_SCALES_BLOCK_TAIL && kn->layout.scale_row_bytes % 4))
-      why = "the layout's rows must be copied in 16-byte pieces (row bytes and alignment multiples of 16, "
-            "scale rows of 4)";
-    else if (kn->layout.dim % 16)
-      why = "the layout's dim must be a multiple of 16";
-    else if (kn->layout.dim / tl->values_per_thread * 8 > tl->tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32)
-      why = "the CTA must dequantize at least 8 K rows at a time (dim / values_per_thread threads a row): "
-            "raise values_per_thread";
-    if (why) {
-      FERR(&t, "matrix", "= true needs the warp-matrix shape: %s", why);
-      bad = 1;
-    }
-    /* the target's matrix units and shared memory: choose_form (forms.c) */
-  }
-  if (!bad && tl->tokens_per_cta % tl->tokens_per_thread) {
-    FERR(&t, "tokens_per_thread", "= %d does not divide tokens_per_cta %d", tl->tokens_per_thread, tl->tokens_per_cta);
-    bad = 1;
-  }
-  if (!bad && logits && !lm) {
-    int v = tl->values_per_thread, groups = kn->heads / v;
-    if (kn->heads % v || groups & (groups - 1) || groups > 32) {
-      FERR(&t, "heads_per_thread", "= %d must divide the %d heads into a power of two (at most 32) of groups", v,
-           kn->heads);
-      bad = 1;
-    }
-  }
-  if (!bad && !logits) {
-    const dsv4_layout *l = &kn->layout;
-    int v = tl->values_per_thread;
-    if (v & (v - 1)) {
-      FERR(&t, "values_per_thread", "must be a power of two, got %d", v);
-      bad = 1;
-    }
-    int w = v / tl->interleave; /* values in one piece */
-    if (!bad && (v % tl->interleave || (tl->interleave & (tl->interleave - 1)) || l->dim % tl->interleave ||
-                 (l->dim / tl->interleave) % w)) {
-      FERR(&t, "interleave", "= %d does not split %d values a thread and the layout's %d values into equal pieces",
-           tl->interleave, v, l->dim);
-      bad = 1;
-    }
-    for (int i = 0; i < l->nseg && !bad; i++) {
-      const dsv4_segment *s = &l->seg[i];
-      if (s->d0 % w || s->d1 % w) {
-        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' segment [%d, %d)", v, w,
-             l->name, s->d0, s->d1);
-        bad = 1;
-      } else if (s->scale_type != DSV4_DT_NONE && !s->scale_tensor && s->scale_group % w) {
-        FERR(&t, "values_per_thread", "= %d (in pieces of %d) does not divide layout '%s' scale group %d (one scale per piece)", v, w,
-             l->name, s->scale_group);
-        bad = 1;
-      }
-    }
-    if (!bad && l->dim % v) {
-      FERR(&t, "values_per_thread", "= %d does not divide the layout's %d values", v, l->dim);
-      bad = 1;
-    }
-  }
   if (!bad) {
+    /* the bound the tile itself sets: its warp-matrix geometry with
+     * tile.matrix, else its portable one (the form each target takes, and
+     * its threads, are choose_form's: compiler/ops/, held to the target by forms.c) */
     tl->threads = dsv4_op_threads(kn->op, kn->layout.dim, tl->values_per_thread, tl->tokens_per_cta,
-                                  tl->tokens_per_thread, kn->heads, tl->matrix);
-    for (int i = 0; i < DSV4_TARGET_COUNT && !bad; i++) {
-      if (!kn->target[i].enabled)
-        continue;
-      int mx = dsv4_target_max_threads((dsv4_target_kind)i);
-      int w = dsv4_target_warp((dsv4_target_kind)i, kn->target[i].arch);
-      if (tl->threads > mx) {
-        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, more than target '%s' allows (%d)",
-             tl->threads, dsv4_target_name((dsv4_target_kind)i), mx);
-        bad = 1;
-      } else if (tl->threads % w) {
-        FERR(&t, decode ? "heads_per_cta" : "tokens_per_cta", "gives %d threads per CTA, not a multiple of target '%s' %s width %d", tl->threads,
-             dsv4_target_name((dsv4_target_kind)i), kn->target[i].arch, w);
-        bad = 1;
-      }
-    }
+                                  tl->tokens_per_thread, kn->heads, tl->matrix ? DSV4_FORM_WARP : DSV4_FORM_PORTABLE);
+    spec_report rep = {{report_at}, k, &t};
+    bad = dsv4_op_rules_of(kn->op)->check_tile(kn, &rep.r); /* the op's rules (compiler/ops/) */
   }
   sc_leave(&t);
   return bad;
@@ -435,7 +338,7 @@ static int check_decode(cursor *k, dsv4_kernel *kn)
     bad = 1;
   }
   /* which matrix form (and whether tile.pair and tile.prefetch have
-   * one to apply to) is choose_form's, per target (forms.c) */
+   * one to apply to) is choose_form's, per target (compiler/ops/sparse_decode.c) */
   if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
     FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
          "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
@@ -466,14 +369,8 @@ static int choose_forms(cursor *k, dsv4_kernel *kn)
     char why[512];
     if (!dsv4_choose_form(kn, (dsv4_target_kind)i, &kn->launch[i], &field, why, (int)sizeof why))
       continue;
-    if (!strncmp(field, "tile.", 5)) {
-      cursor t;
-      if (!sc_enter(k, "tile", &t, 1)) {
-        FERR(&t, field + 5, "%s", why);
-        sc_leave(&t);
-      }
-    } else
-      FERR(k, field, "%s", why);
+    spec_report rep = {{report_at}, k, NULL};
+    report_at(&rep.r, field, why);
     return 1;
   }
   return 0;

@@ -15,8 +15,8 @@
  *
  * The swept fields (sorted by their path) span a product; the first varies
  * slowest, each field's values in the order given.  A point is a variant
- * named <kernel>__<tag><value>_<tag><value>... (tags: `tags` below;
- * booleans as 0 / 1).  A constraint is called with the variant's tile fields
+ * named <kernel>__<tag><value>_<tag><value>... (the tags: each op's
+ * tile table, compiler/ops/; booleans as 0 / 1).  A constraint is called with the variant's tile fields
  * and swept fields (v.pair, v.heads_per_cta, ...); a false result (and its
  * second result, a reason) rejects the variant.  The others are built as
  * kernel tables and checked by sc_check_kernel with their diagnostics kept
@@ -29,25 +29,9 @@
 #include "internal.h"
 
 #include "sha256.h"
+#include "text.h"
+#include "ops/ops.h"
 
-/* What a sweep may vary: the field, its tag in variant names, its Lua
- * type, and for kernel fields the op that takes them (0: a tile field,
- * whose op is sc_tile_fields's). */
-enum { T_INT, T_BOOL, T_STR };
-static const struct {
-  const char *field, *tag;
-  int type;
-  dsv4_op op;
-} tags[] = {
-    {"values_per_thread", "v", T_INT, 0},   {"tokens_per_cta", "c", T_INT, 0},     {"heads_per_cta", "h", T_INT, 0},
-    {"tokens_per_thread", "t", T_INT, 0},   {"interleave", "i", T_INT, 0},         {"streaming", "s", T_BOOL, 0},
-    {"matrix", "m", T_BOOL, 0},             {"pair", "pair", T_BOOL, 0},           {"prefetch", "pf", T_BOOL, 0},
-    {"p", "p", T_STR, 0},                   {"heads_per_thread", "hpt", T_INT, 0}, {"threads", "thr", T_INT, 0},
-    {"longest_first", "lf", T_BOOL, 0},     {"partials", "w", T_STR, 0},
-    {"v_dim", "vd", T_INT, DSV4_OP_SPARSE_DECODE}, {"heads", "nh", T_INT, DSV4_OP_PAGED_MQA_LOGITS},
-    {"k", "k", T_INT, DSV4_OP_TOPK},
-};
-#define NTAGS ((int)(sizeof tags / sizeof *tags))
 #define MAX_POINTS 4096 /* a sweep's product, before constraints */
 
 /* Read raw: a table whose reads raise reaches the kernel checker first, as
@@ -68,22 +52,16 @@ const dsv4_variant *dsv4_plan_variant(const dsv4_plan *p, const char *name)
   return NULL;
 }
 
-static int tag_of(const char *field, int tile)
-{
-  for (int i = 0; i < NTAGS; i++)
-    if (!strcmp(tags[i].field, field) && (tags[i].op == 0) == tile)
-      return i;
-  return -1;
-}
-
 /* A swept field being read: where its values are (stack index of the list). */
 typedef struct {
-  int tag, tile, list;
+  const char *field; /* the tile field's or the kernel field's name */
+  int type;          /* DSV4_TF_INT, _BOOL or _CHOICE (a kernel field: an integer) */
+  int tile, list;
 } swept;
 
 /* One swept field's list of values (at the stack top) into param q; 0 or 1
  * after an error at the field. */
-static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q)
+static int read_values(cursor *at, const char *key, int type, dsv4_sweep_param *q)
 {
   lua_State *L = at->c->L;
   int list = lua_gettop(L);
@@ -108,11 +86,11 @@ static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q
     int t = lua_rawgeti(L, list, i), ok;
     char *out = q->value[i - 1];
     size_t cap = sizeof q->value[i - 1];
-    if (tags[tag].type == T_INT && t == LUA_TNUMBER && lua_isinteger(L, -1))
+    if (type == DSV4_TF_INT && t == LUA_TNUMBER && lua_isinteger(L, -1))
       ok = snprintf(out, cap, "%lld", (long long)lua_tointeger(L, -1)) > 0;
-    else if (tags[tag].type == T_BOOL && t == LUA_TBOOLEAN)
+    else if (type == DSV4_TF_BOOL && t == LUA_TBOOLEAN)
       ok = snprintf(out, cap, "%s", lua_toboolean(L, -1) ? "true" : "false") > 0;
-    else if (tags[tag].type == T_STR && t == LUA_TSTRING) {
+    else if (type == DSV4_TF_CHOICE && t == LUA_TSTRING) {
       size_t len;
       const char *s = lua_tolstring(L, -1, &len);
       ok = len > 0 && len < cap;
@@ -131,7 +109,7 @@ static int read_values(cursor *at, const char *key, int tag, dsv4_sweep_param *q
       ok = 0;
     lua_pop(L, 1);
     if (!ok) {
-      FERR(at, key, "value %lld must be one of the field's %s, got a %s", (long long)i, type_name[tags[tag].type],
+      FERR(at, key, "value %lld must be one of the field's %s, got a %s", (long long)i, type_name[type],
            lua_typename(L, t));
       at->c->structural++;
       return 1;
@@ -195,162 +173,198 @@ static void fn_where(lua_State *L, int idx, char *buf, size_t n)
     snprintf(buf, n, "?");
 }
 
-int sc_check_sweep(checker *c, int idx)
+/* A sweep being expanded: the kernel{} table (cursor k) and its sweep
+ * (cursor s); the swept fields' value lists, the constraints, and the
+ * copies the variants are built from, all on the Lua stack above top; the
+ * diagnostics of the variant being checked kept aside. */
+typedef struct {
+  checker *c;
+  int idx, top;
+  char file[DSV4_PATH_MAX], what[96];
+  int line;
+  cursor k, s;
+  dsv4_sweep *sw;
+  int the_sweep;
+  swept sv[DSV4_SWEEP_PARAMS];
+  int ns;
+  int cons, ncons;       /* the constraints list (a stack index) and its length */
+  long long points;      /* the product's size */
+  int base_tile, fields; /* copies of the kernel{}'s tile (0: none) and of its fields less the sweep */
+  dsv4_diags *real, *scratch, *first_diags;
+  int accepted, first_checked;
+} expansion;
+
+/* The kernel{}'s name and op, read with their diagnostics aside: without
+ * both, and a name that is an identifier, there is nothing to sweep (and
+ * the kernel checker says what is wrong): DSV4_OP_NONE then. */
+static dsv4_op sweep_op(checker *c, cursor *k, char *name)
 {
-  lua_State *L = c->L;
-  dsv4_plan *p = c->plan;
-  int top = lua_gettop(L);
-  char file[DSV4_PATH_MAX] = "";
-  int line = 0;
-  sc_table_pos(c, idx, file, sizeof file, &line);
-  char name[DSV4_NAME_MAX], opname[32], what[96];
-  cursor k = {.c = c, .idx = idx, .file = file, .line = line, .what = "kernel"};
-  /* a name and an op first: without them there is nothing to sweep, and the
-   * kernel checker says what is wrong */
+  char opname[32];
   int pre = c->structural;
-  dsv4_diags *real = c->d, *probe = lua_newuserdatauv(L, sizeof *probe, 0);
+  dsv4_diags *real = c->d, *probe = lua_newuserdatauv(c->L, sizeof *probe, 0);
   memset(probe, 0, sizeof *probe);
   c->d = probe;
-  int bad = sc_get_str(&k, "name", 1, "", name, sizeof name) || sc_get_str(&k, "op", 1, "", opname, sizeof opname);
+  int bad = sc_get_str(k, "name", 1, "", name, DSV4_NAME_MAX) || sc_get_str(k, "op", 1, "", opname, sizeof opname);
   c->d = real;
   c->structural = pre;
   dsv4_op op = bad ? DSV4_OP_NONE : dsv4_op_from_name(opname);
   int ident = (name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') || name[0] == '_';
   for (const char *q = name; *q && ident; q++)
     ident = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
-  if (op == DSV4_OP_NONE || !ident) {
-    lua_settop(L, top);
-    return sc_check_kernel(c, idx); /* which reports the name or the op */
-  }
-  snprintf(what, sizeof what, "kernel '%s'", name);
-  k.what = what;
+  return ident ? op : DSV4_OP_NONE;
+}
+
+/* The plan's next sweep for kernel name of op, and the sweep table
+ * entered; 1 after an error. */
+static int begin(expansion *e, const char *name, dsv4_op op)
+{
+  dsv4_plan *p = e->c->plan;
+  snprintf(e->what, sizeof e->what, "kernel '%s'", name);
+  e->k.what = e->what;
   if (p->nsweeps == DSV4_MAX_SWEEPS) {
-    FERR(&k, "sweep", "is one sweep more than the %d a spec may hold", DSV4_MAX_SWEEPS);
-    lua_settop(L, top);
+    FERR(&e->k, "sweep", "is one sweep more than the %d a spec may hold", DSV4_MAX_SWEEPS);
     return 1;
   }
-  dsv4_sweep *sw = &p->sweeps[p->nsweeps];
-  memset(sw, 0, sizeof *sw);
-  snprintf(sw->kernel, sizeof sw->kernel, "%s", name);
-  snprintf(sw->file, sizeof sw->file, "%s", file);
-  sw->line = line, sw->op = op;
-  cursor s;
-  if (sc_enter(&k, "sweep", &s, 1)) {
-    lua_settop(L, top);
-    return 1;
-  }
-  static const char *const sweep_known[] = {"tile", "v_dim", "heads", "k", "constraints", NULL};
-  bad = sc_check_known(&s, sweep_known);
-  /* the swept fields: sweep.tile.<field> and sweep.<kernel field> */
-  swept sv[DSV4_SWEEP_PARAMS];
-  int ns = 0;
+  e->sw = &p->sweeps[p->nsweeps];
+  memset(e->sw, 0, sizeof *e->sw);
+  snprintf(e->sw->kernel, sizeof e->sw->kernel, "%s", name);
+  snprintf(e->sw->file, sizeof e->sw->file, "%s", e->file);
+  e->sw->line = e->line, e->sw->op = op;
+  return sc_enter(&e->k, "sweep", &e->s, 1) != 0;
+}
+
+/* The swept tile fields, sweep.tile.<field> (their rows: the op's tile
+ * table, compiler/ops/), each field's list left on the stack; bad: an
+ * error so far (then none is read).  Returns bad. */
+static int read_tile_swept(expansion *e, int bad)
+{
+  lua_State *L = e->c->L;
+  checker *c = e->c;
+  dsv4_op op = e->sw->op;
   cursor st;
-  int has_tile = sc_enter(&s, "tile", &st, 0);
+  int has_tile = sc_enter(&e->s, "tile", &st, 0);
   if (has_tile < 0)
-    bad = 1;
-  if (has_tile == 0) {
-    const char *const *fields = sc_tile_fields(op);
-    lua_pushnil(L);
-    while (!bad && lua_next(L, st.idx)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING) {
-        FERR(&st, NULL, "has a positional or non-string key; name the tile fields to sweep");
-        c->structural++, bad = 1;
-        break;
-      }
-      const char *f = lua_tostring(L, -1);
-      int known = 0;
+    return 1;
+  if (has_tile)
+    return bad;
+  const char *fields[DSV4_TILE_FIELDS_MAX + 1];
+  sc_tile_fields(op, fields);
+  lua_pushnil(L);
+  while (!bad && lua_next(L, st.idx)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      FERR(&st, NULL, "has a positional or non-string key; name the tile fields to sweep");
+      c->structural++, bad = 1;
+      break;
+    }
+    const char *f = lua_tostring(L, -1);
+    const dsv4_tile_field *tf = dsv4_tile_field_of(op, f);
+    if (!tf) {
+      char list[256] = "";
       for (const char *const *a = fields; *a; a++)
-        known |= !strcmp(*a, f);
-      int tg = tag_of(f, 1);
-      if (!known || tg < 0) {
-        char list[256] = "";
-        for (const char *const *a = fields; *a; a++)
-          snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", *a);
-        FERR(&st, f, "is not a tile field of op '%s' (one of %s)", dsv4_op_name(op), list);
-        c->structural++, bad = 1;
-        break;
-      }
-      if (ns == DSV4_SWEEP_PARAMS) {
-        FERR(&s, NULL, "sweeps more than %d fields", DSV4_SWEEP_PARAMS);
-        c->structural++, bad = 1;
-        break;
-      }
-      lua_pushvalue(L, -1);
-      lua_gettable(L, st.idx);
-      dsv4_sweep_param *q = &sw->param[ns];
-      snprintf(q->field, sizeof q->field, "tile.%s", f);
-      snprintf(q->tag, sizeof q->tag, "%s", tags[tg].tag);
-      if (read_values(&st, f, tg, q)) {
-        bad = 1;
-        break;
-      }
-      lua_insert(L, -2); /* keep the list below the key */
-      sv[ns++] = (swept){tg, 1, 0};
-    }
-    /* the lists sit on the stack in order; remember their slots */
-    for (int i = 0, slot = st.idx + 1; i < ns; i++, slot++)
-      sv[i].list = slot;
-  }
-  for (int t = 0; t < NTAGS && !bad; t++) {
-    if (!tags[t].op)
-      continue;
-    if (lua_getfield(L, s.idx, tags[t].field) == LUA_TNIL) {
-      lua_pop(L, 1);
-      continue;
-    }
-    if (tags[t].op != op) {
-      FERR(&s, tags[t].field, "sweeps a field of op '%s' only", dsv4_op_name(tags[t].op));
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", *a);
+      FERR(&st, f, "is not a tile field of op '%s' (one of %s)", dsv4_op_name(op), list);
       c->structural++, bad = 1;
       break;
     }
-    if (ns == DSV4_SWEEP_PARAMS) {
-      FERR(&s, NULL, "sweeps more than %d fields", DSV4_SWEEP_PARAMS);
+    if (e->ns == DSV4_SWEEP_PARAMS) {
+      FERR(&e->s, NULL, "sweeps more than %d fields", DSV4_SWEEP_PARAMS);
       c->structural++, bad = 1;
       break;
     }
-    dsv4_sweep_param *q = &sw->param[ns];
-    snprintf(q->field, sizeof q->field, "%s", tags[t].field);
-    snprintf(q->tag, sizeof q->tag, "%s", tags[t].tag);
-    if (read_values(&s, tags[t].field, t, q)) {
+    lua_pushvalue(L, -1);
+    lua_gettable(L, st.idx);
+    dsv4_sweep_param *q = &e->sw->param[e->ns];
+    snprintf(q->field, sizeof q->field, "tile.%s", f);
+    snprintf(q->tag, sizeof q->tag, "%s", tf->tag);
+    if (read_values(&st, f, tf->type, q)) {
       bad = 1;
       break;
     }
-    sv[ns] = (swept){t, 0, lua_gettop(L)};
-    ns++;
+    lua_insert(L, -2); /* keep the list below the key */
+    e->sv[e->ns++] = (swept){tf->name, tf->type, 1, 0};
   }
-  if (!bad && ns == 0) {
-    FERR(&k, "sweep", "sweeps no field (give sweep.tile.<field> = { values }, or v_dim, heads or k)");
+  /* the lists sit on the stack in order; remember their slots */
+  for (int i = 0, slot = st.idx + 1; i < e->ns; i++, slot++)
+    e->sv[i].list = slot;
+  return bad;
+}
+
+/* The swept kernel fields, sweep.<field>: the one each op lets a sweep
+ * vary (its rules' `swept`), an error for another op's.  Returns bad. */
+static int read_kernel_swept(expansion *e, int bad)
+{
+  lua_State *L = e->c->L;
+  checker *c = e->c;
+  for (int o = 1; o < DSV4_OP_COUNT && !bad; o++) {
+    const dsv4_op_rules *r = dsv4_op_rules_of((dsv4_op)o);
+    if (!r->swept)
+      continue;
+    if (lua_getfield(L, e->s.idx, r->swept) == LUA_TNIL) {
+      lua_pop(L, 1);
+      continue;
+    }
+    if ((dsv4_op)o != e->sw->op) {
+      FERR(&e->s, r->swept, "sweeps a field of op '%s' only", dsv4_op_name((dsv4_op)o));
+      c->structural++, bad = 1;
+      break;
+    }
+    if (e->ns == DSV4_SWEEP_PARAMS) {
+      FERR(&e->s, NULL, "sweeps more than %d fields", DSV4_SWEEP_PARAMS);
+      c->structural++, bad = 1;
+      break;
+    }
+    dsv4_sweep_param *q = &e->sw->param[e->ns];
+    snprintf(q->field, sizeof q->field, "%s", r->swept);
+    snprintf(q->tag, sizeof q->tag, "%s", r->swept_tag);
+    if (read_values(&e->s, r->swept, DSV4_TF_INT, q)) {
+      bad = 1;
+      break;
+    }
+    e->sv[e->ns++] = (swept){r->swept, DSV4_TF_INT, 0, lua_gettop(L)};
+  }
+  return bad;
+}
+
+/* At least one swept field, and the constraints: a list of functions, on
+ * the stack.  Returns bad. */
+static int read_constraints(expansion *e, int bad)
+{
+  lua_State *L = e->c->L;
+  checker *c = e->c;
+  if (!bad && e->ns == 0) {
+    FERR(&e->k, "sweep", "sweeps no field (give sweep.tile.<field> = { values }, or v_dim, heads or k)");
     c->structural++, bad = 1;
   }
-  /* the constraints: a list of functions */
-  int ncons = 0, cons = 0;
-  if (!bad) {
-    int t = lua_getfield(L, s.idx, "constraints");
-    cons = lua_gettop(L);
-    if (t == LUA_TTABLE) {
-      ncons = (int)lua_rawlen(L, cons);
-      for (int i = 1; i <= ncons && !bad; i++) {
-        if (lua_rawgeti(L, cons, i) != LUA_TFUNCTION) {
-          FERR(&s, "constraints", "entry %d must be a function(v) returning true to keep a variant (false and a "
-               "reason to reject it), got a %s", i, luaL_typename(L, -1));
-          c->structural++, bad = 1;
-        }
-        lua_pop(L, 1);
+  if (bad)
+    return bad;
+  int t = lua_getfield(L, e->s.idx, "constraints");
+  e->cons = lua_gettop(L);
+  if (t == LUA_TTABLE) {
+    e->ncons = (int)lua_rawlen(L, e->cons);
+    for (int i = 1; i <= e->ncons && !bad; i++) {
+      if (lua_rawgeti(L, e->cons, i) != LUA_TFUNCTION) {
+        FERR(&e->s, "constraints", "entry %d must be a function(v) returning true to keep a variant (false and a "
+             "reason to reject it), got a %s", i, luaL_typename(L, -1));
+        c->structural++, bad = 1;
       }
-    } else if (t != LUA_TNIL) {
-      FERR(&s, "constraints", "must be a list of functions, got a %s", luaL_typename(L, -1));
-      c->structural++, bad = 1;
+      lua_pop(L, 1);
     }
+  } else if (t != LUA_TNIL) {
+    FERR(&e->s, "constraints", "must be a list of functions, got a %s", luaL_typename(L, -1));
+    c->structural++, bad = 1;
   }
-  if (bad) {
-    lua_settop(L, top);
-    return 1;
-  }
-  /* the fields sorted by path (the order names and the product take) */
+  return bad;
+}
+
+/* The fields sorted by path (the order names and the product take), and
+ * the product's size within the spec's limits; 1 after an error. */
+static int order_fields(expansion *e)
+{
+  dsv4_sweep *sw = e->sw;
+  int ns = e->ns, order[DSV4_SWEEP_PARAMS];
   dsv4_sweep_param sorted[DSV4_SWEEP_PARAMS];
   swept ssorted[DSV4_SWEEP_PARAMS];
-  int order[DSV4_SWEEP_PARAMS];
   memcpy(sorted, sw->param, sizeof sorted);
   for (int i = 0; i < ns; i++)
     order[i] = i;
@@ -360,179 +374,241 @@ int sc_check_sweep(checker *c, int idx)
       order[j] = order[j - 1], order[j - 1] = x;
     }
   for (int i = 0; i < ns; i++)
-    sorted[i] = sw->param[order[i]], ssorted[i] = sv[order[i]];
+    sorted[i] = sw->param[order[i]], ssorted[i] = e->sv[order[i]];
   memcpy(sw->param, sorted, sizeof sorted);
-  memcpy(sv, ssorted, sizeof sv);
+  memcpy(e->sv, ssorted, sizeof e->sv);
   sw->nparams = ns;
-  sw->nconstraints = ncons;
-  long long points = 1;
+  sw->nconstraints = e->ncons;
+  e->points = 1;
   for (int i = 0; i < ns; i++)
-    points *= sw->param[i].nvalues;
-  if (points > MAX_POINTS || p->nvariants + points > DSV4_MAX_VARIANTS) {
-    FERR(&k, "sweep", "spans %lld variants; a spec holds at most %d (%d a sweep)", points, DSV4_MAX_VARIANTS,
+    e->points *= sw->param[i].nvalues;
+  if (e->points > MAX_POINTS || e->c->plan->nvariants + e->points > DSV4_MAX_VARIANTS) {
+    FERR(&e->k, "sweep", "spans %lld variants; a spec holds at most %d (%d a sweep)", e->points, DSV4_MAX_VARIANTS,
          MAX_POINTS);
-    c->structural++;
-    lua_settop(L, top);
+    e->c->structural++;
     return 1;
   }
-  sw->first = p->nvariants;
-  int the_sweep = p->nsweeps++;
+  return 0;
+}
+
+/* Variant var's name at point idxv (booleans as 0 / 1); 1 after an error
+ * (too long, or another kernel's or variant's). */
+static int variant_name(expansion *e, const int *idxv, dsv4_variant *var)
+{
+  const dsv4_plan *p = e->c->plan;
+  char vname[256];
+  int o = snprintf(vname, sizeof vname, "%s_", e->sw->kernel);
+  for (int i = 0; i < e->ns; i++) {
+    const char *val = e->sw->param[i].value[idxv[i]];
+    int boolean = e->sv[i].type == DSV4_TF_BOOL;
+    const char *shown = !strcmp(val, "true") && boolean ? "1" : !strcmp(val, "false") && boolean ? "0" : val;
+    o += snprintf(vname + o, sizeof vname - (size_t)o, "_%s%s", e->sw->param[i].tag, shown);
+    var->value[i] = (unsigned char)idxv[i];
+  }
+  if (strlen(vname) >= DSV4_NAME_MAX) {
+    FERR(&e->k, "name", "makes the sweep variant name '%s', longer than %d characters: give the kernel a shorter "
+         "name", vname, DSV4_NAME_MAX - 1);
+    return 1;
+  }
+  int clash = 0;
+  for (int i = 0; i < p->nkernels && !clash; i++)
+    clash = !strcmp(p->kernels[i].name, vname);
+  for (int i = 0; i < p->nvariants && !clash; i++)
+    clash = !strcmp(p->variants[i].name, vname);
+  if (clash) {
+    FERR(&e->k, "name", "makes the sweep variant name '%s', which another kernel or variant has", vname);
+    return 1;
+  }
+  snprintf(var->name, sizeof var->name, "%s", vname);
+  return 0;
+}
+
+/* Whether the constraints keep the variant at idxv: each called with v,
+ * the variant's tile fields and swept fields; a rejection's reason into
+ * var. */
+static int kept(expansion *e, const int *idxv, dsv4_variant *var)
+{
+  lua_State *L = e->c->L;
+  lua_newtable(L);
+  int v = lua_gettop(L);
+  if (e->base_tile) {
+    lua_pushnil(L);
+    while (lua_next(L, e->base_tile)) {
+      if (lua_type(L, -2) == LUA_TSTRING) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, v);
+      } else
+        lua_pop(L, 1);
+    }
+  }
+  for (int i = 0; i < e->ns; i++) {
+    push_value(L, &e->sv[i], idxv[i]);
+    lua_setfield(L, v, e->sv[i].field);
+  }
+  for (int ci = 1; ci <= e->ncons; ci++) {
+    lua_rawgeti(L, e->cons, ci);
+    int fn = lua_gettop(L);
+    char where[DSV4_PATH_MAX + 16];
+    fn_where(L, fn, where, sizeof where);
+    lua_pushvalue(L, v);
+    lua_call(L, 1, 2); /* an error in a constraint is the spec's error, raised as such */
+    if (!lua_toboolean(L, -2)) {
+      const char *why = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "the constraint is false";
+      snprintf(var->reason, sizeof var->reason, "constraint %d (%s): %s", ci, where, why);
+      lua_pop(L, 2);
+      return 0;
+    }
+    lua_pop(L, 2);
+  }
+  return 1;
+}
+
+/* Push the variant at idxv as a kernel table: the kernel{}'s fields less
+ * the sweep, its name, a tile with the swept values, the swept kernel
+ * fields; positioned where the kernel{} was (the checker's field lines). */
+static void push_variant(expansion *e, const int *idxv, const char *vname)
+{
+  lua_State *L = e->c->L;
+  push_copy(L, e->fields, NULL);
+  int kt = lua_gettop(L);
+  lua_pushstring(L, vname);
+  lua_setfield(L, kt, "name");
+  lua_newtable(L);
+  int tt = lua_gettop(L);
+  if (e->base_tile) {
+    lua_pushnil(L);
+    while (lua_next(L, e->base_tile)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, tt);
+    }
+  }
+  for (int i = 0; i < e->ns; i++) {
+    push_value(L, &e->sv[i], idxv[i]);
+    lua_setfield(L, e->sv[i].tile ? tt : kt, e->sv[i].field);
+  }
+  lua_setfield(L, kt, "tile");
+  lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
+  lua_pushvalue(L, kt);
+  lua_pushvalue(L, e->idx);
+  lua_gettable(L, -3);
+  lua_settable(L, -3);
+  lua_pop(L, 1);
+}
+
+/* The variant table on the stack top checked by the kernel checker with
+ * its diagnostics aside: built, rejected with the checker's message, or
+ * (an error of the spec's form) the spec's error: 1 then. */
+static int check_variant(expansion *e, dsv4_variant *var)
+{
+  checker *c = e->c;
+  memset(e->scratch, 0, sizeof *e->scratch);
+  int pre_s = c->structural;
+  c->d = e->scratch;
+  int r = sc_check_kernel(c, lua_gettop(c->L));
+  c->d = e->real;
+  if (!r) {
+    var->kernel = c->plan->nkernels - 1;
+    e->accepted++;
+  } else if (c->structural != pre_s) {
+    for (int i = 0; i < e->scratch->n; i++) /* the spec's own error: reported as it is */
+      dsv4_diag_add(e->real, &e->scratch->items[i]);
+    return 1;
+  } else {
+    snprintf(var->reason, sizeof var->reason, "%.*s", (int)sizeof var->reason - 1,
+             e->scratch->n ? e->scratch->items[0].msg : "refused by the checker");
+    if (e->first_checked < 0)
+      e->first_checked = c->plan->nvariants, *e->first_diags = *e->scratch;
+  }
+  return 0;
+}
+
+/* Every point of the product, the last field fastest: a variant, named,
+ * kept or rejected by the constraints, checked; then an error if none was
+ * built. */
+static int expand(expansion *e)
+{
+  lua_State *L = e->c->L;
+  dsv4_plan *p = e->c->plan;
+  e->sw->first = p->nvariants;
+  e->the_sweep = p->nsweeps++;
   /* the base tile (a table, or none: the checker then says it is missing),
    * and the kernel{}'s own fields: copied before any constraint runs, as
    * the swept lists were (read_values) */
-  int base_tile = 0;
-  if (lua_getfield(L, idx, "tile") == LUA_TTABLE) {
+  if (lua_getfield(L, e->idx, "tile") == LUA_TTABLE) {
     push_copy(L, lua_gettop(L), NULL);
-    base_tile = lua_gettop(L);
+    e->base_tile = lua_gettop(L);
   }
-  push_copy(L, idx, "sweep");
-  int fields = lua_gettop(L);
-  int idxv[DSV4_SWEEP_PARAMS] = {0}, accepted = 0, first_checked = -1, rc = 0;
-  dsv4_diags *scratch = lua_newuserdatauv(L, sizeof *scratch, 0), *first_diags = lua_newuserdatauv(L, sizeof *first_diags, 0);
-  memset(first_diags, 0, sizeof *first_diags);
-  for (long long pt = 0; pt < points && !rc; pt++) {
+  push_copy(L, e->idx, "sweep");
+  e->fields = lua_gettop(L);
+  e->scratch = lua_newuserdatauv(L, sizeof *e->scratch, 0);
+  e->first_diags = lua_newuserdatauv(L, sizeof *e->first_diags, 0);
+  memset(e->first_diags, 0, sizeof *e->first_diags);
+  e->first_checked = -1;
+  int idxv[DSV4_SWEEP_PARAMS] = {0}, rc = 0;
+  for (long long pt = 0; pt < e->points && !rc; pt++) {
     int loop_top = lua_gettop(L);
     dsv4_variant *var = &p->variants[p->nvariants];
     memset(var, 0, sizeof *var);
-    var->sweep = the_sweep, var->kernel = -1;
-    /* the name */
-    char vname[256];
-    int o = snprintf(vname, sizeof vname, "%s_", name);
-    for (int i = 0; i < ns; i++) {
-      const char *val = sw->param[i].value[idxv[i]];
-      const char *shown = !strcmp(val, "true") && tags[sv[i].tag].type == T_BOOL    ? "1"
-                          : !strcmp(val, "false") && tags[sv[i].tag].type == T_BOOL ? "0"
-                                                                                     : val;
-      o += snprintf(vname + o, sizeof vname - (size_t)o, "_%s%s", sw->param[i].tag, shown);
-      var->value[i] = (unsigned char)idxv[i];
-    }
-    if (strlen(vname) >= DSV4_NAME_MAX) {
-      FERR(&k, "name", "makes the sweep variant name '%s', longer than %d characters: give the kernel a shorter "
-           "name", vname, DSV4_NAME_MAX - 1);
-      rc = 1;
-      break;
-    }
-    int clash = 0;
-    for (int i = 0; i < p->nkernels && !clash; i++)
-      clash = !strcmp(p->kernels[i].name, vname);
-    for (int i = 0; i < p->nvariants && !clash; i++)
-      clash = !strcmp(p->variants[i].name, vname);
-    if (clash) {
-      FERR(&k, "name", "makes the sweep variant name '%s', which another kernel or variant has", vname);
-      rc = 1;
-      break;
-    }
-    snprintf(var->name, sizeof var->name, "%s", vname);
-    /* v: the variant's tile fields and swept fields, for the constraints */
-    lua_newtable(L);
-    int v = lua_gettop(L);
-    if (base_tile) {
-      lua_pushnil(L);
-      while (lua_next(L, base_tile)) {
-        if (lua_type(L, -2) == LUA_TSTRING) {
-          lua_pushvalue(L, -2);
-          lua_insert(L, -2);
-          lua_rawset(L, v);
-        } else
-          lua_pop(L, 1);
-      }
-    }
-    for (int i = 0; i < ns; i++) {
-      push_value(L, &sv[i], idxv[i]);
-      lua_setfield(L, v, tags[sv[i].tag].field);
-    }
-    int keep = 1;
-    for (int ci = 1; ci <= ncons && keep; ci++) {
-      lua_rawgeti(L, cons, ci);
-      int fn = lua_gettop(L);
-      char where[DSV4_PATH_MAX + 16];
-      fn_where(L, fn, where, sizeof where);
-      lua_pushvalue(L, v);
-      lua_call(L, 1, 2); /* an error in a constraint is the spec's error, raised as such */
-      if (!lua_toboolean(L, -2)) {
-        keep = 0;
-        const char *why = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "the constraint is false";
-        snprintf(var->reason, sizeof var->reason, "constraint %d (%s): %s", ci, where, why);
-      }
-      lua_pop(L, 2);
-    }
+    var->sweep = e->the_sweep, var->kernel = -1;
+    if (variant_name(e, idxv, var))
+      return 1;
+    int keep = kept(e, idxv, var);
     if (keep && p->nkernels == DSV4_MAX_KERNELS) {
       /* no silent limit: the variants past it would be missing from the build */
-      FERR(&k, "sweep", "builds more than %d kernels, the most one spec (and its bundle) holds: variant '%s' and "
+      FERR(&e->k, "sweep", "builds more than %d kernels, the most one spec (and its bundle) holds: variant '%s' and "
            "those after it do not fit; sweep fewer values or reject more variants with constraints",
-           DSV4_MAX_KERNELS, vname);
-      c->structural++;
-      rc = 1;
-      break;
+           DSV4_MAX_KERNELS, var->name);
+      e->c->structural++;
+      return 1;
     }
     if (keep) {
-      /* the variant as a kernel table: the kernel{}'s fields less the sweep,
-       * its name, a tile with the swept values, the swept kernel fields;
-       * positioned where the kernel{} was (the checker's field lines) */
-      push_copy(L, fields, NULL);
-      int kt = lua_gettop(L);
-      lua_pushstring(L, vname);
-      lua_setfield(L, kt, "name");
-      lua_newtable(L);
-      int tt = lua_gettop(L);
-      if (base_tile) {
-        lua_pushnil(L);
-        while (lua_next(L, base_tile)) {
-          lua_pushvalue(L, -2);
-          lua_insert(L, -2);
-          lua_rawset(L, tt);
-        }
-      }
-      for (int i = 0; i < ns; i++) {
-        push_value(L, &sv[i], idxv[i]);
-        lua_setfield(L, sv[i].tile ? tt : kt, tags[sv[i].tag].field);
-      }
-      lua_setfield(L, kt, "tile");
-      lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
-      lua_pushvalue(L, kt);
-      lua_pushvalue(L, idx);
-      lua_gettable(L, -3);
-      lua_settable(L, -3);
-      lua_pop(L, 1);
-      /* checked with its diagnostics aside */
-      memset(scratch, 0, sizeof *scratch);
-      int pre_s = c->structural;
-      c->d = scratch;
-      int r = sc_check_kernel(c, kt);
-      c->d = real;
-      if (!r) {
-        var->kernel = p->nkernels - 1;
-        accepted++;
-      } else if (c->structural != pre_s) {
-        for (int i = 0; i < scratch->n; i++) /* the spec's own error: reported as it is */
-          dsv4_diag_add(real, &scratch->items[i]);
-        rc = 1;
-      } else {
-        snprintf(var->reason, sizeof var->reason, "%.*s", (int)sizeof var->reason - 1,
-                 scratch->n ? scratch->items[0].msg : "refused by the checker");
-        if (first_checked < 0)
-          first_checked = p->nvariants, *first_diags = *scratch;
-      }
+      push_variant(e, idxv, var->name);
+      rc = check_variant(e, var);
     }
     p->nvariants++;
-    sw->nvariants++;
+    e->sw->nvariants++;
     lua_settop(L, loop_top);
-    for (int i = ns - 1; i >= 0; i--) /* the next point: the last field fastest */
-      if (++idxv[i] < sw->param[i].nvalues)
+    for (int i = e->ns - 1; i >= 0; i--) /* the next point: the last field fastest */
+      if (++idxv[i] < e->sw->param[i].nvalues)
         break;
       else
         idxv[i] = 0;
   }
-  if (!rc && !accepted) {
+  if (!rc && !e->accepted) {
     /* nothing left to build: say why, at the sweep, then the first refusal
      * as the checker reported it (with its position) */
-    FERR(&k, "sweep", "rejects every one of its %d variants%s", sw->nvariants,
-         first_checked < 0 ? " by its constraints" : "; the first refusal follows");
-    for (int i = 0; i < first_diags->n; i++)
-      dsv4_diag_add(real, &first_diags->items[i]);
+    FERR(&e->k, "sweep", "rejects every one of its %d variants%s", e->sw->nvariants,
+         e->first_checked < 0 ? " by its constraints" : "; the first refusal follows");
+    for (int i = 0; i < e->first_diags->n; i++)
+      dsv4_diag_add(e->real, &e->first_diags->items[i]);
     rc = 1;
   }
-  lua_settop(L, top);
+  return rc;
+}
+
+/* A kernel{} with a sweep: its variants, in steps (above). */
+int sc_check_sweep(checker *c, int idx)
+{
+  static const char *const sweep_known[] = {"tile", "v_dim", "heads", "k", "constraints", NULL};
+  expansion e = {.c = c, .idx = idx, .top = lua_gettop(c->L), .real = c->d};
+  sc_table_pos(c, idx, e.file, sizeof e.file, &e.line);
+  e.k = (cursor){.c = c, .idx = idx, .file = e.file, .line = e.line, .what = "kernel"};
+  char name[DSV4_NAME_MAX];
+  dsv4_op op = sweep_op(c, &e.k, name);
+  if (op == DSV4_OP_NONE) {
+    lua_settop(c->L, e.top);
+    return sc_check_kernel(c, idx); /* which reports the name or the op */
+  }
+  int rc = begin(&e, name, op);
+  if (!rc) {
+    int bad = sc_check_known(&e.s, sweep_known);
+    bad = read_tile_swept(&e, bad);
+    bad = read_kernel_swept(&e, bad);
+    rc = read_constraints(&e, bad) || order_fields(&e) || expand(&e);
+  }
+  lua_settop(c->L, e.top);
   return rc;
 }
 

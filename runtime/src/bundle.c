@@ -73,35 +73,14 @@ static int bad(char *why, const char *fmt, ...)
   return 1;
 }
 
-/* The forms an op has and the grid rule each launches by (dsv4_abi.h). */
-static uint32_t op_grid(uint32_t op, uint32_t form)
-{
-  switch (op) {
-  case DSV4_OP_DEQUANT_GATHER:
-    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_TOKENS : 0;
-  case DSV4_OP_PAGED_GATHER:
-    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_TOKENS_REQUESTS : 0;
-  case DSV4_OP_KV_INSERT:
-    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_INSERT : 0;
-  case DSV4_OP_TOPK:
-    return form == DSV4_FORM_PORTABLE ? DSV4_GRID_ROWS : 0;
-  case DSV4_OP_SPARSE_DECODE:
-    return form <= DSV4_FORM_WARPGROUP_PAIR ? DSV4_GRID_HEADS_TOKENS : 0;
-  case DSV4_OP_PAGED_MQA_LOGITS:
-    return form == DSV4_FORM_PORTABLE || form == DSV4_FORM_ROW_WARP                   ? DSV4_GRID_POSITIONS_ROWS
-           : form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP ? DSV4_GRID_POSITIONS_BATCH
-                                                                   : 0;
-  }
-  return 0;
-}
-
 /* The launch record: a form of the op with its grid rule, a cluster only
- * for CTA pairs, the combine only with sparse_decode's matrix forms, and
+ * for CTA pairs, the companion kernel the form's row names, and
  * threads and shared memory inside what any device could take. */
 static int check_launch(const dsv4_bundle_entry *e, char *why)
 {
   const dsv4_launch *ln = &e->launch;
-  uint32_t grid = ln->form < DSV4_FORM_COUNT ? op_grid(e->op, ln->form) : 0;
+  dsv4_form_row row = dsv4_form_of(e->op, ln->form); /* form_rules.h: the op -> form -> grid table */
+  uint32_t grid = row.grid;
   if (!grid)
     return bad(why, "launch form %u is not a form of op %s", ln->form, rt_op_name(e->op));
   if (ln->grid != grid)
@@ -113,8 +92,8 @@ static int check_launch(const dsv4_bundle_entry *e, char *why)
     return bad(why, "launch shared_bytes %u is outside [0, %d]", ln->shared_bytes, DSV4_ENTRY_MAX_SHARED);
   if (ln->cluster != (ln->form == DSV4_FORM_WARPGROUP_PAIR ? 2u : 1u))
     return bad(why, "launch cluster %u does not go with form %u (2 for CTA pairs, else 1)", ln->cluster, ln->form);
-  int combine = e->op == DSV4_OP_SPARSE_DECODE && ln->form != DSV4_FORM_PORTABLE;
-  if (ln->second != (combine ? DSV4_SECOND_COMBINE : DSV4_SECOND_NONE))
+  int combine = row.second == DSV4_SECOND_COMBINE;
+  if (ln->second != row.second)
     return bad(why, "launch second kernel %u does not go with op %s's form %u", ln->second, rt_op_name(e->op), ln->form);
   if (combine ? ln->second_threads < 32 || ln->second_threads > DSV4_ENTRY_MAX_THREADS || ln->second_threads % 32
               : ln->second_threads != 0)

@@ -2,7 +2,7 @@
  * point the generator table calls (gen.c).
  *
  * It builds the form the spec checker chose for this target (choose_form
- * in forms.c, the kernel's launch record): portable, row warp-matrix (the
+ * in compiler/ops/, the kernel's launch record): portable, row warp-matrix (the
  * portable geometry on mma.sync rows), warp-matrix or warpgroup.  Each
  * form's own test of the target hooks (lg_*_fits / _ok) must agree with
  * that choice: a disagreement between the capability table and the hooks

@@ -85,7 +85,7 @@ void lg_portable(dsv4_kb *kb, const dsv4_kernel *k)
   kb_endif(kb, &f);
   LLVMValueRef psum = kb_phi(kb, part, done, LLVMConstReal(kb->f32, 0.0), pre);
   LLVMValueRef sc = kb_phi(kb, kscale, done, LLVMConstReal(kb->f32, 0.0), pre);
-  LLVMValueRef total = kb_lane_reduce(kb, psum, groups, KB_REDUCE_ADD, k->tile.threads);
+  LLVMValueRef total = kb_lane_reduce(kb, psum, groups, KB_REDUCE_ADD, dsv4_gen_threads(kb, k));
   LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, total, sc, ""), LLVMConstReal(kb->f32, -INFINITY), "");
   kb_if_t st = kb_if(kb, LLVMBuildAnd(b, live, LLVMBuildICmp(b, LLVMIntEQ, hgroup, kb_i32(kb, 0), ""), ""), "store");
   LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), p64, ""), kb_i64(kb, 4), "");

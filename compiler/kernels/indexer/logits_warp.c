@@ -14,16 +14,13 @@
 
 #include "shape.h"
 
-/* Whether this target can take the row-per-CTA matrix path for kernel k. */
+/* Whether this target's hooks can take the row-per-CTA matrix path for
+ * kernel k, whose shape the rule choose_form asks maps (compiler/ops/). */
 int lg_row_mma_fits(dsv4_kb *kb, const dsv4_kernel *k)
 {
   const dsv4_target_ir *t = kb->t;
-  int warps = k->tile.threads / 32;
   return t->mma_e4m3_16x8x32 && t->shfl_xor && t->shfl_idx && kb->warp == 32 &&
-         k->tile.tokens_per_cta / (k->tile.threads / 32) <= 64 && k->heads * (k->layout.dim + 16) <= 40960 && k->layout.dim % 16 == 0 && t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) &&
-         k->heads % 16 == 0 && k->heads <= 128 && k->layout.dim % 32 == 0 && k->layout.dim <= 256 &&
-         k->tile.threads % 32 == 0 && warps > 0 && k->tile.tokens_per_cta % (warps * 8) == 0 &&
-         k->layout.row_bytes % 4 == 0 && k->layout.seg[0].offset % 4 == 0;
+         t->mma_e4m3_16x8x32(kb, NULL, NULL, NULL, NULL) && dsv4_logits_row_warp_maps(k, dsv4_gen_threads(kb, k));
 }
 
 /* The row-per-CTA matrix path (PTX m16n8k32 e4m3; the portable form's
@@ -53,7 +50,7 @@ static void row_mma_q(dsv4_kb *kb, row_mma_state *s, LLVMValueRef tid)
   int QS = D + 16; /* padded rows: the 8 rows a fragment load touches hit 8 bank groups */
   LLVMValueRef qs = kb_shared_array(kb, kb->i8, H * QS, "dsv4_q");
   kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, s->r64, kb_i64(kb, (long long)H * D), ""), (long long)H * D, NULL, D, QS,
-                qs, tid, k->tile.threads);
+                qs, tid, dsv4_gen_threads(kb, k));
   kb->t->barrier(kb);
   LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, s->gid), kb_i64(kb, QS), "");
   s->dcol = LLVMBuildMul(b, kb_zext64(kb, s->tig), kb_i64(kb, 4), "");
@@ -149,7 +146,7 @@ static void row_mma_tile(dsv4_kb *kb, row_mma_state *s, LLVMValueRef p0, LLVMVal
 void lg_row_mma(dsv4_kb *kb, const dsv4_kernel *k)
 {
   LLVMBuilderRef b = kb->b;
-  int warps = k->tile.threads / 32, per_warp = k->tile.tokens_per_cta / warps, NT = per_warp / 8;
+  int warps = dsv4_gen_threads(kb, k) / 32, per_warp = k->tile.tokens_per_cta / warps, NT = per_warp / 8;
   row_mma_state s = {.k = k};
   LLVMValueRef tid = kb->t->thread_id(kb);
   LLVMValueRef warp = LLVMBuildUDiv(b, tid, kb_i32(kb, 32), "warp"), lane = LLVMBuildURem(b, tid, kb_i32(kb, 32), "");

@@ -153,7 +153,7 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   (void)d;
   LLVMBuilderRef b = kb->b;
-  int T = k->tile.threads, K = k->topk;
+  int T = dsv4_gen_threads(kb, k), K = k->topk;
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(rows)), "")); /* whole CTAs only */
   LLVMValueRef r64 = kb_zext64(kb, r);

@@ -1,6 +1,7 @@
 /* op.c -- the sparse MLA decode's generator (docs/ops.md section 3), the entry
  * gen.c's table calls: it builds the form the checker chose
- * (choose_form, forms.c; the kernel's launch record for this target) (shape.h lists the forms and their files).
+ * (choose_form, compiler/ops/sparse_decode.c; the kernel's launch record
+ * for this target) (shape.h lists the forms and their files).
  * The matrix forms' module also holds <name>_combine, their split-KV
  * second kernel.
  */

@@ -78,7 +78,7 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const sd_list *la, LLVM
   LLVMValueRef part = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
     part = LLVMBuildFAdd(b, part, LLVMBuildFMul(b, qv[j], kv[j], ""), "");
-  LLVMValueRef dot = kb_lane_reduce(kb, part, lanes_p2, KB_REDUCE_ADD, k->tile.threads);
+  LLVMValueRef dot = kb_lane_reduce(kb, part, lanes_p2, KB_REDUCE_ADD, dsv4_gen_threads(kb, k));
   LLVMValueRef s2 = LLVMBuildFMul(b, dot, scale2, "s2");
   LLVMValueRef mn = sd_fmax2(kb, m, s2);
   LLVMValueRef c = kb_exp2(kb, LLVMBuildFSub(b, m, mn, ""));

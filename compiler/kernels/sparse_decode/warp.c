@@ -350,13 +350,13 @@ static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLV
   state_unpack(x, st, loop.vars);
 }
 
-/* The form's shape from kernel k (no IR). */
-static void set_shape(const dsv4_kernel *k, warp_ctx *x)
+/* The form's shape from kernel k and its launch record here (no IR). */
+static void set_shape(const dsv4_kb *kb, const dsv4_kernel *k, warp_ctx *x)
 {
   x->heads = k->tile.tokens_per_cta, x->row_blocks = x->heads / 16, x->dim = k->layout.dim, x->v_dim = k->v_dim;
   x->parts = DSV4_DECODE_WARPS, x->part_rows = SD_TILE / x->parts, x->s_tiles = x->part_rows / 8;
   x->o_tiles = x->v_dim / x->parts / 8;
-  x->row_bytes = dsv4_decode_row_bytes(x->dim), x->p_row_bytes = SD_TILE * 2 + 16, x->threads = k->tile.threads;
+  x->row_bytes = dsv4_decode_row_bytes(x->dim), x->p_row_bytes = SD_TILE * 2 + 16, x->threads = dsv4_gen_threads(kb, k);
   x->p_parts = sd_p_parts(k);
 }
 
@@ -477,7 +477,7 @@ int sd_warp(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {
   LLVMBuilderRef b = kb->b;
   warp_ctx x;
-  set_shape(k, &x);
+  set_shape(kb, k, &x);
   if (check_target(kb, k, &x, d) || carve_shared(kb, k, &x, d))
     return 1;
   thread_coords(kb, &x);

@@ -486,16 +486,15 @@ static void set_shape(const dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x)
 static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, dsv4_diags *d)
 {
   const dsv4_target_ir *T = kb->t;
-  int lanes = x->dim / k->tile.values_per_thread, np = x->producers, preg = x->prod_regs;
+  int np = x->producers, preg = x->prod_regs;
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, SD_TILE * 128, 1, 0};
   if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
       !T->set_max_regs || !T->min_ctas || kb->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
       (x->pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||
-                   !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync ||
-                   k->tile.values_per_thread / k->tile.interleave != 8)) ||
+                   !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync)) ||
       !T->set_max_regs(kb, 0, 0) ||
       !dsv4_decode_wg_shape_ok(x->dim, k->v_dim, x->heads) || x->threads != dsv4_decode_wg_threads(x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP) ||
-      np % lanes || SD_TILE / (x->pair ? 2 : 1) % (np / lanes) || x->dim / 16 > 32 ||
+      !dsv4_decode_wg_maps(k, x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP) ||
       4 * (DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS) + np / 32 * preg > x->reg_cap * (x->threads / 32)) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
                k->name, kb->arch);
@@ -553,7 +552,7 @@ int sd_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   if (check_target(kb, k, &x, d) || carve_shared(kb, k, &x, d))
     return 1;
   x.tid = T->thread_id(kb);
-  /* tile.longest_first (pairs only, forms.c): the K tiles as the ranking's
+  /* tile.longest_first (pairs only, compiler/ops/sparse_decode.c): the K tiles as the ranking's
    * scratch, which the other CTA writes only after pair_setup's cluster
    * barrier */
   x.token = k->tile.longest_first ? sd_longest_first(kb, x.k_tiles, x.tid, x.threads) : T->block_id(kb, 1);

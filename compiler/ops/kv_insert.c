@@ -1,0 +1,12 @@
+/* kv_insert.c -- kv_insert's rules (docs/ops.md 5): the gather tile, a
+ * token's dim / values_per_thread lanes padded to a power of two. */
+#include "ops.h"
+
+/* One form: portable, on every target. */
+static int kv_insert_form(dsv4_choice *c)
+{
+  return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
+}
+
+const dsv4_op_rules dsv4_kv_insert_rules = {
+    .tile = dsv4_gather_tile, .check_tile = dsv4_gather_check, .choose_form = kv_insert_form};

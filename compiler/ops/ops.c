@@ -1,0 +1,61 @@
+/* ops.c -- the ops' rows of rules (ops.h), indexed by op. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op)
+{
+  static const dsv4_op_rules *const rows[DSV4_OP_COUNT] = {
+      [DSV4_OP_DEQUANT_GATHER] = &dsv4_dequant_gather_rules,
+      [DSV4_OP_PAGED_GATHER] = &dsv4_paged_gather_rules,
+      [DSV4_OP_KV_INSERT] = &dsv4_kv_insert_rules,
+      [DSV4_OP_SPARSE_DECODE] = &dsv4_sparse_decode_rules,
+      [DSV4_OP_PAGED_MQA_LOGITS] = &dsv4_paged_mqa_logits_rules,
+      [DSV4_OP_TOPK] = &dsv4_topk_rules,
+  };
+  return (unsigned)op < DSV4_OP_COUNT ? rows[op] : NULL;
+}
+
+const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name)
+{
+  const dsv4_op_rules *r = dsv4_op_rules_of(op);
+  for (const dsv4_tile_field *f = r ? r->tile : NULL; f && f->name; f++)
+    if (!strcmp(f->name, name))
+      return f;
+  return NULL;
+}
+
+int dsv4_reject(dsv4_report *r, const char *field, const char *fmt, ...)
+{
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  r->error(r, field, msg);
+  return 1;
+}
+
+int dsv4_tile_threads_check(const dsv4_kernel *k, dsv4_report *r)
+{
+  const dsv4_tile_field *f = dsv4_op_rules_of(k->op)->tile;
+  while (f->name && f->slot != DSV4_TILE_SLOT(tokens_per_cta)) /* the field that sets the CTA's size */
+    f++;
+  char field[48];
+  snprintf(field, sizeof field, "tile.%s", f->name ? f->name : "tokens_per_cta");
+  for (int i = 0; i < DSV4_TARGET_COUNT; i++) {
+    if (!k->target[i].enabled)
+      continue;
+    int mx = dsv4_target_max_threads((dsv4_target_kind)i);
+    int w = dsv4_target_warp((dsv4_target_kind)i, k->target[i].arch);
+    if (k->tile.threads > mx)
+      return dsv4_reject(r, field, "gives %d threads per CTA, more than target '%s' allows (%d)", k->tile.threads,
+                         dsv4_target_name((dsv4_target_kind)i), mx);
+    if (k->tile.threads % w)
+      return dsv4_reject(r, field, "gives %d threads per CTA, not a multiple of target '%s' %s width %d",
+                         k->tile.threads, dsv4_target_name((dsv4_target_kind)i), k->target[i].arch, w);
+  }
+  return 0;
+}
