@@ -172,7 +172,10 @@ static void run_shape(const shape_t *sh, const char *const *kernels, int nk)
     const int64_t dims[5] = {T, H, topk, nx, x->bs};
     const char *tuned = kernel ? NULL : dsv4rt_bundle_tuned_kernel(bundle, "sparse_decode", dims, 5);
     char label[64];
-    snprintf(label, sizeof label, "%s%s", tuned ? "tuned: " : "", kernel ? kernel : tuned ? tuned : "auto (runtime's rule)");
+    snprintf(label, sizeof label, "%s%s", tuned ? "tuned: " : "",
+             kernel  ? kernel
+             : tuned ? tuned
+                     : "auto (runtime's rule)");
     printf("%-20s %-34s %9.1f %8.1f %9.1f %7.2f %8.1f %s\n", sh->label, label,
            ms * 1e3, flop / (ms * 1e-3) / 1e12, floor_us, ms * 1e3 / floor_us, bench_issue_ms * 1e3,
            bad ? "WRONG" : "ok");

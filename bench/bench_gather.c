@@ -116,9 +116,13 @@ int main(int argc, char **argv)
       idx[i] = (int32_t)dsv4_rng_range(&rng, 0, nb * bs - 1);
     if (s == 0)
       memcpy(idx0, idx, (size_t)n * 4);
-    g.a[s] = (dsv4rt_dequant_gather_args){.out = bench_dev(NULL, (size_t)n * 1024), .cache = bench_dev(host_cache, (size_t)(nb * stride)),
-                                          .indices = bench_dev(idx, (size_t)n * 4), .n = n, .num_blocks = nb,
-                                          .block_size = bs, .block_stride = stride};
+    g.a[s] = (dsv4rt_dequant_gather_args){.out = bench_dev(NULL, (size_t)n * 1024),
+                                          .cache = bench_dev(host_cache, (size_t)(nb * stride)),
+                                          .indices = bench_dev(idx, (size_t)n * 4),
+                                          .n = n,
+                                          .num_blocks = nb,
+                                          .block_size = bs,
+                                          .block_stride = stride};
   }
   uint16_t *dwant = malloc((size_t)n * 1024);
   dsv4_ref_dequant_gather(&L, host_cache, nb, bs, stride, idx0, n, dwant);
@@ -135,12 +139,20 @@ int main(int argc, char **argv)
       bt[r * per + j] = (int32_t)((r * per + j) * 7919 % pnb); /* a permutation */
   }
   for (int s = 0; s < BENCH_SETS; s++)
-    g.p[s] = (dsv4rt_paged_gather_args){.out = bench_dev(NULL, (size_t)(R * T) * 1024), .out_stride_r = T * 512,
-                                        .out_stride_m = 512, .out_rows = T, .offset = 0,
-                                        .cache = bench_dev(pcache, (size_t)(pnb * stride)), .num_blocks = pnb,
-                                        .block_size = bs, .block_stride = stride, .seq_lens = bench_dev(seq, (size_t)R * 4),
-                                        .gather_lens = NULL, .block_table = bench_dev(bt, (size_t)(R * per) * 4),
-                                        .num_requests = R, .max_blocks = per};
+    g.p[s] = (dsv4rt_paged_gather_args){.out = bench_dev(NULL, (size_t)(R * T) * 1024),
+                                        .out_stride_r = T * 512,
+                                        .out_stride_m = 512,
+                                        .out_rows = T,
+                                        .offset = 0,
+                                        .cache = bench_dev(pcache, (size_t)(pnb * stride)),
+                                        .num_blocks = pnb,
+                                        .block_size = bs,
+                                        .block_stride = stride,
+                                        .seq_lens = bench_dev(seq, (size_t)R * 4),
+                                        .gather_lens = NULL,
+                                        .block_table = bench_dev(bt, (size_t)(R * per) * 4),
+                                        .num_requests = R,
+                                        .max_blocks = per};
   uint16_t *pwant = malloc((size_t)(R * T) * 1024);
   dsv4_ref_paged_gather(&L, pcache, pnb, bs, stride, seq, NULL, bt, R, per, 0, pwant, T * 512, 512, T);
   double pbytes = (double)(R * T) * (584 + 1024) + (double)(R * per) * 4;
@@ -156,7 +168,8 @@ int main(int argc, char **argv)
       if (!dsv4rt_bundle_entry_is_first(bundle, e)) /* one row per kernel, not per target */
         continue;
       kopts.kernel = name;
-      dsv4rt_status st = op ? dsv4rt_paged_gather(bundle, &g.p[0], &kopts) : dsv4rt_dequant_gather(bundle, &g.a[0], &kopts);
+      dsv4rt_status st =
+          op ? dsv4rt_paged_gather(bundle, &g.p[0], &kopts) : dsv4rt_dequant_gather(bundle, &g.a[0], &kopts);
       if (st == DSV4RT_ERR_NO_KERNEL)
         continue; /* built for another target */
       if (st)

@@ -172,8 +172,8 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
   for (int s = 0; s < BENCH_SETS; s++) {
     dsv4rt_mqa_logits_args *a = &g.a[s];
     dsv4rt_buffer_destroy(a->logits), dsv4rt_buffer_destroy(a->q), dsv4rt_buffer_destroy(a->cache),
-        dsv4rt_buffer_destroy(a->weights), dsv4rt_buffer_destroy(a->context_lens), dsv4rt_buffer_destroy(a->block_table),
-        dsv4rt_buffer_destroy(g.t[s].out);
+        dsv4rt_buffer_destroy(a->weights), dsv4rt_buffer_destroy(a->context_lens),
+        dsv4rt_buffer_destroy(a->block_table), dsv4rt_buffer_destroy(g.t[s].out);
   }
   free(cache), free(q), free(w), free(cl), free(len), free(bt), free(perm), free(got), free(want), free(ccl);
 }

@@ -231,7 +231,8 @@ def case(B, C, nn, lens, copy):
     flop = 2 * ctx_nextn.sum().item() * H * D
     print(f"DG B {B}, ctx {C}, next_n {nn}, {lens:5s} us {t * 1e6:9.1f} kineto_us {tk * 1e6:9.1f} "
           f"GB/s {nbytes / t / 1e9:6.0f} pct {100 * nbytes / t / 1e9 / copy:6.1f} TFLOP/s {flop / t / 1e12:6.1f} "
-          f"diff {diff:.1e} sim_diff {sim_diff:.1e} {check} exact_diff {xdiff:.1e} first_call_s {first:.1f}", flush=True)
+          f"diff {diff:.1e} sim_diff {sim_diff:.1e} {check} exact_diff {xdiff:.1e} first_call_s {first:.1f}",
+          flush=True)
     if preps:
         try:
             ot = med_batched(lambda i: preps[i](), SETS)

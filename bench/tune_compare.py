@@ -72,7 +72,8 @@ def main(paths):
                          picks.get(best) if best else None, len(ok), len(d["v"])))
     fmt = lambda t: "-" if t is None else "%.1f" % t
     ratio = lambda a, b: "-" if a is None or b is None else "%.3f" % (a / b)
-    print("| op | shape | tuned (winner) | us | default us | x | rule (untuned spec) us | x | best hand-picked | us | x "
+    print("| op | shape | tuned (winner) | us | default us | x | rule (untuned spec) us | x "
+          "| best hand-picked | us | x "
           "| passed gate |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     geo = {"default": [], "rule": [], "hand": []}

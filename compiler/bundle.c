@@ -13,7 +13,8 @@
 
 _Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 _Static_assert(sizeof(dsv4_bundle_choice) == 160, "choice record layout changed: bump DSV4_BUNDLE_VERSION");
-_Static_assert(sizeof(dsv4_bundle_entry) % DSV4_BUNDLE_ALIGN == 0 && sizeof(dsv4_bundle_choice) % DSV4_BUNDLE_ALIGN == 0,
+_Static_assert(sizeof(dsv4_bundle_entry) % DSV4_BUNDLE_ALIGN == 0 &&
+                   sizeof(dsv4_bundle_choice) % DSV4_BUNDLE_ALIGN == 0,
                "the entry table and the choice records keep the blobs aligned");
 
 static uint64_t align16(uint64_t x) { return (x + DSV4_BUNDLE_ALIGN - 1) & ~(uint64_t)(DSV4_BUNDLE_ALIGN - 1); }

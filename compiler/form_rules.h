@@ -120,8 +120,8 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
   if (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR)
     return dsv4_decode_wg_shared_bytes(l->dim) + (form == DSV4_FORM_WARPGROUP_PAIR ? 4 * 8 : 0);
   return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
-         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS + DSV4_DECODE_TILE * 8 +
-         dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
+         2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS +
+         DSV4_DECODE_TILE * 8 + dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 
 

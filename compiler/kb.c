@@ -214,8 +214,9 @@ void kb_stage_rows(dsv4_kb *kb, LLVMValueRef src, LLVMValueRef off, long long to
     LLVMValueRef rd = valid ? LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, o, valid, ""), "") : in;
     LLVMValueRef v = kb_load_if(kb, rd, v4, src, LLVMBuildAdd(b, off, o, ""), 16, LLVMConstNull(v4));
     kb_if_t f = kb_if(kb, in, "stage");
-    LLVMValueRef so = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, o, kb_i64(kb, row_bytes), ""), kb_i64(kb, dst_stride), ""),
-                                   LLVMBuildURem(b, o, kb_i64(kb, row_bytes), ""), "");
+    LLVMValueRef so =
+        LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, o, kb_i64(kb, row_bytes), ""), kb_i64(kb, dst_stride), ""),
+                     LLVMBuildURem(b, o, kb_i64(kb, row_bytes), ""), "");
     kb_store(kb, v, kb_byte_ptr(kb, dst, so), 16);
     kb_endif(kb, &f);
   }
@@ -330,8 +331,8 @@ void kb_f32x2_to_bf16(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef 
 static LLVMValueRef pack_bf16x2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c)
 {
   LLVMBuilderRef b = kb->b;
-  return LLVMBuildOr(b, LLVMBuildZExt(b, a, kb->i32, ""), LLVMBuildShl(b, LLVMBuildZExt(b, c, kb->i32, ""), kb_i32(kb, 16), ""),
-                     "");
+  return LLVMBuildOr(b, LLVMBuildZExt(b, a, kb->i32, ""),
+                     LLVMBuildShl(b, LLVMBuildZExt(b, c, kb->i32, ""), kb_i32(kb, 16), ""), "");
 }
 
 void kb_f32x2_to_bf16_split(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, LLVMValueRef *hi, LLVMValueRef *lo)
@@ -369,7 +370,8 @@ LLVMValueRef kb_f32_to_e4m3(dsv4_kb *kb, LLVMValueRef f)
   LLVMValueRef rt = kb_call(kb, "llvm.rint.f32", kb->f32, &ft, &t, 1, LLVMCCallConv);
   LLVMValueRef sub = LLVMBuildFPToUI(b, rt, kb->i32, "");
   LLVMValueRef q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, a, kb_i32(kb, 0x3C800000), ""), sub, normal, "");
-  q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, a, kb_i32(kb, 0x43E00000 /* 448 */), ""), kb_i32(kb, 0x7E), q, "");
+  q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, a, kb_i32(kb, 0x43E00000 /* 448 */), ""), kb_i32(kb, 0x7E), q,
+                      "");
   q = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, a, kb_i32(kb, 0x7F800000), ""), kb_i32(kb, 0x7F), q, "");
   return LLVMBuildTrunc(b, LLVMBuildOr(b, q, sign, ""), kb->i8, "");
 }

@@ -71,7 +71,8 @@ typedef struct dsv4_target_ir {
   int (*mma_e4m3_16x8x32)(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *b, LLVMValueRef *c, LLVMValueRef *d);
   LLVMValueRef (*shfl_xor)(dsv4_kb *kb, LLVMValueRef v, int mask);
   LLVMValueRef (*shfl_idx)(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef src_lane); /* f32 v of lane src_lane */
-  LLVMValueRef (*vote_any)(dsv4_kb *kb, LLVMValueRef pred); /* optional: i1, pred holds in some lane of the (whole) warp */
+  LLVMValueRef (*vote_any)(dsv4_kb *kb,
+                           LLVMValueRef pred); /* optional: i1, pred holds in some lane of the (whole) warp */
   /* Optional: *mask (i32) gets the lanes of the (whole) warp whose v (i32)
    * equals this lane's; returns 0 when the target or arch has none (a NULL
    * mask asks only that). */
@@ -184,7 +185,8 @@ typedef struct dsv4_target_ir {
    * address there.  mbar_expect: arrive on this CTA's barrier object (the
    * default release at CTA scope) and have its phase also wait for `bytes`
    * (i32) of such transactions. */
-  void (*copy_to_peer)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar, LLVMValueRef peer);
+  void (*copy_to_peer)(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int bytes, LLVMValueRef mbar,
+                       LLVMValueRef peer);
   void (*mbar_expect)(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef bytes);
   /* optional (TMA): tma_load3 copies the box of the rank-3 tensor map at
    * global address map (device memory, 64-byte aligned) at element

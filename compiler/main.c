@@ -242,8 +242,8 @@ static int parse_args(int argc, char **argv, options *o)
     case 'N':
     case 'M':
       if (parse_limit(optarg, c == 'M' ? 1LL << 20 : 1, c == 'M' ? &o->sopts.max_memory : &o->sopts.max_instructions)) {
-        fprintf(stderr, "dsv4c: %s takes a positive number, not '%s'\n", c == 'M' ? "--max-memory" : "--max-instructions",
-                optarg);
+        fprintf(stderr, "dsv4c: %s takes a positive number, not '%s'\n",
+                c == 'M' ? "--max-memory" : "--max-instructions", optarg);
         return 2;
       }
       break;
@@ -327,7 +327,8 @@ static int make_outdir(const char *dir)
 {
   struct stat st;
   if (mkdir(dir, 0777) && !(errno == EEXIST && !stat(dir, &st) && S_ISDIR(st.st_mode))) {
-    fprintf(stderr, "dsv4c: cannot create %s: %s\n", dir, errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
+    fprintf(stderr, "dsv4c: cannot create %s: %s\n", dir,
+            errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
     return 1;
   }
   return 0;

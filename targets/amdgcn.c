@@ -21,8 +21,9 @@ static void amd_mark_kernel(dsv4_kb *kb, LLVMValueRef fn, int threads)
   LLVMSetFunctionCallConv(fn, LLVMAMDGPUKERNELCallConv);
   char v[32];
   snprintf(v, sizeof v, "1,%d", threads);
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                          LLVMCreateStringAttribute(kb->ctx, "amdgpu-flat-work-group-size", 27, v, (unsigned)strlen(v)));
+  LLVMAddAttributeAtIndex(
+      fn, LLVMAttributeFunctionIndex,
+      LLVMCreateStringAttribute(kb->ctx, "amdgpu-flat-work-group-size", 27, v, (unsigned)strlen(v)));
 }
 
 static LLVMValueRef amd_thread_id(dsv4_kb *kb)
@@ -58,8 +59,8 @@ static int link_hsaco(const dsv4_kernel *k, const unsigned char *obj, size_t n, 
   static const char *const cands[] = {"ld.lld-19", "/usr/lib/llvm-19/bin/ld.lld", NULL};
   char tool[512], dir[512], in[600], out[600];
   if (!dsv4_find_tool(cands, tool, sizeof tool)) {
-    dsv4_error(d, k->file, k->line, "kernel '%s': ld.lld-19 not found (Debian package lld-19); cannot link the HSA code object",
-               k->name);
+    dsv4_error(d, k->file, k->line,
+               "kernel '%s': ld.lld-19 not found (Debian package lld-19); cannot link the HSA code object", k->name);
     return 1;
   }
   if (dsv4_tmpdir(dir, sizeof dir)) {

@@ -64,7 +64,8 @@ static LLVMValueRef asm_call(dsv4_kb *kb, const char *text, const char *cons, LL
   LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
                                      LLVMInlineAsmDialectATT, 0);
   LLVMValueRef call = LLVMBuildCall2(kb->b, fty, fn, args, (unsigned)n, "");
-  if (side_effects) { /* barriers, wgmma, setmaxnreg ...: the optimizer must not make them depend on more values (convergent) */
+  if (side_effects) { /* barriers, wgmma, setmaxnreg ...: the optimizer must not make them depend on more values
+                         (convergent) */
     unsigned id = LLVMGetEnumAttributeKindForName("convergent", strlen("convergent"));
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(kb->ctx, id, 0));
   }
@@ -363,8 +364,10 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
   int nd = n / 2, nar = ar ? 4 * ksteps : 0, np = (ar ? 1 : 2) * (stepped ? 1 : ksteps), nds = ar ? 1 : 2;
   int fl = nd + nar + np; /* the flag's operand number */
   char text[16384], cons[4096];
-  int t = snprintf(text, sizeof text, "{\n.reg .pred p0, p1;\n%ssetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
-                   "wgmma.fence.sync.aligned;\n", stepped ? (ar ? ".reg .b64 db;\n" : ".reg .b64 da, db;\n") : "", fl, fl);
+  int t = snprintf(text, sizeof text,
+                   "{\n.reg .pred p0, p1;\n%ssetp.ne.b32 p0, $%d, 0;\nsetp.eq.b32 p1, $%d, 0;\n"
+                   "wgmma.fence.sync.aligned;\n",
+                   stepped ? (ar ? ".reg .b64 db;\n" : ".reg .b64 da, db;\n") : "", fl, fl);
   for (int ks = 0; ks < ksteps; ks++) {
     char da[64], db[16];
     int d0 = nd + nar + (stepped ? 0 : nds * ks); /* this step's first descriptor operand */
@@ -414,7 +417,8 @@ static int ptx_wgmma(dsv4_kb *kb, const kb_wgmma *op, LLVMValueRef *a, LLVMValue
       da0 = da0 ? da0 : v;
       ps[na] = kb->i64, args[na++] = v;
     }
-    ps[na] = kb->i64, args[na++] = smem_desc(kb, bm[ks], sw, blbo); /* (B's whole: stepped, the decode's spilled more) */
+    ps[na] = kb->i64,
+    args[na++] = smem_desc(kb, bm[ks], sw, blbo); /* (B's whole: stepped, the decode's spilled more) */
   }
   ps[na] = kb->i32;
   args[na++] = kb_i32(kb, 0); /* p0 false, p1 true: the first step overwrites unless accumulating */
@@ -493,7 +497,8 @@ static int ptx_grid_dep(dsv4_kb *kb, int wait)
 {
   if (arch_number(kb->arch) < 90)
     return 0;
-  asm_call(kb, wait ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;", "~{memory}", kb->v, NULL, NULL, 0, 1);
+  asm_call(kb, wait ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;", "~{memory}", kb->v, NULL, NULL, 0,
+           1);
   return 1;
 }
 
@@ -518,9 +523,11 @@ static void ptx_mbar_arrive(dsv4_kb *kb, LLVMValueRef sptr, LLVMValueRef peer)
   LLVMTypeRef ps[2] = {kb->i32, kb->i32};
   LLVMValueRef args[2] = {saddr(kb, sptr), peer};
   if (!peer)
-    asm_call(kb, "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", "r,~{memory}", kb->v, ps, args, 1, 1);
+    asm_call(kb, "{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [$0];\n}", "r,~{memory}", kb->v, ps, args, 1,
+             1);
   else
-    asm_call(kb, "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}",
+    asm_call(kb,
+             "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, $0, $1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}",
              "r,r,~{memory}", kb->v, ps, args, 2, 1);
 }
 
@@ -564,7 +571,9 @@ static void ptx_tma_load3(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef map, const
 {
   LLVMTypeRef ps[6] = {kb->i32, kb->i64, kb->i32, kb->i32, kb->i32, kb->i32};
   LLVMValueRef args[6] = {saddr(kb, dst), gaddr(kb, map), c[0], c[1], c[2], saddr(kb, mbar)};
-  asm_call(kb, "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], [$5];",
+  asm_call(kb,
+           "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4}], "
+           "[$5];",
            "r,l,r,r,r,r,~{memory}", kb->v, ps, args, 6, 1);
 }
 
@@ -582,7 +591,8 @@ static void ptx_bulk_load(dsv4_kb *kb, LLVMValueRef dst, LLVMValueRef src, int b
   LLVMTypeRef ps[3] = {kb->i32, kb->i64, kb->i32};
   LLVMValueRef args[3] = {saddr(kb, dst), gaddr(kb, src), saddr(kb, mbar)};
   char text[160];
-  snprintf(text, sizeof text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], %d, [$2];", bytes);
+  snprintf(text, sizeof text, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], %d, [$2];",
+           bytes);
   asm_call(kb, text, "r,l,r,~{memory}", kb->v, ps, args, 3, 1);
 }
 
@@ -623,8 +633,10 @@ static int ptx_match_any(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef *mask)
 static LLVMValueRef ptx_grid_ctas(dsv4_kb *kb)
 {
   LLVMBuilderRef b = kb->b;
-  return LLVMBuildMul(b, LLVMBuildMul(b, sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.x"), sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.y"), ""),
-                      sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.z"), "ctas");
+  return LLVMBuildMul(
+      b,
+      LLVMBuildMul(b, sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.x"), sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.y"), ""),
+      sreg(kb, "llvm.nvvm.read.ptx.sreg.nctaid.z"), "ctas");
 }
 
 static LLVMValueRef ptx_units(dsv4_kb *kb) { return sreg(kb, "llvm.nvvm.read.ptx.sreg.nsmid"); }

@@ -370,7 +370,8 @@ const char *golden_root(const char *root)
 {
   if (golden_present(root))
     return root;
-  printf("golden checks left out: no fixtures at %s (CTest's golden.fixtures reports them skipped)\n", root ? root : "(none)");
+  printf("golden checks left out: no fixtures at %s (CTest's golden.fixtures reports them skipped)\n",
+         root ? root : "(none)");
   return NULL;
 }
 

@@ -95,7 +95,10 @@ static int make_pieces(dsv4_kb *kb, const dsv4_kernel *k, piece *out)
       c->first = (long long)p * span - s->d0;
       c->sz = dsv4_dtype_size(s->type);
       int off0 = (int)(s->offset + c->first * c->sz); /* byte offset of lane 0's piece (may be negative) */
-      c->align = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(off0 < 0 ? -off0 : off0 ? off0 : l->align, w * c->sz));
+      c->align = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(off0 < 0 ? -off0
+                                                                     : off0   ? off0
+                                                                              : l->align,
+                                                                     w * c->sz));
       int bytes = c->align < 16 ? c->align : 16;
       if (bytes < c->sz)
         bytes = c->sz;

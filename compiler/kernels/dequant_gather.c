@@ -35,7 +35,8 @@ int dsv4_gen_dequant_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     LLVMValueRef blkno = LLVMBuildUDiv(b, s0, bs, "block");
     t[u].row = LLVMBuildURem(b, s0, bs, "row");
     t[u].blk = kb_byte_ptr(kb, kb_arg(kb, ARG(cache)), LLVMBuildMul(b, blkno, kb_arg(kb, ARG(block_stride)), ""));
-    t[u].out_row = kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, tok64, kb_i64(kb, (long long)k->layout.dim * 2), ""));
+    t[u].out_row =
+        kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, tok64, kb_i64(kb, (long long)k->layout.dim * 2), ""));
   }
   dsv4_emit_dequant_tokens(kb, k, tl.lane, bs, kb_arg(kb, ARG(tensor_scale)), t, U);
   return 0;

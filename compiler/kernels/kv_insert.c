@@ -71,10 +71,12 @@ static void rope(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef *x, int n, LLVM
   int align = dsv4_gcd(16, dsv4_gcd(half * 4, dims * 2)); /* rows of dims floats; half of them apart */
   LLVMValueRef r[MAXV];
   for (int j = 0; j < half; j++) {
-    LLVMValueRef c = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, ARG(cos_sin)), LLVMBuildAdd(b, co, kb_i64(kb, 4 * j), "")),
-                             (unsigned)(j ? 4 : align));
-    LLVMValueRef s = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, ARG(cos_sin)), LLVMBuildAdd(b, so, kb_i64(kb, 4 * j), "")),
-                             (unsigned)(j ? 4 : align));
+    LLVMValueRef c =
+        kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, ARG(cos_sin)), LLVMBuildAdd(b, co, kb_i64(kb, 4 * j), "")),
+                (unsigned)(j ? 4 : align));
+    LLVMValueRef s =
+        kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, ARG(cos_sin)), LLVMBuildAdd(b, so, kb_i64(kb, 4 * j), "")),
+                (unsigned)(j ? 4 : align));
     LLVMValueRef e = x[2 * j], o = x[2 * j + 1];
     r[2 * j] = LLVMBuildFSub(b, LLVMBuildFMul(b, e, c, ""), LLVMBuildFMul(b, o, s, ""), "");
     r[2 * j + 1] = LLVMBuildFAdd(b, LLVMBuildFMul(b, e, s, ""), LLVMBuildFMul(b, o, c, ""), "");
@@ -122,7 +124,8 @@ static LLVMValueRef exponent_floor_amax(dsv4_kb *kb, LLVMValueRef amax)
   amax = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, amax, floor, ""), amax, floor, "amax");
   LLVMValueRef u = LLVMBuildBitCast(b, amax, kb->i32, "");
   LLVMValueRef E = LLVMBuildSub(b, LLVMBuildLShr(b, u, kb_i32(kb, 23), ""), kb_i32(kb, 127 + 8), "");
-  LLVMValueRef up = LLVMBuildICmp(b, LLVMIntUGT, LLVMBuildAnd(b, u, kb_i32(kb, 0x7FFFFF), ""), kb_i32(kb, 0x600000), "");
+  LLVMValueRef up =
+      LLVMBuildICmp(b, LLVMIntUGT, LLVMBuildAnd(b, u, kb_i32(kb, 0x7FFFFF), ""), kb_i32(kb, 0x600000), "");
   return LLVMBuildAdd(b, E, LLVMBuildZExt(b, up, kb->i32, ""), "e");
 }
 
@@ -155,19 +158,22 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef lane = LLVMBuildURem(b, tid, kb_i32(kb, P), "lane");
   LLVMValueRef tok = LLVMBuildAdd(b, LLVMBuildMul(b, cta, kb_i32(kb, k->tile.tokens_per_cta), ""),
                                   LLVMBuildUDiv(b, tid, kb_i32(kb, P), ""), "tok");
-  LLVMValueRef nrows = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, kb_arg(kb, ARG(n_insert)), kb_arg(kb, ARG(n_tokens)), ""),
-                                       kb_arg(kb, ARG(n_insert)), kb_arg(kb, ARG(n_tokens)), "");
+  LLVMValueRef nrows =
+      LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, kb_arg(kb, ARG(n_insert)), kb_arg(kb, ARG(n_tokens)), ""),
+                      kb_arg(kb, ARG(n_insert)), kb_arg(kb, ARG(n_tokens)), "");
   LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""),
                                  LLVMBuildICmp(b, LLVMIntSLT, tok, nrows, ""), "in");
   LLVMValueRef tok64 = kb_zext64(kb, tok);
-  LLVMValueRef slot = kb_load_if(kb, in, kb->i64, kb_arg(kb, ARG(slot_mapping)), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
+  LLVMValueRef slot = kb_load_if(kb, in, kb->i64, kb_arg(kb, ARG(slot_mapping)),
+                                 LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, ARG(block_size)));
   LLVMValueRef nslots = LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, ARG(num_blocks))), bs, "");
   LLVMValueRef write = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSGE, slot, kb_i64(kb, 0), ""), "");
   write = LLVMBuildAnd(b, write, LLVMBuildICmp(b, LLVMIntSLT, slot, nslots, ""), "write");
   LLVMValueRef pos = NULL;
   if (k->rope_dims) { /* a position outside the cos/sin table skips the row */
-    pos = kb_load_if(kb, write, kb->i64, kb_arg(kb, ARG(positions)), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
+    pos = kb_load_if(kb, write, kb->i64, kb_arg(kb, ARG(positions)), LLVMBuildMul(b, tok64, kb_i64(kb, 8), ""), 8,
+                     kb_i64(kb, 0));
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ARG(max_pos))), ""), "");
     write = LLVMBuildAnd(b, write, ok, "write");
@@ -199,7 +205,8 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   }
 
   LLVMValueRef s0 = LLVMBuildSelect(b, write, slot, kb_i64(kb, 0), "");
-  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, ARG(cache)), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, ARG(block_stride)), ""));
+  LLVMValueRef blk = kb_byte_ptr(kb, kb_arg(kb, ARG(cache)),
+                                 LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), kb_arg(kb, ARG(block_stride)), ""));
   LLVMValueRef row = LLVMBuildURem(b, s0, bs, "row");
   int tail = l->scale_place == DSV4_SCALES_BLOCK_TAIL;
   int sstride = tail ? l->scale_row_bytes : l->row_bytes;
@@ -216,8 +223,9 @@ static void kv_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
     kb_if_t f = kb_if(kb, LLVMBuildAnd(b, cond, write, ""), "segment");
     LLVMValueRef li = LLVMBuildSub(b, lane, kb_i32(kb, lo), "");
     LLVMValueRef vi = LLVMBuildMul(b, kb_zext64(kb, li), kb_i64(kb, vpt), "vi");
-    LLVMValueRef dst = kb_byte_ptr(kb, blk, LLVMBuildAdd(b, drow, LLVMBuildAdd(b, kb_i64(kb, s->offset),
-                                                                               LLVMBuildMul(b, vi, kb_i64(kb, sz), ""), ""), ""));
+    LLVMValueRef dst = kb_byte_ptr(
+        kb, blk,
+        LLVMBuildAdd(b, drow, LLVMBuildAdd(b, kb_i64(kb, s->offset), LLVMBuildMul(b, vi, kb_i64(kb, sz), ""), ""), ""));
     int align = dsv4_gcd(dsv4_gcd(l->align, l->row_bytes), dsv4_gcd(s->offset ? s->offset : l->align, vpt * sz));
     if (s->type == DSV4_DT_BF16) {
       store_i16(kb, h, vpt, dst, align);
@@ -330,17 +338,19 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
                                  LLVMBuildICmp(b, LLVMIntSLT, r, nrows, ""), "in");
   LLVMValueRef r0 = LLVMBuildSelect(b, in, r, kb_i64(kb, 0), "");
   LLVMValueRef n = LLVMBuildUDiv(b, r0, hp, "n"), h = LLVMBuildURem(b, r0, hp, "h");
-  LLVMValueRef load = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, kb_sext64(kb, kb_arg(kb, ARG(heads))), ""), "");
-  LLVMValueRef src = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, ARG(heads))), ""), h, ""),
-                                  kb_i64(kb, (long long)D * 2), "");
+  LLVMValueRef load =
+      LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, h, kb_sext64(kb, kb_arg(kb, ARG(heads))), ""), "");
+  LLVMValueRef src =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, n, kb_sext64(kb, kb_arg(kb, ARG(heads))), ""), h, ""),
+                   kb_i64(kb, (long long)D * 2), "");
   LLVMValueRef x[MAXV], hb[MAXV], v0[2];
   int align = dsv4_gcd(16, dsv4_gcd(D * 2, w * 2));
   if (parts == 2)
     align = dsv4_gcd(align, span * 2);
   for (int p = 0; p < parts; p++) {
     v0[p] = LLVMBuildAdd(b, kb_i32(kb, p * span), LLVMBuildMul(b, lane, kb_i32(kb, w), ""), "v0");
-    load_bf16_row(kb, load, ARG(q), LLVMBuildAdd(b, src, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), ""), w,
-                  align, x + p * w);
+    load_bf16_row(kb, load, ARG(q), LLVMBuildAdd(b, src, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), ""),
+                  w, align, x + p * w);
   }
   LLVMValueRef ss = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
@@ -348,11 +358,13 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   ss = kb_lane_reduce(kb, ss, P, KB_REDUCE_ADD, dsv4_gen_threads(kb, k));
   LLVMValueRef ms = LLVMBuildFAdd(b, LLVMBuildFDiv(b, ss, LLVMConstReal(kb->f32, D), ""), kb_arg(kb, ARG(eps)), "");
   LLVMTypeRef ft = kb->f32;
-  LLVMValueRef rs = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0), kb_call(kb, "llvm.sqrt.f32", kb->f32, &ft, &ms, 1, LLVMCCallConv), "");
+  LLVMValueRef rs = LLVMBuildFDiv(b, LLVMConstReal(kb->f32, 1.0),
+                                  kb_call(kb, "llvm.sqrt.f32", kb->f32, &ft, &ms, 1, LLVMCCallConv), "");
   for (int j = 0; j < vpt; j++)
     x[j] = LLVMBuildFMul(b, x[j], rs, "");
   if (k->rope_dims) {
-    LLVMValueRef pos = kb_load_if(kb, load, kb->i64, kb_arg(kb, ARG(positions)), LLVMBuildMul(b, n, kb_i64(kb, 8), ""), 8, kb_i64(kb, 0));
+    LLVMValueRef pos = kb_load_if(kb, load, kb->i64, kb_arg(kb, ARG(positions)), LLVMBuildMul(b, n, kb_i64(kb, 8), ""),
+                                  8, kb_i64(kb, 0));
     LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, ARG(max_pos))), ""), "");
     for (int p = 0; p < parts; p++)
@@ -363,7 +375,8 @@ static void q_rows(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef cta)
   LLVMValueRef dst = LLVMBuildMul(b, r0, kb_i64(kb, (long long)D * 2), "");
   for (int p = 0; p < parts; p++)
     store_i16(kb, hb + p * w, w,
-              kb_byte_ptr(kb, kb_arg(kb, ARG(q_out)), LLVMBuildAdd(b, dst, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), "")),
+              kb_byte_ptr(kb, kb_arg(kb, ARG(q_out)),
+                          LLVMBuildAdd(b, dst, LLVMBuildMul(b, kb_zext64(kb, v0[p]), kb_i64(kb, 2), ""), "")),
               align);
   kb_endif(kb, &f);
 }

@@ -23,10 +23,12 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_return_if(kb, LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), room, ""),
                                LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(num_requests)), ""), ""));
   LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef seq = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(seq_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef seq =
+      kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(seq_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
   /* g = has_gather_lens ? gather_lens[r] : seq_lens[r] (no load when absent) */
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, ARG(has_gather_lens)), kb_i32(kb, 0), "");
-  LLVMValueRef g = kb_load_if(kb, has, kb->i32, kb_arg(kb, ARG(gather_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), ""), 4, seq);
+  LLVMValueRef g =
+      kb_load_if(kb, has, kb->i32, kb_arg(kb, ARG(gather_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), ""), 4, seq);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, dsv4_emit_token(kb, k, &tl, 0), g, ""));
 
   LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, ARG(block_size)));
@@ -44,7 +46,8 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "write");
     /* the block number, read only for rows that will be written */
     LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, ""), kb_i64(kb, 4), "");
-    LLVMValueRef blkno = kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, ARG(block_table)), to, 4, kb_i32(kb, -1)));
+    LLVMValueRef blkno =
+        kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, ARG(block_table)), to, 4, kb_i32(kb, -1)));
     t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blkno, kb_i64(kb, 0), ""),
                               LLVMBuildICmp(b, LLVMIntSLT, blkno, nblocks, ""), "valid");
     blkno = LLVMBuildSelect(b, t[u].valid, blkno, kb_i64(kb, 0), "");

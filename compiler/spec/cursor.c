@@ -93,8 +93,8 @@ void sc_missing(cursor *k, const char *what, const char *key)
   if (k->npath == 0)
     sc_field_error(k, NULL, "%s: missing required %s '%s'", k->what, what, key);
   else
-    sc_field_error(k, NULL, "%s: field '%s' is missing required %s '%s'", k->what, sc_field_name(k, NULL, fb, sizeof fb),
-                what, key);
+    sc_field_error(k, NULL, "%s: field '%s' is missing required %s '%s'", k->what,
+                   sc_field_name(k, NULL, fb, sizeof fb), what, key);
 }
 
 /* Edit distance, for "did you mean" hints on unknown fields and names. */
@@ -146,8 +146,8 @@ int sc_check_known(cursor *k, const char *const *allowed)
     if (!known) {
       char fb[128];
       if (best <= 2)
-        sc_field_error(k, key, "%s: unknown field '%s' (did you mean '%s'?)", k->what, sc_field_name(k, key, fb, sizeof fb),
-                    hint);
+        sc_field_error(k, key, "%s: unknown field '%s' (did you mean '%s'?)", k->what,
+                       sc_field_name(k, key, fb, sizeof fb), hint);
       else
         sc_field_error(k, key, "%s: unknown field '%s'", k->what, sc_field_name(k, key, fb, sizeof fb));
       bad = 1, k->c->structural++;

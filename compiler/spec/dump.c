@@ -6,7 +6,8 @@
 static void dump_layout(dsv4_text *b, const dsv4_layout *l)
 {
   static const char *place[] = {"none", "block_tail", "inline"};
-  dsv4_text_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes, place[l->scale_place]);
+  dsv4_text_printf(b, "layout %s: dim %d, row_bytes %d, scales %s", l->name, l->dim, l->row_bytes,
+                   place[l->scale_place]);
   if (l->scale_place == DSV4_SCALES_BLOCK_TAIL)
     dsv4_text_printf(b, " (row_bytes %d)", l->scale_row_bytes);
   dsv4_text_printf(b, ", align %d", l->align);
@@ -16,7 +17,8 @@ static void dump_layout(dsv4_text *b, const dsv4_layout *l)
   dsv4_text_printf(b, "\n");
   for (int i = 0; i < l->nseg; i++) {
     const dsv4_segment *s = &l->seg[i];
-    dsv4_text_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type), s->offset);
+    dsv4_text_printf(b, "  segment %d: dims [%d, %d) %s at byte %d", i + 1, s->d0, s->d1, dsv4_dtype_name(s->type),
+                     s->offset);
     if (s->scale_tensor)
       dsv4_text_printf(b, ", scale %s per tensor (launch argument)", dsv4_dtype_name(s->scale_type));
     else if (s->scale_type)
@@ -40,21 +42,21 @@ static void dump_launch(dsv4_text *b, const dsv4_kernel *k, dsv4_target_kind t)
       [DSV4_GRID_POSITIONS_BATCH] = "ceil(row_len / tokens_per_cta) x batch",
       [DSV4_GRID_ROWS] = "rows",
   };
-  dsv4_text_printf(b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
-            dsv4_target_name(t), k->target[t].arch, k->target[t].subgroups ? " subgroups" : "",
-            dsv4_form_name((int)ln->form), ln->threads, ln->shared_bytes, ln->cluster,
-            ln->grid < DSV4_GRID_COUNT && grids[ln->grid] ? grids[ln->grid] : "?",
-            ln->second == DSV4_SECOND_COMBINE ? "" : "\n");
+  dsv4_text_printf(
+      b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
+      dsv4_target_name(t), k->target[t].arch, k->target[t].subgroups ? " subgroups" : "", dsv4_form_name((int)ln->form),
+      ln->threads, ln->shared_bytes, ln->cluster, ln->grid < DSV4_GRID_COUNT && grids[ln->grid] ? grids[ln->grid] : "?",
+      ln->second == DSV4_SECOND_COMBINE ? "" : "\n");
   if (ln->second == DSV4_SECOND_COMBINE)
     dsv4_text_printf(b, "; then %s_combine (%u threads) over the splits\n", k->name, ln->second_threads);
   if (ln->form == DSV4_FORM_WARPGROUP || ln->form == DSV4_FORM_WARPGROUP_PAIR)
-    dsv4_text_printf(b,
-              "    roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
-              "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
-              dsv4_decode_wg_producers((int)ln->form), dsv4_decode_wg_producer_regs((int)ln->form),
-              DSV4_DECODE_WG_LEAD_REGS, DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS,
-              k->v_dim,
-              ln->form == DSV4_FORM_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
+    dsv4_text_printf(
+        b,
+        "    roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
+        "P V dims [0, %d)), a follower warpgroup (%d: P V dims [%d, %d))%s\n",
+        dsv4_decode_wg_producers((int)ln->form), dsv4_decode_wg_producer_regs((int)ln->form), DSV4_DECODE_WG_LEAD_REGS,
+        DSV4_DECODE_WG_LEAD_DIMS, DSV4_DECODE_WG_FOLLOW_REGS, DSV4_DECODE_WG_LEAD_DIMS, k->v_dim,
+        ln->form == DSV4_FORM_WARPGROUP_PAIR ? "; each CTA dequantizes half a tile and copies it to the other" : "");
 }
 
 /* The tile line in the spec's own field names, in the order of each
@@ -116,9 +118,10 @@ char *dsv4_plan_dump(const dsv4_plan *p)
     int expanded = 0;
     for (int v = sw->first; v < sw->first + sw->nvariants; v++)
       expanded += p->variants[v].kernel >= 0;
-    dsv4_text_printf(&b, "sweep %s (%s:%d): op %s, %d field(s), %d constraint(s); %d variants: %d expanded, %d rejected\n",
-              sw->kernel, sw->file, sw->line, dsv4_op_name(sw->op), sw->nparams, sw->nconstraints, sw->nvariants,
-              expanded, sw->nvariants - expanded);
+    dsv4_text_printf(&b,
+                     "sweep %s (%s:%d): op %s, %d field(s), %d constraint(s); %d variants: %d expanded, %d rejected\n",
+                     sw->kernel, sw->file, sw->line, dsv4_op_name(sw->op), sw->nparams, sw->nconstraints, sw->nvariants,
+                     expanded, sw->nvariants - expanded);
     for (int f = 0; f < sw->nparams; f++) {
       dsv4_text_printf(&b, "  field %s (tag %s):", sw->param[f].field, sw->param[f].tag);
       for (int x = 0; x < sw->param[f].nvalues; x++)

@@ -241,7 +241,8 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
     bad |= sc_get_int(&r, "dims", 1, 2, 4096, 0, &kn->rope_dims);
     if (!bad && (kn->rope_first + kn->rope_dims > l->dim || kn->rope_dims % 2 || kn->rope_first % v ||
                  kn->rope_dims % v)) {
-      FERR(&r, "dims", "[%d, %d) must lie in the layout's %d dims, with first and dims multiples of values_per_thread %d",
+      FERR(&r, "dims",
+           "[%d, %d) must lie in the layout's %d dims, with first and dims multiples of values_per_thread %d",
            kn->rope_first, kn->rope_first + kn->rope_dims, l->dim, v);
       bad = 1;
     }
@@ -255,8 +256,10 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
     int lanes = kn->q_dim / v;
     if (!bad && (kn->q_dim % v || kn->tile.threads % dsv4_pow2ceil(lanes) ||
                  (kn->rope_dims && kn->rope_first + kn->rope_dims > kn->q_dim))) {
-      FERR(&q, "dim", "= %d must be a multiple of values_per_thread %d, its %d lanes (padded to %d) must divide the CTA's %d "
-           "threads, and it must hold the RoPE dims", kn->q_dim, v, lanes, dsv4_pow2ceil(lanes), kn->tile.threads);
+      FERR(&q, "dim",
+           "= %d must be a multiple of values_per_thread %d, its %d lanes (padded to %d) must divide the CTA's %d "
+           "threads, and it must hold the RoPE dims",
+           kn->q_dim, v, lanes, dsv4_pow2ceil(lanes), kn->tile.threads);
       bad = 1;
     }
     sc_leave(&q);
@@ -278,8 +281,10 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
         bad = 1;
       } else if ((group && s->scale_group != group) || !pow2(s->scale_group / v) || s->scale_group % v ||
                  s->d0 % s->scale_group || s->scale_group / v > 32) {
-        FERR(k, "layout", "'%s': the writer needs one scale group size for all segments, a power-of-two multiple (at most 32) "
-             "of values_per_thread %d, with each segment starting on a group", l->name, v);
+        FERR(k, "layout",
+             "'%s': the writer needs one scale group size for all segments, a power-of-two multiple (at most 32) "
+             "of values_per_thread %d, with each segment starting on a group",
+             l->name, v);
         bad = 1;
       }
       group = s->scale_group;
@@ -463,8 +468,8 @@ static void nil_layout(cursor *k)
 /* One kernel{} table (on the stack top) into the plan. */
 int sc_check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name", "op", "layout", "tile", "targets", "rope", "q", "quant", "v_dim", "heads", "k",
-                                      "sweep", NULL};
+  static const char *const known[] = {"name",  "op",    "layout", "tile", "targets", "rope", "q",
+                                      "quant", "v_dim", "heads",  "k",    "sweep",   NULL};
   dsv4_plan *p = c->plan;
   dsv4_kernel *kn = &p->kernels[p->nkernels == DSV4_MAX_KERNELS ? 0 : p->nkernels];
   char kfile[DSV4_PATH_MAX] = "";
@@ -472,7 +477,8 @@ int sc_check_kernel(checker *c, int idx)
   sc_table_pos(c, idx, kfile, sizeof kfile, &kline);
   if (p->nkernels == DSV4_MAX_KERNELS) { /* at the kernel{} that does not fit (a sweep says so itself: sweep.c) */
     cursor at = {.c = c, .idx = idx, .file = kfile, .line = kline, .what = "kernel"};
-    sc_field_error(&at, NULL, "kernel{} is one kernel more than the %d one spec (and its bundle) holds", DSV4_MAX_KERNELS);
+    sc_field_error(&at, NULL, "kernel{} is one kernel more than the %d one spec (and its bundle) holds",
+                   DSV4_MAX_KERNELS);
     c->structural++;
     return 1;
   }

@@ -41,7 +41,8 @@ static int check_segment(cursor *k, dsv4_segment *seg)
       int g = lua_getfield(k->c->L, sc.idx, "group"), o = lua_getfield(k->c->L, sc.idx, "offset");
       lua_pop(k->c->L, 2);
       if (g != LUA_TNIL || o != LUA_TNIL) {
-        FERR(&sc, g != LUA_TNIL ? "group" : "offset", "is not allowed with per = 'tensor' (the scale is a launch argument)");
+        FERR(&sc, g != LUA_TNIL ? "group" : "offset",
+             "is not allowed with per = 'tensor' (the scale is a launch argument)");
         bad = 1;
       }
     } else if (!strcmp(per, "group")) {
@@ -175,15 +176,17 @@ int dsv4_layout_check(const dsv4_layout *l, const char *file, dsv4_diags *d)
       int64_t a0 = s->offset, a1 = s->offset + (int64_t)n * sz;
       int64_t b0 = o->offset, b1 = o->offset + (int64_t)(o->d1 - o->d0) * osz;
       if (a0 < b1 && b0 < a1) {
-        dsv4_error(d, file, line, "layout '%s': segments[%d] bytes [%lld, %lld) overlap segments[%d] bytes [%lld, %lld)",
-                   l->name, i + 1, (long long)a0, (long long)a1, j + 1, (long long)b0, (long long)b1);
+        dsv4_error(d, file, line,
+                   "layout '%s': segments[%d] bytes [%lld, %lld) overlap segments[%d] bytes [%lld, %lld)", l->name,
+                   i + 1, (long long)a0, (long long)a1, j + 1, (long long)b0, (long long)b1);
         bad = 1;
       }
     }
     if (s->scale_type == DSV4_DT_NONE || s->scale_tensor)
       continue;
     if (l->scale_place == DSV4_SCALES_NONE) {
-      dsv4_error(d, file, line, "layout '%s': segments[%d].scale needs a 'scales' placement in the layout", l->name, i + 1);
+      dsv4_error(d, file, line, "layout '%s': segments[%d].scale needs a 'scales' placement in the layout", l->name,
+                 i + 1);
       bad = 1;
       continue;
     }
@@ -217,13 +220,13 @@ int dsv4_layout_check(const dsv4_layout *l, const char *file, dsv4_diags *d)
   }
   int64_t need = dsv4_layout_min_block_bytes(l, l->block_tokens);
   if (!bad && l->block_tokens && need > l->block_stride) {
-    dsv4_error(d, file, l->block_line, "layout '%s': a block of %d tokens needs %lld bytes, more than block.stride %d", l->name,
-               l->block_tokens, (long long)need, l->block_stride);
+    dsv4_error(d, file, l->block_line, "layout '%s': a block of %d tokens needs %lld bytes, more than block.stride %d",
+               l->name, l->block_tokens, (long long)need, l->block_stride);
     bad = 1;
   }
   if (!bad && l->block_tokens && l->block_stride % l->align) {
-    dsv4_error(d, file, l->block_line, "layout '%s': block.stride %d is not a multiple of align %d", l->name, l->block_stride,
-               l->align);
+    dsv4_error(d, file, l->block_line, "layout '%s': block.stride %d is not a multiple of align %d", l->name,
+               l->block_stride, l->align);
     bad = 1;
   }
   return bad;

@@ -460,8 +460,12 @@ static int fd_box_close(lua_State *L)
 /* What a file that is not a regular one is, for the error. */
 static const char *file_kind(mode_t m)
 {
-  return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
-         : S_ISSOCK(m) ? "a socket" : "not a plain file";
+  return S_ISDIR(m)    ? "a folder"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a plain file";
 }
 
 /* Load the spec file at path as the chunk "@shown": opened once (without

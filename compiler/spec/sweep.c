@@ -95,7 +95,8 @@ static int read_values(cursor *at, const char *key, int type, dsv4_sweep_param *
       const char *s = lua_tolstring(L, -1, &len);
       ok = len > 0 && len < cap;
       for (size_t j = 0; ok && j < len; j++)
-        ok = (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= '0' && s[j] <= '9') || s[j] == '_';
+        ok =
+            (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= '0' && s[j] <= '9') || s[j] == '_';
       if (ok)
         snprintf(out, cap, "%s", s);
       else {

@@ -24,8 +24,9 @@ torch tensors on the inputs' device) and returned.
 such as ``torch.cuda.Stream``) puts a call's launches on that stream;
 without it a call on torch CUDA tensors goes on torch's current stream of
 their device (as a torch op would), and any other call on
-``Context.stream`` (0, the legacy default stream, unless set).  ``dsv4c.compat`` has drop-in versions of FlashMLA's, vLLM's and
-DeepGEMM's entry points.  docs/python.md says how and why.
+``Context.stream`` (0, the legacy default stream, unless set).  ``dsv4c.compat``
+has drop-in versions of FlashMLA's, vLLM's and DeepGEMM's entry points.
+docs/python.md says how and why.
 """
 
 import operator as _operator

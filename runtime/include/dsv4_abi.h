@@ -408,7 +408,8 @@ typedef struct {
   uint32_t target;      /* 0 ptx, 1 amdgcn, 2 spirv (DSV4_BUNDLE_TARGETS) */
   char arch[16];        /* sm_90a, gfx942, opencl1.2 */
   dsv4_launch launch;   /* how to launch it (version 6) */
-  uint32_t tokens_per_cta; /* what a CTA covers along grid.x: tokens, heads (sparse_decode), positions (logits), threads (topk) */
+  uint32_t tokens_per_cta; /* what a CTA covers along grid.x: tokens, heads (sparse_decode), positions (logits), threads
+                              (topk) */
   uint32_t values_per_thread;
   uint32_t tokens_per_thread;
   uint32_t rope_first, rope_dims; /* kv_insert: GPT-J RoPE range (dims 0: none) */

@@ -234,7 +234,8 @@ DSV4RT_API int dsv4rt_bundle_tuning_count(const dsv4rt_bundle *b);
  * extra_block_size; paged_mqa_logits: batch, next_n, row_len; the other
  * ops: their main count): its name, owned by b, or NULL when no entry
  * covers the call's bucket (the default choice then applies). */
-DSV4RT_API const char *dsv4rt_bundle_tuned_kernel(const dsv4rt_bundle *b, const char *op, const int64_t *dims, int ndims);
+DSV4RT_API const char *dsv4rt_bundle_tuned_kernel(const dsv4rt_bundle *b, const char *op, const int64_t *dims,
+                                                  int ndims);
 /* Entry i's code hash as a tuning lockfile records it: the SHA-256 of the
  * code the entry holds, 64 lower-case hex digits and a NUL in hex. */
 DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_code_hash(const dsv4rt_bundle *b, int i, char hex[65]);

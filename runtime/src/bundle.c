@@ -94,7 +94,8 @@ static int check_launch(const dsv4_bundle_entry *e, char *why)
     return bad(why, "launch cluster %u does not go with form %u (2 for CTA pairs, else 1)", ln->cluster, ln->form);
   int combine = row.second == DSV4_SECOND_COMBINE;
   if (ln->second != row.second)
-    return bad(why, "launch second kernel %u does not go with op %s's form %u", ln->second, rt_op_name(e->op), ln->form);
+    return bad(why, "launch second kernel %u does not go with op %s's form %u", ln->second, rt_op_name(e->op),
+               ln->form);
   if (combine ? ln->second_threads < 32 || ln->second_threads > DSV4_ENTRY_MAX_THREADS || ln->second_threads % 32
               : ln->second_threads != 0)
     return bad(why, "launch second_threads %u is not %s", ln->second_threads,
@@ -184,8 +185,9 @@ static int check_entry_layout(const dsv4_bundle_entry *e, char *why)
   const dsv4_layout *l = &e->layout;
   if (!dsv4_op_has_layout((int)e->op)) {
     static const dsv4_layout none;
-    return memcmp(l, &none, sizeof none) ? bad(why, "op %s reads no cache, yet the entry has a layout", rt_op_name(e->op))
-                                         : 0;
+    return memcmp(l, &none, sizeof none)
+               ? bad(why, "op %s reads no cache, yet the entry has a layout", rt_op_name(e->op))
+               : 0;
   }
   if (dsv4_layout_valid(l, why, RT_WHY))
     return 1;
@@ -559,7 +561,8 @@ static dsv4rt_status open_file(dsv4rt_context *ctx, const char *path, dsv4rt_bun
     s = rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle of %llu bytes; this runtime reads bundles up to %llu bytes",
                 (unsigned long long)size, (unsigned long long)RT_MAX_BUNDLE_BYTES);
   else if (!(buf = malloc((size_t)size)))
-    s = rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a bundle of %llu bytes", (unsigned long long)size);
+    s = rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory for a bundle of %llu bytes",
+                (unsigned long long)size);
   else {
     memcpy(buf, head, sizeof head);
     if (read_all(fd, buf + sizeof head, (size_t)size - sizeof head))

@@ -171,13 +171,14 @@ static const struct {
   uint64_t max; /* 0: the stream's length in bits (each counted thing takes at least a bit) */
   const char *what;
 } bounds[] = {
-    {10, 3, 2, 4096, "attribute group's parameter index"}, /* PARAMATTR_GROUP ENTRY [id, index, ...]; ~0u: the function */
-    {17, 1, 1, 0, "type table's entry count"},              /* TYPE NUMENTRY */
-    {17, 7, 1, 1024, "integer type's width"},               /* TYPE INTEGER */
-    {17, 11, 1, 1ull << 32, "array type's length"},         /* TYPE ARRAY [n, type] */
-    {17, 12, 1, 4096, "vector type's length"},              /* TYPE VECTOR [n, type] */
-    {12, 1, 1, 0, "function's basic block count"},          /* FUNCTION DECLAREBLOCKS */
-    {15, 35, 1, 0, "metadata string count"},                /* METADATA STRINGS [count, offset] blob */
+    {10, 3, 2, 4096,
+     "attribute group's parameter index"},          /* PARAMATTR_GROUP ENTRY [id, index, ...]; ~0u: the function */
+    {17, 1, 1, 0, "type table's entry count"},      /* TYPE NUMENTRY */
+    {17, 7, 1, 1024, "integer type's width"},       /* TYPE INTEGER */
+    {17, 11, 1, 1ull << 32, "array type's length"}, /* TYPE ARRAY [n, type] */
+    {17, 12, 1, 4096, "vector type's length"},      /* TYPE VECTOR [n, type] */
+    {12, 1, 1, 0, "function's basic block count"},  /* FUNCTION DECLAREBLOCKS */
+    {15, 35, 1, 0, "metadata string count"},        /* METADATA STRINGS [count, offset] blob */
 };
 
 static int rec_bounds(bc *s, uint32_t block, const uint64_t *v, uint64_t n)
@@ -189,7 +190,8 @@ static int rec_bounds(bc *s, uint32_t block, const uint64_t *v, uint64_t n)
     if (block == 10 && x == 0xFFFFFFFFu)
       continue;
     if (x > max)
-      return bc_bad(s, "the %s is %llu, more than %llu", bounds[k].what, (unsigned long long)x, (unsigned long long)max);
+      return bc_bad(s, "the %s is %llu, more than %llu", bounds[k].what, (unsigned long long)x,
+                    (unsigned long long)max);
   }
   return 0;
 }

@@ -421,7 +421,8 @@ static int cu_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], 
     if (cluster > 1)
       at[n++] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, .value.cluster = {cluster, 1, 1}};
     if (flags & RT_LAUNCH_EARLY)
-      at[n++] = (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.programmatic = 1};
+      at[n++] =
+          (CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.programmatic = 1};
     CUlaunchConfig c = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared, STREAM(ctx), at, n};
     CUresult r = S(ctx)->cuLaunchKernelEx(&c, (CUfunction)kernel, params, NULL);
     return r ? cu_fail(ctx, r, DSV4RT_ERR_BACKEND, "cuLaunchKernelEx") : 0;

@@ -374,8 +374,8 @@ static void ocl_unload(dsv4rt_context *ctx, void *module, void *kernel)
   S(ctx)->clReleaseProgram(module);
 }
 
-static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3], uint32_t shared,
-                      uint32_t cluster, unsigned flags, const rt_arg *args, int nargs)
+static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
+                      uint32_t shared, uint32_t cluster, unsigned flags, const rt_arg *args, int nargs)
 {
   (void)shared;  /* always 0: ocl_accepts takes no entry that needs it */
   (void)cluster; /* always 1: CTA pairs are PTX only (the spec checker refuses them elsewhere) */

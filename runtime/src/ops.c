@@ -87,13 +87,15 @@ static dsv4rt_status check_cache(const call *c, const char *pre, int64_t num_blo
     return s;
   int64_t min = dsv4_layout_min_block_bytes(c->l, bs);
   if (stride < min)
-    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: %sblock_stride %lld is below layout %s's %lld bytes for %lld tokens",
-                   c->fn, pre, (long long)stride, c->l->name, (long long)min, (long long)bs);
+    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE,
+                   "%s: %sblock_stride %lld is below layout %s's %lld bytes for %lld tokens", c->fn, pre,
+                   (long long)stride, c->l->name, (long long)min, (long long)bs);
   if ((s = need_range(c, bst, stride, min, INT64_MAX / 2)))
     return s;
   if (stride % c->l->align)
-    return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED, "%s: %sblock_stride %lld is not a multiple of layout %s's alignment %d",
-                   c->fn, pre, (long long)stride, c->l->name, c->l->align);
+    return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED,
+                   "%s: %sblock_stride %lld is not a multiple of layout %s's alignment %d", c->fn, pre,
+                   (long long)stride, c->l->name, c->l->align);
   return DSV4RT_OK;
 }
 
@@ -238,7 +240,8 @@ static dsv4rt_status contents_dequant(const call *c, const dsv4rt_dequant_gather
   char m[256];
   for (int64_t i = 0; idx && i < a->n && !s; i++)
     if (idx[i] >= slots) {
-      snprintf(m, sizeof m, "indices[%lld] = %d is past the cache's %lld slots", (long long)i, idx[i], (long long)slots);
+      snprintf(m, sizeof m, "indices[%lld] = %d is past the cache's %lld slots", (long long)i, idx[i],
+               (long long)slots);
       s = bad(c, m);
     }
   free(idx);
@@ -410,7 +413,8 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
     return s;
   int64_t R = a->num_requests, M = a->out_rows;
   if ((s = need_range(&c, "num_requests", R, 0, 65535)) || (s = need_range(&c, "out_rows", M, 0, I32_MAX)) ||
-      (s = need_range(&c, "offset", a->offset, 0, M)) || (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = need_range(&c, "offset", a->offset, 0, M)) ||
+      (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
       (s = need_range(&c, "out_stride_m", a->out_stride_m, c.l->dim, INT64_MAX / 4)) ||
       (s = need_range(&c, "out_stride_r", a->out_stride_r, 0, INT64_MAX / 4)) || (s = check_out_strides(&c, a)) ||
       (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
@@ -486,8 +490,9 @@ dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_insert_args *a,
     q_ctas = (N * a->padded_heads + rows_per_cta - 1) / rows_per_cta;
   }
   if (kv_ctas + q_ctas > I32_MAX)
-    return rt_fail(c.ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: n_tokens %lld, padded_heads %lld: %lld CTAs are too many for one launch",
-                   c.fn, (long long)N, (long long)a->padded_heads, (long long)(kv_ctas + q_ctas));
+    return rt_fail(c.ctx, DSV4RT_ERR_OUT_OF_RANGE,
+                   "%s: n_tokens %lld, padded_heads %lld: %lld CTAs are too many for one launch", c.fn, (long long)N,
+                   (long long)a->padded_heads, (long long)(kv_ctas + q_ctas));
   barg v[] = {
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, OUT},
       {"kv", a->kv, (long double)N * c.l->dim * 2, 16, IN},
@@ -534,8 +539,9 @@ static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_dec
       (opts && (s = need_range(c, "opts->splits", opts->splits, 0, DSV4_DECODE_MAX_SPLITS))) ||
       (s = check_cache(c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  if (a->extra_cache && ((s = need_range(c, "extra_topk", a->extra_topk, 0, I32_MAX)) ||
-                         (s = check_cache(c, "extra_", a->extra_num_blocks, a->extra_block_size, a->extra_block_stride))))
+  if (a->extra_cache &&
+      ((s = need_range(c, "extra_topk", a->extra_topk, 0, I32_MAX)) ||
+       (s = check_cache(c, "extra_", a->extra_num_blocks, a->extra_block_size, a->extra_block_stride))))
     return s;
   if ((s = need_finite(c, "softmax_scale", a->softmax_scale)) || (s = check_tensor_scale(c, a->tensor_scale)))
     return s;
@@ -678,7 +684,8 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   if (per_batch && c.ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
       dsv4_logits_kv_map(l, a->block_size, a->block_stride, a->num_blocks, dims, strides, box, &sw) &&
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
-      (s = rt_tensor_map(b, c.e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map, &fresh)))
+      (s = rt_tensor_map(b, c.e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map,
+                         &fresh)))
     return s;
   rt_arg args[DSV4_A_PAGED_MQA_LOGITS_COUNT] = {
       [DSV4_A_PAGED_MQA_LOGITS_logits] = {DSV4_ARG_PTR, {.buf = a->logits}},
@@ -720,7 +727,8 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
       {"logits", a->logits, R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0, 4, IN},
       {"context_lens", a->context_lens, (long double)R * 4, 4, IN},
   };
-  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, NULL))))
+  if ((s = check_bufs(&c, v, COUNT(v))) ||
+      (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, NULL))))
     return s;
   rt_arg args[DSV4_A_TOPK_COUNT] = {
       [DSV4_A_TOPK_out] = {DSV4_ARG_PTR, {.buf = a->out}},

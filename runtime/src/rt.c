@@ -242,12 +242,15 @@ static dsv4rt_status copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n
   uint64_t p = dst->native, q = src->native;
   if (dst == src || p == q ||
       (dst->ctx->be->kind == DSV4RT_BACKEND_CUDA && (p < q ? q - p < (uint64_t)n : p - q < (uint64_t)n)))
-    return rt_fail(dst->ctx, DSV4RT_ERR_ALIASING, "dsv4rt_buffer_copy: dst and src share memory in the %zu bytes copied",
-                   n);
+    return rt_fail(dst->ctx, DSV4RT_ERR_ALIASING,
+                   "dsv4rt_buffer_copy: dst and src share memory in the %zu bytes copied", n);
   return (dsv4rt_status)dst->ctx->be->copy(dst->ctx, dst->native, src->native, n, wait);
 }
 
-dsv4rt_status dsv4rt_buffer_copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n) { return copy(dst, src, n, 1); }
+dsv4rt_status dsv4rt_buffer_copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n)
+{
+  return copy(dst, src, n, 1);
+}
 dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n)
 {
   return copy(dst, src, n, 0);
@@ -347,8 +350,9 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
   if (!rc && e->launch.second == DSV4_SECOND_COMBINE) { /* the combine kernel of the split-KV form */
     char name[sizeof e->name + 16];
     snprintf(name, sizeof name, "%s_combine", e->name);
-    rc = ctx->be->symbol ? ctx->be->symbol(ctx, ld->module, name, &ld->kernel2)
-                         : (int)rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: %s cannot look up %s", e->name, ctx->be->name, name);
+    rc = ctx->be->symbol
+             ? ctx->be->symbol(ctx, ld->module, name, &ld->kernel2)
+             : (int)rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: %s cannot look up %s", e->name, ctx->be->name, name);
     if (rc)
       ctx->be->unload(ctx, ld->module, ld->kernel);
   }
@@ -375,8 +379,9 @@ static dsv4rt_status check_signature(const dsv4rt_bundle *b, int i, int second, 
                      "kernel %s%s: argument %d has kind %d where its signature has %d (a runtime bug)", e->name,
                      second ? " (combine)" : "", a, args[a].kind, want[a]);
   if (nargs != n)
-    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s%s: %d arguments where its signature has %d (a runtime bug)",
-                   e->name, second ? " (combine)" : "", nargs, n);
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG,
+                   "kernel %s%s: %d arguments where its signature has %d (a runtime bug)", e->name,
+                   second ? " (combine)" : "", nargs, n);
   return DSV4RT_OK;
 }
 
@@ -397,7 +402,8 @@ static dsv4rt_status launch(dsv4rt_bundle *b, int i, int second, const uint32_t 
   if (cluster < 1 || grid[0] % cluster)
     return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s: a grid of %u CTAs does not divide into clusters of %u",
                    b->entries[i].name, grid[0], cluster);
-  unsigned early = b->entries[i].flags & (second ? DSV4_ENTRY_SECOND_WAITS : DSV4_ENTRY_FIRST_WAITS) ? RT_LAUNCH_EARLY : 0;
+  unsigned early =
+      b->entries[i].flags & (second ? DSV4_ENTRY_SECOND_WAITS : DSV4_ENTRY_FIRST_WAITS) ? RT_LAUNCH_EARLY : 0;
   return (dsv4rt_status)b->ctx->be->launch(b->ctx, kernel, grid, block, shared, cluster, early, args, nargs);
 }
 

@@ -69,7 +69,8 @@ static int check_dequant(dsv4rt_bundle *b, const char *name)
   uint16_t *want = malloc((size_t)n * 1024), *got = malloc((size_t)n * 1024);
   dsv4_ref_dequant_gather(&L, cache, nb, bs, stride, idx, n, want);
   dsv4_check_fill16(got, (size_t)n * 512, 0x7F81);
-  dsv4rt_buffer *cb = dev(cache, (size_t)(nb * stride)), *ib = dev(idx, (size_t)n * 4), *ob = dev(got, (size_t)n * 1024);
+  dsv4rt_buffer *cb = dev(cache, (size_t)(nb * stride)), *ib = dev(idx, (size_t)n * 4),
+                *ob = dev(got, (size_t)n * 1024);
   dsv4rt_dequant_gather_args a = {.out = ob, .cache = cb, .indices = ib, .n = n, .num_blocks = nb, .block_size = bs,
                                   .block_stride = stride};
   dsv4rt_launch_opts o = {.kernel = name, .check_contents = 1};
@@ -157,13 +158,14 @@ static int check_insert(dsv4rt_bundle *b, int e, const char *name)
   for (int64_t i = 0; i < N * H * qd; i++)
     q[i] = dsv4_ref_f32_to_bf16((float)(dsv4_rng_next(&rng) >> 40) / 16777216.0f - 0.5f);
   uint8_t *want = calloc(1, csize), *got = malloc(csize);
-  dsv4_ref_kv_insert_ex(&L, kv, N, slots, N, rope ? pos : NULL, cs, max_pos, info.rope_first, rope, want, nb, bs, stride,
-                        info.quant_floor ? DSV4_REF_FLOOR_QUOTIENT : DSV4_REF_FLOOR_AMAX);
+  dsv4_ref_kv_insert_ex(&L, kv, N, slots, N, rope ? pos : NULL, cs, max_pos, info.rope_first, rope, want, nb, bs,
+                        stride, info.quant_floor ? DSV4_REF_FLOOR_QUOTIENT : DSV4_REF_FLOOR_AMAX);
   if (qd)
     dsv4_ref_q_norm_rope(q, N, H, Hp, qd, pos, cs, max_pos, info.rope_first, rope, 1e-6f, qw);
   dsv4rt_buffer *cb = dev(want, csize), *kb = dev(kv, (size_t)(N * D) * 2), *sb = dev(slots, (size_t)N * 8),
                 *pb = dev(pos, (size_t)N * 8), *csb = dev(cs, (size_t)(max_pos * (rope ? rope : 2)) * 4),
-                *qb = dev(q, (size_t)(N * H * (qd ? qd : 1)) * 2), *qob = dev(NULL, (size_t)(N * Hp * (qd ? qd : 1)) * 2);
+                *qb = dev(q, (size_t)(N * H * (qd ? qd : 1)) * 2),
+                *qob = dev(NULL, (size_t)(N * Hp * (qd ? qd : 1)) * 2);
   memset(got, 0, csize);
   dsv4rt_buffer_write(cb, 0, got, csize);
   dsv4rt_kv_insert_args a = {.cache = cb, .num_blocks = nb, .block_size = bs, .block_stride = stride, .kv = kb,
@@ -192,8 +194,9 @@ static int check_insert(dsv4rt_bundle *b, int e, const char *name)
       qbad += !(fabsf(x - y) <= 1e-2f + 1e-2f * fabsf(y));
     }
     int cbad = memcmp(got, want, csize) != 0;
-    printf("  %-22s %-28s %s%s  %.3f ms\n", name, "256 tokens into the cache", cbad ? "CACHE BYTES DIFFER" : "cache bit-exact",
-           qd ? (qbad ? ", q OUTSIDE 1e-2" : ", q within 1e-2") : "", ms);
+    printf("  %-22s %-28s %s%s  %.3f ms\n", name, "256 tokens into the cache",
+           cbad ? "CACHE BYTES DIFFER" : "cache bit-exact", qd ? (qbad ? ", q OUTSIDE 1e-2" : ", q within 1e-2") : "",
+           ms);
     rc = cbad || qbad;
   }
   dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(kb), dsv4rt_buffer_destroy(sb), dsv4rt_buffer_destroy(pb),
@@ -221,7 +224,8 @@ static int check_decode(dsv4rt_bundle *b, int e, const char *name)
     printf("  %-22s layout %s: no check for this layout here\n", name, L.name);
     return -1;
   }
-  uint16_t *q = malloc((size_t)(T * H * D) * 2), *want = malloc((size_t)(T * H * V) * 2), *got = malloc((size_t)(T * H * V) * 2);
+  uint16_t *q = malloc((size_t)(T * H * D) * 2), *want = malloc((size_t)(T * H * V) * 2),
+           *got = malloc((size_t)(T * H * V) * 2);
   for (int64_t i = 0; i < T * H * D; i++) {
     double v = dsv4_rng_randn(&rng);
     q[i] = dsv4_ref_f32_to_bf16((float)(v > 1 ? 1 : v < -1 ? -1 : v));
@@ -240,8 +244,8 @@ static int check_decode(dsv4rt_bundle *b, int e, const char *name)
   for (int h = 0; h < H; h++)
     sink[h] = h % 3 == 0 ? INFINITY : h % 3 == 1 ? -INFINITY : (float)dsv4_rng_randn(&rng);
   float scale = powf((float)D, -0.55f);
-  dsv4_ref_sparse_decode(&L, (int)V, q, T, H, cache, nb, bs, stride, idx, lens, topk, NULL, 0, 1, 0, NULL, NULL, 0, sink,
-                         scale, 1, want, lw);
+  dsv4_ref_sparse_decode(&L, (int)V, q, T, H, cache, nb, bs, stride, idx, lens, topk, NULL, 0, 1, 0, NULL, NULL, 0,
+                         sink, scale, 1, want, lw);
   dsv4rt_buffer *qb = dev(q, (size_t)(T * H * D) * 2), *cb = dev(cache, (size_t)(nb * stride)),
                 *ib = dev(idx, sizeof idx), *lb = dev(lens, sizeof lens), *sb = dev(sink, sizeof sink),
                 *ob = dev(NULL, (size_t)(T * H * V) * 2), *lsb = dev(NULL, sizeof lg);
@@ -272,7 +276,8 @@ static int check_decode(dsv4rt_bundle *b, int e, const char *name)
     }
     for (int64_t i = 0; i < T * H; i++)
       bad += isinf(lw[i]) ? lg[i] != lw[i] : !(fabsf(lg[i] - lw[i]) <= 1e-6f + 8.0f / 65536 * fabsf(lw[i]));
-    printf("  %-22s %-28s %s  %.3f ms\n", name, "4 tokens x 64 heads", bad ? "OUTSIDE FlashMLA's tolerances" : "within FlashMLA's tolerances", ms);
+    printf("  %-22s %-28s %s  %.3f ms\n", name, "4 tokens x 64 heads",
+           bad ? "OUTSIDE FlashMLA's tolerances" : "within FlashMLA's tolerances", ms);
     rc = bad != 0;
   }
   dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(ib), dsv4rt_buffer_destroy(lb),

@@ -175,10 +175,10 @@ static int reference(dcase *c, int keep_want)
   c->n_valid = malloc((size_t)c->T * 8 + 8);
   c->lse_abs = malloc((size_t)(c->T * c->H) * 4 + 4);
   int has_x = c->x.cache && c->x.topk;
-  int rc = dsv4_ref_sparse_decode_cond(c->L, c->V, c->q, c->T, c->H, c->m.cache, c->m.nb, c->m.bs, c->m.stride, c->m.idx,
-                                       c->m.lens, c->m.topk, has_x ? c->x.cache : NULL, c->x.nb, c->x.bs, c->x.stride,
-                                       has_x ? c->x.idx : NULL, has_x ? c->x.lens : NULL, has_x ? c->x.topk : 0, c->sink,
-                                       c->scale, c->ts, o, l, c->pv_abs, c->n_valid, c->lse_abs);
+  int rc = dsv4_ref_sparse_decode_cond(
+      c->L, c->V, c->q, c->T, c->H, c->m.cache, c->m.nb, c->m.bs, c->m.stride, c->m.idx, c->m.lens, c->m.topk,
+      has_x ? c->x.cache : NULL, c->x.nb, c->x.bs, c->x.stride, has_x ? c->x.idx : NULL, has_x ? c->x.lens : NULL,
+      has_x ? c->x.topk : 0, c->sink, c->scale, c->ts, o, l, c->pv_abs, c->n_valid, c->lse_abs);
   if (keep_want)
     free(o), free(l);
   else
@@ -209,9 +209,10 @@ static void upload(dcase *c)
 
 static void dcase_free(dcase *c)
 {
-  dsv4rt_buffer_destroy(c->qb), dsv4rt_buffer_destroy(c->cb), dsv4rt_buffer_destroy(c->ib), dsv4rt_buffer_destroy(c->lb),
-      dsv4rt_buffer_destroy(c->xcb), dsv4rt_buffer_destroy(c->xib), dsv4rt_buffer_destroy(c->xlb),
-      dsv4rt_buffer_destroy(c->sb), dsv4rt_buffer_destroy(c->ob), dsv4rt_buffer_destroy(c->lseb);
+  dsv4rt_buffer_destroy(c->qb), dsv4rt_buffer_destroy(c->cb), dsv4rt_buffer_destroy(c->ib),
+      dsv4rt_buffer_destroy(c->lb), dsv4rt_buffer_destroy(c->xcb), dsv4rt_buffer_destroy(c->xib),
+      dsv4rt_buffer_destroy(c->xlb), dsv4rt_buffer_destroy(c->sb), dsv4rt_buffer_destroy(c->ob),
+      dsv4rt_buffer_destroy(c->lseb);
   free(c->got), free(c->lgot), free(c->fo), free(c->fw), free(c->pv_abs), free(c->n_valid), free(c->lse_abs);
   if (c->owned) {
     free(c->m.cache), free(c->m.idx), free(c->m.lens), free(c->x.cache), free(c->x.idx), free(c->x.lens);
@@ -317,7 +318,8 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     for (int64_t j = 0; j < topk; j++)
       c.m.idx[t * topk + j] = j < c.m.lens[t] && (u != 2) ? (int32_t)dsv4_rng_range(&rng, 0, c.m.nb * c.m.bs - 1) : -1;
     for (int64_t j = 0; j < c.x.topk; j++)
-      c.x.idx[t * c.x.topk + j] = dsv4_rng_range(&rng, 0, 9) ? (int32_t)dsv4_rng_range(&rng, 0, c.x.nb * c.x.bs - 1) : -1;
+      c.x.idx[t * c.x.topk + j] =
+          dsv4_rng_range(&rng, 0, 9) ? (int32_t)dsv4_rng_range(&rng, 0, c.x.nb * c.x.bs - 1) : -1;
   }
   c.sink = malloc((size_t)H * 4);
   for (int64_t h = 0; h < H; h++) {
@@ -357,7 +359,8 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     if (!s)
       s = dsv4rt_synchronize(ctx);
     char label[288];
-    snprintf(label, sizeof label, "%s%s, %s, splits %d", unnamed ? "unnamed, layout of " : "", k->name, what, splits[si]);
+    snprintf(label, sizeof label, "%s%s, %s, splits %d", unnamed ? "unnamed, layout of " : "", k->name, what,
+             splits[si]);
     CHECK(s == DSV4RT_OK, "%s: launch: %s", label, dsv4rt_last_error(ctx));
     if (s)
       continue;
@@ -369,8 +372,8 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     check_outputs(label, &c2, &r2);
   }
   dsv4rt_buffer_destroy(c2.qb), dsv4rt_buffer_destroy(c2.ob), dsv4rt_buffer_destroy(c2.lseb);
-  free(c2.q), free((void *)c2.want), free((void *)c2.lwant), free(c2.pv_abs), free(c2.n_valid), free(c2.lse_abs), free(c2.got),
-      free(c2.lgot);
+  free(c2.q), free((void *)c2.want), free((void *)c2.lwant), free(c2.pv_abs), free(c2.n_valid), free(c2.lse_abs),
+      free(c2.got), free(c2.lgot);
   dcase_free(&c);
 }
 
@@ -546,9 +549,11 @@ static golden_case *golden_dcase(const dsv4_layout *L, const char *root, const c
                       *xi = golden_tensor_get(g, "extra_indices"), *xl = golden_tensor_get(g, "extra_lens"),
                       *out = golden_tensor_get(g, "out"), *lse = golden_tensor_get(g, "lse");
   double scale = 0, bs = 0, stride = 0, xbs = 1, xstride = 0;
-  int ok = q && sc && si && sl && sink && out && lse && (!xc || (xi && xl)) && !golden_param_num(g, "softmax_scale", &scale) &&
-           !golden_param_num(g, "swa_block_size", &bs) && !golden_param_num(g, "swa_block_stride", &stride) &&
-           (!xc || (!golden_param_num(g, "extra_block_size", &xbs) && !golden_param_num(g, "extra_block_stride", &xstride))) &&
+  int ok = q && sc && si && sl && sink && out && lse && (!xc || (xi && xl)) &&
+           !golden_param_num(g, "softmax_scale", &scale) && !golden_param_num(g, "swa_block_size", &bs) &&
+           !golden_param_num(g, "swa_block_stride", &stride) &&
+           (!xc ||
+            (!golden_param_num(g, "extra_block_size", &xbs) && !golden_param_num(g, "extra_block_stride", &xstride))) &&
            q->shape[2] == L->dim && out->tol_abs == OUT_ABS;
   CHECK(ok, "golden %s: not a DSv4 sparse_mla_decode case with FlashMLA's tolerances", name);
   if (!ok) {
@@ -623,8 +628,10 @@ static void validation(const kern *k)
   a = ok, a.softmax_scale = NAN, what[n] = "softmax_scale NaN", want[n] = DSV4RT_ERR_NOT_FINITE,
   st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   dsv4rt_launch_opts bad = opt;
-  bad.splits = 65, what[n] = "splits 65", want[n] = DSV4RT_ERR_OUT_OF_RANGE, st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
-  bad.splits = -1, what[n] = "splits -1", want[n] = DSV4RT_ERR_OUT_OF_RANGE, st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
+  bad.splits = 65, what[n] = "splits 65", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
+  st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
+  bad.splits = -1, what[n] = "splits -1", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
+  st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
   a = ok, a.block_stride = stride - 16, what[n] = "stride below the page", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
   st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   idx[5] = (int32_t)(nb * bs); /* past the cache */
@@ -711,8 +718,9 @@ int main(int argc, char **argv)
   }
 
   if (groot) {
-    static const char *const fm[] = {"fm_sparse_decode_c128_h128", "fm_sparse_decode_c4_h128", "fm_sparse_decode_c4_h64",
-                                     "fm_sparse_decode_odd_blocks_h64", "fm_sparse_decode_swa_only_h128"};
+    static const char *const fm[] = {"fm_sparse_decode_c128_h128", "fm_sparse_decode_c4_h128",
+                                     "fm_sparse_decode_c4_h64", "fm_sparse_decode_odd_blocks_h64",
+                                     "fm_sparse_decode_swa_only_h128"};
     static const char *const stress[] = {"v4_sparse_decode_c128_h64", "v4_sparse_decode_c4_h128",
                                          "v4_sparse_decode_c4_h64", "v4_sparse_decode_swa_only_h64"};
     for (size_t i = 0; i < sizeof fm / sizeof *fm; i++)

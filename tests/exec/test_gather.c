@@ -402,8 +402,8 @@ static void test_validation(void)
   p = pok, p.max_blocks = 3;
   expect_refused("block_table too small", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL, ob, ne);
   p = pok, p.out_stride_r = 64 * 512;
-  expect_refused("out too small for its strides", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL, ob,
-                 ne);
+  expect_refused("out too small for its strides", dsv4rt_paged_gather(bundle, &p, NULL), DSV4RT_ERR_BUFFER_TOO_SMALL,
+                 ob, ne);
   p = pok;
   expect_refused("gather length past out_rows (checked)", dsv4rt_paged_gather(bundle, &p, &chk),
                  DSV4RT_ERR_BAD_CONTENTS, ob, ne);

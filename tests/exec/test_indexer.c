@@ -73,7 +73,8 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
     for (int64_t i = 0; i < rows * K; i++)
       got[i] = 0x7EADBEEF;
     dsv4rt_buffer *ob = dev(got, (size_t)(rows * K) * 4);
-    dsv4rt_topk_args a = {.out = ob, .logits = lb, .rows = rows, .row_len = L, .row_stride = stride, .context_lens = cb};
+    dsv4rt_topk_args a = {
+        .out = ob, .logits = lb, .rows = rows, .row_len = L, .row_stride = stride, .context_lens = cb};
     dsv4rt_launch_opts o = {.kernel = name};
     dsv4rt_status s = dsv4rt_topk(bundle, &a, &o);
     if (!s)
@@ -123,8 +124,9 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
                         int matrix, int64_t bs)
 {
   int64_t D = L->dim, maxb = 40 * 64 / bs, nb = B * maxb;
-  int64_t stride = bs == 64 && L->block_stride ? L->block_stride
-                                               : (dsv4_layout_min_block_bytes(L, bs) + L->align - 1) / L->align * L->align;
+  int64_t stride = bs == 64 && L->block_stride
+                       ? L->block_stride
+                       : (dsv4_layout_min_block_bytes(L, bs) + L->align - 1) / L->align * L->align;
   int64_t Lr = maxb * bs - 37, rstride = Lr + 64; /* row length not a multiple of 64; padded stride */
   /* the cache, written by the reference writer from random rows */
   int64_t ntok = nb * bs;

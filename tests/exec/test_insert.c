@@ -193,8 +193,8 @@ static void random_case(const kern *k, int64_t N, int64_t n_ins, int64_t bs, int
     CHECK(s == DSV4RT_OK, "round trip gather %s: %s", g, dsv4rt_last_error(ctx));
     dsv4rt_buffer_read(ob, 0, dg, (size_t)(n_ins * D) * 2);
     size_t first, bad = dsv4_check_bf16(dg, dw, (size_t)(n_ins * D), &first);
-    CHECK(bad == 0, "round trip %s -> %s: %zu values differ from the reference dequantization, first at %zu", k->name, g,
-          bad, first);
+    CHECK(bad == 0, "round trip %s -> %s: %zu values differ from the reference dequantization, first at %zu", k->name,
+          g, bad, first);
     /* and the quantization error is what docs/ops.md allows: within 16 * the
      * group's scale for quantized segments, none for stored-as-is ones
      * (kernels without RoPE, whose input is what was quantized) */
@@ -290,8 +290,8 @@ static void validation(const kern *k)
   int n = 0;
   cases[n].what = "n_insert > n_tokens", cases[n].a = ok, cases[n].want = DSV4RT_ERR_OUT_OF_RANGE,
   cases[n++].a.n_insert = N + 1;
-  cases[n].what = "cache smaller than num_blocks * stride", cases[n].a = ok, cases[n].want = DSV4RT_ERR_BUFFER_TOO_SMALL,
-  cases[n++].a.num_blocks = nb + 1;
+  cases[n].what = "cache smaller than num_blocks * stride", cases[n].a = ok,
+  cases[n].want = DSV4RT_ERR_BUFFER_TOO_SMALL, cases[n++].a.num_blocks = nb + 1;
   cases[n].what = "null kv", cases[n].a = ok, cases[n].want = DSV4RT_ERR_NULL_ARG, cases[n++].a.kv = NULL;
   cases[n].what = "slot_mapping too small", cases[n].a = ok, cases[n].want = DSV4RT_ERR_BUFFER_TOO_SMALL,
   cases[n].a.n_tokens = 64, cases[n++].a.n_insert = 64;
@@ -314,8 +314,8 @@ static void validation(const kern *k)
   dsv4rt_buffer_write(sb, 0, slots, sizeof slots);
   dsv4rt_status s = dsv4rt_kv_insert(bundle, &ok, &o);
   dsv4rt_synchronize(ctx);
-  CHECK(s == DSV4RT_ERR_BAD_CONTENTS && strstr(dsv4rt_last_error(ctx), "slot_mapping[5]"), "%s: slot past the cache: %s",
-        k->name, dsv4rt_last_error(ctx));
+  CHECK(s == DSV4RT_ERR_BAD_CONTENTS && strstr(dsv4rt_last_error(ctx), "slot_mapping[5]"),
+        "%s: slot past the cache: %s", k->name, dsv4rt_last_error(ctx));
   dsv4rt_buffer_read(cb, 0, back, csize);
   CHECK(!memcmp(back, c, csize), "%s: a refused call changed the cache", k->name);
   dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(kb), dsv4rt_buffer_destroy(sb), dsv4rt_buffer_destroy(pb),

@@ -397,14 +397,28 @@ static const row insert_rows[] = {
     {"n_insert negative", {I64(n_insert, -1)}, 0, E_RANGE, "n_insert = -1"},
     {"block_stride 0", {I64(block_stride, 0)}, 0, E_RANGE, "block_stride 0 is below"},
     {"kv is the cache", {SAME(kv, cache)}, 0, E_ALIAS, "output cache shares memory with kv"},
-    {"slot_mapping wraps the cache's memory", {WRAP(slot_mapping, cache, 0)}, 0, E_ALIAS,
+    {"slot_mapping wraps the cache's memory",
+     {WRAP(slot_mapping, cache, 0)},
+     0,
+     E_ALIAS,
      "output cache shares memory with slot_mapping"},
-    {"kv overlaps the cache (+64 bytes)", {WRAP(kv, cache, 64)}, CUDA_ONLY, E_ALIAS, "output cache shares memory with kv"},
-    {"slot_mapping misaligned", {WRAP(slot_mapping, slot_mapping, 4)}, CUDA_ONLY, E_ALIGN,
+    {"kv overlaps the cache (+64 bytes)",
+     {WRAP(kv, cache, 64)},
+     CUDA_ONLY,
+     E_ALIAS,
+     "output cache shares memory with kv"},
+    {"slot_mapping misaligned",
+     {WRAP(slot_mapping, slot_mapping, 4)},
+     CUDA_ONLY,
+     E_ALIGN,
      "slot_mapping is not 8-byte aligned"},
     {"kv misaligned", {WRAP(kv, kv, 2)}, CUDA_ONLY, E_ALIGN, "kv is not 16-byte aligned"},
     {"slot past the cache (checked)", {PUT64(slot_mapping, 3, 128)}, CHECKED, E_BAD, "slot_mapping[3] = 128"},
-    {"slot 2^62 (checked)", {PUT64(slot_mapping, 0, (int64_t)1 << 62)}, CHECKED, E_BAD, "slot_mapping[0] = 4611686018427387904"},
+    {"slot 2^62 (checked)",
+     {PUT64(slot_mapping, 0, (int64_t)1 << 62)},
+     CHECKED,
+     E_BAD,
+     "slot_mapping[0] = 4611686018427387904"},
 };
 /* kernels with RoPE */
 static const row insert_rope_rows[] = {
@@ -633,7 +647,8 @@ static void apply(row_state *st, any_args *a, const mut *m)
     int32_t v32 = (int32_t)m->v;
     p->b = *fb, p->size = m->k == M_PUT32 ? 4 : 8, p->at = m->aux * p->size;
     CHECK(dsv4rt_buffer_read(p->b, p->at, p->old, p->size) == DSV4RT_OK, "put: %s", dsv4rt_last_error(ctx));
-    CHECK(dsv4rt_buffer_write(p->b, p->at, p->size == 4 ? (const void *)&v32 : (const void *)&m->v, p->size) == DSV4RT_OK,
+    CHECK(dsv4rt_buffer_write(p->b, p->at, p->size == 4 ? (const void *)&v32 : (const void *)&m->v, p->size) ==
+              DSV4RT_OK,
           "put: %s", dsv4rt_last_error(ctx));
     break;
   }
@@ -655,7 +670,8 @@ static void finish_row(const fixture *f, const row *r, row_state *st, int writte
     size_t diff = 0;
     for (size_t j = 0; j < n; j++)
       diff += now[j] != st->w[i].before[j];
-    CHECK(written_ok || diff == 0, "%s: %s: %zu of %zu bytes of a watched buffer were written", f->fn, r->what, diff, n);
+    CHECK(written_ok || diff == 0, "%s: %s: %zu of %zu bytes of a watched buffer were written", f->fn, r->what, diff,
+          n);
     free(now), free(st->w[i].before);
     if (st->w[i].fresh)
       dsv4rt_buffer_destroy(st->w[i].b);
@@ -698,7 +714,8 @@ static void run_row(fixture *f, const row *r)
         dsv4rt_status_name(s), r->want, dsv4rt_status_name(r->want), msg);
   CHECK(sy == DSV4RT_OK, "%s: %s: synchronize: %s", f->fn, r->what, dsv4rt_last_error(ctx));
   if (r->want != DSV4RT_OK)
-    CHECK(strstr(msg, f->fn) && strstr(msg, want_msg), "%s: %s: message '%s' lacks '%s'", f->fn, r->what, msg, want_msg);
+    CHECK(strstr(msg, f->fn) && strstr(msg, want_msg), "%s: %s: message '%s' lacks '%s'", f->fn, r->what, msg,
+          want_msg);
   printf("  %-52.52s %-20s %s\n", r->what, dsv4rt_status_name(s), s ? msg : "");
   finish_row(f, r, &st, r->want == DSV4RT_OK);
 }

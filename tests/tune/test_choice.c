@@ -188,7 +188,8 @@ int main(int argc, char **argv)
   CHECK(!tuned(2, 0), "T 2 without an extra list is another bucket: no choice");
   run_decode(3, x);
   /* a path that is no file: IO, the choices stay */
-  CHECK(dsv4rt_bundle_load_tuning(bundle, "/nonexistent/x.lock") == DSV4RT_ERR_IO && dsv4rt_bundle_tuning_count(bundle) == 2,
+  CHECK(dsv4rt_bundle_load_tuning(bundle, "/nonexistent/x.lock") == DSV4RT_ERR_IO &&
+            dsv4rt_bundle_tuning_count(bundle) == 2,
         "a missing file: %s", dsv4rt_last_error(ctx));
   const char *junk = "{\"format\": \"something else\"}";
   CHECK(dsv4rt_bundle_load_tuning_text(bundle, junk, strlen(junk)) == DSV4RT_ERR_BUNDLE_FORMAT &&

@@ -84,7 +84,8 @@ int main(void)
   CHECK(!dsv4_shape_parse(DSV4_OP_SPARSE_DECODE, "T=8,H=64,topk=128,extra=512,xbs=64", &p) && p.dim[3] == 512,
         "parse a decode shape");
   CHECK(dsv4_shape_parse(DSV4_OP_SPARSE_DECODE, "T=8,H=64,topk=128,extra=512", &p), "a missing dim refused");
-  CHECK(dsv4_shape_parse(DSV4_OP_SPARSE_DECODE, "T=8,T=8,H=64,topk=128,extra=512,xbs=64", &p), "a repeated dim refused");
+  CHECK(dsv4_shape_parse(DSV4_OP_SPARSE_DECODE, "T=8,T=8,H=64,topk=128,extra=512,xbs=64", &p),
+        "a repeated dim refused");
   CHECK(dsv4_shape_parse(DSV4_OP_PAGED_MQA_LOGITS, "B=-1,next_n=1,L=4", &p), "a negative dim refused");
   char model[64];
   dsv4_tune_device_model("NVIDIA H100 80GB HBM3 (sm_90, CUDA driver 12.8)", model, sizeof model);

@@ -225,7 +225,10 @@ static uint8_t *rec_at(uint8_t *b, int i)
   return entry_at(b, (int)get(b + DSV4_BUNDLE_AT_NENTRIES, 4)) + (size_t)i * sizeof(dsv4_bundle_choice);
 }
 #define RF(f) offsetof(dsv4_bundle_choice, f)
-static void rec_fill_device(uint8_t *b, size_t *n, int e) { memset(rec_at(b, 0) + RF(device), 'D', DSV4_CHOICE_DEVICE); }
+static void rec_fill_device(uint8_t *b, size_t *n, int e)
+{
+  memset(rec_at(b, 0) + RF(device), 'D', DSV4_CHOICE_DEVICE);
+}
 static void rec_empty_device(uint8_t *b, size_t *n, int e) { rec_at(b, 0)[RF(device)] = 0; }
 static void rec_device_tail(uint8_t *b, size_t *n, int e) { rec_at(b, 0)[RF(device) + DSV4_CHOICE_DEVICE - 1] = 'x'; }
 static void rec_entry_past(uint8_t *b, size_t *n, int e)
@@ -892,7 +895,8 @@ static void check_paths(const char *bundle)
   if (h)
     fclose(h);
   if (n == sizeof buf) {
-    open_path_row("a bundle's first 4096 bytes", shorter, DSV4RT_ERR_BUNDLE_FORMAT, "bundle is 4096 bytes but its header says");
+    open_path_row("a bundle's first 4096 bytes", shorter, DSV4RT_ERR_BUNDLE_FORMAT,
+                  "bundle is 4096 bytes but its header says");
     open_path_row("20 bytes of a header", head, DSV4RT_ERR_BUNDLE_FORMAT, "shorter than its 32-byte header");
   } else
     check(0, "a real bundle of at least 4096 bytes to cut", bundle);

@@ -29,7 +29,8 @@ int main(void)
   CHECK(dsv4_target_warp(DSV4_TARGET_PTX, "sm_90a") == 32 && dsv4_target_warp(DSV4_TARGET_AMDGCN, "gfx942") == 64 &&
             dsv4_target_warp(DSV4_TARGET_SPIRV, "opencl1.2") == 1, "warp widths");
   CHECK(dsv4_target_has_bf16_mma(DSV4_TARGET_PTX, "sm_80") && !dsv4_target_has_bf16_mma(DSV4_TARGET_AMDGCN, "gfx942") &&
-            !dsv4_target_has_bf16_mma(DSV4_TARGET_SPIRV, "opencl1.2"), "bf16 mma.sync: every PTX arch, no other target");
+            !dsv4_target_has_bf16_mma(DSV4_TARGET_SPIRV, "opencl1.2"),
+        "bf16 mma.sync: every PTX arch, no other target");
   CHECK(!dsv4_target_has_e4m3_mma(DSV4_TARGET_PTX, "sm_86") && dsv4_target_has_e4m3_mma(DSV4_TARGET_PTX, "sm_89") &&
             dsv4_target_has_e4m3_mma(DSV4_TARGET_PTX, "sm_90a"), "e4m3 mma.sync from sm_89");
   CHECK(dsv4_target_has_wgmma(DSV4_TARGET_PTX, "sm_90a") && !dsv4_target_has_wgmma(DSV4_TARGET_PTX, "sm_90"),

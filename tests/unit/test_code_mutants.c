@@ -165,7 +165,11 @@ static void mutant(const uint8_t *img, size_t size, const char *what)
   CHECK(k < 3, "%s: the process ended with %s %d (%s)", what, r < 0 ? "signal" : "exit code", r < 0 ? -r : r,
         r == -SIGALRM ? "still running after 60 s" : msg);
   if (k == 3 || getenv("DSV4_TEST_VERBOSE"))
-    printf("%s: %s: %.300s\n", what, k == 0 ? "ran" : k == 1 ? "refused at open" : k == 2 ? "refused at launch" : "killed",
+    printf("%s: %s: %.300s\n", what,
+           k == 0   ? "ran"
+           : k == 1 ? "refused at open"
+           : k == 2 ? "refused at launch"
+                    : "killed",
            msg);
 }
 

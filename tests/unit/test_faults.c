@@ -119,8 +119,8 @@ static void library_rows(const char *fake_cuda, const char *tmpdir)
   child_row("OpenCL without a platform", "OCL_ICD_VENDORS", empty, "no OpenCL platform");
   child_row("OpenCL platform without a device", "POCL_DEVICES", "none", "no device on 1 platform");
 
-  no_backend_row("missing libOpenCL", DSV4RT_BACKEND_OPENCL, "DSV4RT_OPENCL_LIBRARY", "/nonexistent/libOpenCL-gone.so.1",
-                 "/nonexistent/libOpenCL-gone.so.1", NULL);
+  no_backend_row("missing libOpenCL", DSV4RT_BACKEND_OPENCL, "DSV4RT_OPENCL_LIBRARY",
+                 "/nonexistent/libOpenCL-gone.so.1", "/nonexistent/libOpenCL-gone.so.1", NULL);
   no_backend_row("missing libcuda", DSV4RT_BACKEND_CUDA, "DSV4RT_CUDA_LIBRARY", "/nonexistent/libcuda-gone.so.1",
                  "/nonexistent/libcuda-gone.so.1", NULL);
   setenv("DSV4RT_OPENCL_LIBRARY", "/nonexistent/libOpenCL-gone.so.1", 1);
@@ -374,8 +374,8 @@ static void missing_symbol_row(dsv4rt_context *ctx, const char *be, uint8_t *img
     char first[1024];
     snprintf(first, sizeof first, "%s", dsv4rt_last_error(ctx));
     expect_load_failure(ctx, run_paged(b, &g, gone), be, "kernel missing from its code, again", gone);
-    CHECK(strstr(dsv4rt_last_error(ctx), first) != NULL, "%s: the second failure does not repeat the driver's message '%s'",
-          be, first);
+    CHECK(strstr(dsv4rt_last_error(ctx), first) != NULL,
+          "%s: the second failure does not repeat the driver's message '%s'", be, first);
     s = run_dequant(b, &g, "dequant_gather_v4");
     CHECK(s == DSV4RT_OK && dequant_matches(ctx, &g), "%s: dequant_gather_v4 beside the missing kernel: %s", be,
           s ? dsv4rt_last_error(ctx) : "differs from the reference");

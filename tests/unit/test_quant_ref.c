@@ -598,7 +598,8 @@ static void test_insert_rope(void)
                (long long)pos[t], i, ge, go, we, wo);
     /* and within one bf16 ulp of the rotation in double */
     double de = (double)xe * c - (double)xo * s, dodd = (double)xe * s + (double)xo * c;
-    double ue = ldexp(1.0, (int)floor(log2(fabs(de) + 1e-300)) - 7), uo = ldexp(1.0, (int)floor(log2(fabs(dodd) + 1e-300)) - 7);
+    double ue = ldexp(1.0, (int)floor(log2(fabs(de) + 1e-300)) - 7),
+           uo = ldexp(1.0, (int)floor(log2(fabs(dodd) + 1e-300)) - 7);
     if ((fabs(dsv4_ref_bf16_to_f32(ge) - de) > ue || fabs(dsv4_ref_bf16_to_f32(go) - dodd) > uo) && !bad_ulp++)
       snprintf(msg, sizeof msg, "pair %d off the double rotation by more than 1 bf16 ulp", i);
   }
@@ -660,7 +661,8 @@ static void test_q_norm_rope(void)
 {
   enum { N = 3, H = 5, HP = 8, D = 512, MAXP = 1024 };
   const float eps = 1e-6f;
-  uint16_t *q = malloc((size_t)N * H * D * 2), *qo = malloc((size_t)N * HP * D * 2), *qi = malloc((size_t)N * H * D * 2);
+  uint16_t *q = malloc((size_t)N * H * D * 2), *qo = malloc((size_t)N * HP * D * 2),
+           *qi = malloc((size_t)N * H * D * 2);
   float *cs = malloc((size_t)MAXP * 64 * 4);
   int64_t pos[N];
   char msg[200] = "";

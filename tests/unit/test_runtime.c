@@ -12,13 +12,15 @@ static int passed, failed;
 int main(void)
 {
   for (int s = 0; s <= DSV4RT_ERR_STALE_TUNING; s++) {
-    CHECK(strlen(dsv4rt_status_name((dsv4rt_status)s)) > 1 && strcmp(dsv4rt_status_name((dsv4rt_status)s), "unknown status"),
+    CHECK(strlen(dsv4rt_status_name((dsv4rt_status)s)) > 1 &&
+              strcmp(dsv4rt_status_name((dsv4rt_status)s), "unknown status"),
           "status %d has no name", s);
     for (int t = 0; t < s; t++)
       CHECK(strcmp(dsv4rt_status_name((dsv4rt_status)s), dsv4rt_status_name((dsv4rt_status)t)),
             "statuses %d and %d share a name", t, s);
   }
-  CHECK(!strcmp(dsv4rt_status_name((dsv4rt_status)(DSV4RT_ERR_STALE_TUNING + 1)), "unknown status"), "a status past the last");
+  CHECK(!strcmp(dsv4rt_status_name((dsv4rt_status)(DSV4RT_ERR_STALE_TUNING + 1)), "unknown status"),
+        "a status past the last");
   CHECK(dsv4rt_context_create(DSV4RT_BACKEND_AUTO, 0, NULL) == DSV4RT_ERR_INVALID_ARG, "null out accepted");
   dsv4rt_context *ctx = (dsv4rt_context *)1;
   CHECK(dsv4rt_context_create(DSV4RT_BACKEND_OPENCL, -1, &ctx) == DSV4RT_ERR_INVALID_ARG && ctx == NULL,
@@ -74,7 +76,8 @@ int main(void)
             strstr(dsv4rt_last_error(NULL), "dsv4rt_dequant_gather: bundle"),
         "gather on a NULL bundle: %s", dsv4rt_last_error(NULL));
   CHECK(dsv4rt_paged_gather(NULL, NULL, NULL) == DSV4RT_ERR_NULL_ARG, "paged gather on a NULL bundle");
-  CHECK(dsv4rt_buffer_write(NULL, 0, host, 8) == DSV4RT_ERR_NULL_ARG && strstr(dsv4rt_last_error(NULL), "buffer is NULL"),
+  CHECK(dsv4rt_buffer_write(NULL, 0, host, 8) == DSV4RT_ERR_NULL_ARG &&
+            strstr(dsv4rt_last_error(NULL), "buffer is NULL"),
         "write to a NULL buffer: %s", dsv4rt_last_error(NULL));
   CHECK(dsv4rt_synchronize(NULL) == DSV4RT_ERR_INVALID_ARG, "synchronize(NULL)");
   dsv4rt_buffer_destroy(a);

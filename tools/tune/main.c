@@ -312,7 +312,8 @@ static int measure_items(run *R, const tune_inputs *in, int *list, int n)
         tune_reap(&w[d], 1, &st);
         tune_result r = {.gate = DSV4_GATE_CRASHED};
         snprintf(r.reason, sizeof r.reason, "the worker on device %d died before it took the variant (%s %d)",
-                 o->devices[d], WIFSIGNALED(st) ? "signal" : "status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+                 o->devices[d], WIFSIGNALED(st) ? "signal" : "status",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         next++;
         record(R, &R->items[k], &r);
         continue;

@@ -401,7 +401,8 @@ tune_inputs *tune_inputs_make(const tune_shape *s, const dsv4_layout *L, int v_d
     return NULL;
   }
   in->op = s->shape.op, in->s = s->shape, in->L = *L, in->v_dim = v_dim, in->heads = heads, in->xdrawn = s->xdrawn;
-  rng.s = o->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(s->shape.dim[0] + 31 * s->shape.dim[1] + 977 * s->shape.dim[2]));
+  rng.s =
+      o->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(s->shape.dim[0] + 31 * s->shape.dim[1] + 977 * s->shape.dim[2]));
   int rc = in->op == DSV4_OP_SPARSE_DECODE      ? make_decode(in, o, err, errlen)
            : in->op == DSV4_OP_PAGED_MQA_LOGITS ? make_logits(in, o, err, errlen)
                                                 : (snprintf(err, errlen, "dsv4c-tune measures sparse_decode and "
@@ -525,10 +526,19 @@ static dsv4rt_status launch(dsv4rt_bundle *b, const char *kernel, const tune_inp
         .attn_sink = d->sink, .softmax_scale = in->scale, .tensor_scale = in->tscale};
     return dsv4rt_sparse_decode(b, &a, &o);
   }
-  dsv4rt_mqa_logits_args a = {.logits = g ? d->logits : d->tlogits, .row_len = in->Lr, .row_stride = in->rstride,
-                              .q = d->q8, .batch = in->B, .next_n = in->nn, .cache = g ? d->lcache : d->ltcache,
-                              .num_blocks = g ? in->lnb : in->ltnb, .block_size = 64, .block_stride = in->lstride,
-                              .weights = d->w, .context_lens = g ? d->ctx : d->tctx, .block_table = g ? d->bt : d->tbt[set],
+  dsv4rt_mqa_logits_args a = {.logits = g ? d->logits : d->tlogits,
+                              .row_len = in->Lr,
+                              .row_stride = in->rstride,
+                              .q = d->q8,
+                              .batch = in->B,
+                              .next_n = in->nn,
+                              .cache = g ? d->lcache : d->ltcache,
+                              .num_blocks = g ? in->lnb : in->ltnb,
+                              .block_size = 64,
+                              .block_stride = in->lstride,
+                              .weights = d->w,
+                              .context_lens = g ? d->ctx : d->tctx,
+                              .block_table = g ? d->bt : d->tbt[set],
                               .max_blocks = in->lmaxb};
   return dsv4rt_paged_mqa_logits(b, &a, &o);
 }
@@ -701,8 +711,8 @@ void tune_measure(dsv4rt_context *ctx, dsv4rt_bundle *b, const char *kernel, con
     while (run1[i] == run2[i])
       i++;
     r->gate = DSV4_GATE_NONDETERMINISTIC;
-    snprintf(r->reason, sizeof r->reason, "two runs on the same inputs differ (first at byte %zu of %zu of the outputs)",
-             i, n);
+    snprintf(r->reason, sizeof r->reason,
+             "two runs on the same inputs differ (first at byte %zu of %zu of the outputs)", i, n);
     goto done;
   }
   if (check(in, run1, r->reason, sizeof r->reason)) {

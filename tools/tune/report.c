@@ -102,7 +102,9 @@ static void esc_md(dsv4_text *t, const char *s)
       dsv4_text_printf(t, "%.*s", n, (const char *)p), p += n;
       continue;
     }
-    int c = *p, word_before = p > start && ((p[-1] >= '0' && p[-1] <= '9') || ((p[-1] | 32) >= 'a' && (p[-1] | 32) <= 'z') || p[-1] == '_'),
+    int c = *p,
+        word_before = p > start &&
+                      ((p[-1] >= '0' && p[-1] <= '9') || ((p[-1] | 32) >= 'a' && (p[-1] | 32) <= 'z') || p[-1] == '_'),
         word_after = (p[1] >= '0' && p[1] <= '9') || ((p[1] | 32) >= 'a' && (p[1] | 32) <= 'z') || p[1] == '_';
     if (c == '<')
       dsv4_text_printf(t, "&lt;");
@@ -263,8 +265,10 @@ int tune_report(const char *lock_path, dsv4_lock *l, const tune_manifest *m, cha
     /* every string from the lockfile or manifest escaped (the plot's name is made of safe characters) */
     char spec12[13];
     snprintf(spec12, sizeof spec12, "%.12s", e->key.spec_hash);
-    const char *parts[] = {"\n## ", e->key.kernel, ", ", e->key.bucket, "\n\n", e->key.target, " ", e->key.arch, " on ",
-                           e->key.device, "; measured at ", e->shape, "; toolchain ", e->key.toolchain, "; spec ", spec12};
+    const char *parts[] = {
+        "\n## ",     e->key.kernel, ", ",          e->key.bucket,    "\n\n",   e->key.target,  " ",
+        e->key.arch, " on ",        e->key.device, "; measured at ", e->shape, "; toolchain ", e->key.toolchain,
+        "; spec ",   spec12};
     for (size_t q = 0; q < sizeof parts / sizeof *parts; q++)
       if (q % 2)
         esc_md(&md, parts[q]);

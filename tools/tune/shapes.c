@@ -136,8 +136,9 @@ int tune_shapes(const char *list, tune_shape **out, int *n, char *err, size_t er
         char want[128] = "";
         for (int i = 0; i < nn; i++)
           snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s=N", i ? "," : "", names[i]);
-        snprintf(err, errlen, "%s:%d: expected '<op> <dims>'%s%s, e.g. 'sparse_decode T=8,H=128,topk=128,extra=1024,xbs=64'",
-                 list, lineno, nn ? " with dims " : "", want);
+        snprintf(err, errlen,
+                 "%s:%d: expected '<op> <dims>'%s%s, e.g. 'sparse_decode T=8,H=128,topk=128,extra=1024,xbs=64'", list,
+                 lineno, nn ? " with dims " : "", want);
         free(text), free(v);
         return 1;
       }

@@ -26,7 +26,9 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     if (!lg_warpgroup_fits(kb, k))
       return disagree(k, kb, "warpgroup", d);
     if (lg_warpgroup(kb, k)) {
-      dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warpgroup form's shared memory is not dsv4_logits_wg_shared_bytes()", k->name);
+      dsv4_error(d, k->file, k->line,
+                 "kernel '%s': internal error: the warpgroup form's shared memory is not dsv4_logits_wg_shared_bytes()",
+                 k->name);
       return 1;
     }
     return 0;
@@ -34,7 +36,9 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     if (!lg_warp_target_ok(kb) || lg_warpgroup_fits(kb, k))
       return disagree(k, kb, "warp-matrix", d);
     if (lg_warp(kb, k)) {
-      dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the warp form's shared memory is not dsv4_logits_warp_shared_bytes()", k->name);
+      dsv4_error(d, k->file, k->line,
+                 "kernel '%s': internal error: the warp form's shared memory is not dsv4_logits_warp_shared_bytes()",
+                 k->name);
       return 1;
     }
     return 0;

@@ -25,16 +25,21 @@ static void load16_e4m3(dsv4_kb *kb, LLVMValueRef p, LLVMValueRef *f)
  * bytes.  A loop over the thread's heads (not unrolled: 64 heads x 128
  * dims would be 8K multiply-adds of straight-line code); K chunks come
  * again from L1. */
-static LLVMValueRef head_sum(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r64, LLVMValueRef hgroup, LLVMValueRef krow)
+static LLVMValueRef head_sum(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r64, LLVMValueRef hgroup,
+                             LLVMValueRef krow)
 {
   LLVMBuilderRef b = kb->b;
   int H = k->heads, heads_per_thread = k->tile.values_per_thread, D = k->layout.dim;
-  LLVMValueRef qrow0 = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""),
-                                                    LLVMBuildMul(b, kb_zext64(kb, hgroup), kb_i64(kb, heads_per_thread), ""), ""),
-                                    kb_i64(kb, D), "");
-  LLVMValueRef wrow = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""),
-                                                   LLVMBuildMul(b, kb_zext64(kb, hgroup), kb_i64(kb, heads_per_thread), ""), ""),
-                                   kb_i64(kb, 4), "");
+  LLVMValueRef qrow0 =
+      LLVMBuildMul(b,
+                   LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""),
+                                LLVMBuildMul(b, kb_zext64(kb, hgroup), kb_i64(kb, heads_per_thread), ""), ""),
+                   kb_i64(kb, D), "");
+  LLVMValueRef wrow =
+      LLVMBuildMul(b,
+                   LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_i64(kb, H), ""),
+                                LLVMBuildMul(b, kb_zext64(kb, hgroup), kb_i64(kb, heads_per_thread), ""), ""),
+                   kb_i64(kb, 4), "");
   LLVMValueRef zero = LLVMConstReal(kb->f32, 0.0);
   kb_loop_t hloop;
   kb_for(kb, &hloop, kb_i32(kb, 0), kb_i32(kb, heads_per_thread), 1, &zero);
@@ -48,7 +53,9 @@ static LLVMValueRef head_sum(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r64
     for (int j = 0; j < 16; j++)
       acc = LLVMBuildFAdd(b, acc, LLVMBuildFMul(b, qv[j], kv[j], ""), "");
   }
-  LLVMValueRef w = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, LG_weights), LLVMBuildAdd(b, wrow, LLVMBuildMul(b, h64, kb_i64(kb, 4), ""), "")), 4);
+  LLVMValueRef w = kb_load(
+      kb, kb->f32,
+      kb_byte_ptr(kb, kb_arg(kb, LG_weights), LLVMBuildAdd(b, wrow, LLVMBuildMul(b, h64, kb_i64(kb, 4), ""), "")), 4);
   LLVMValueRef relu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc, zero, ""), acc, zero, "");
   LLVMValueRef next = LLVMBuildFAdd(b, hloop.vars[0], LLVMBuildFMul(b, w, relu, ""), "");
   kb_for_end(kb, &hloop, &next);
@@ -71,7 +78,8 @@ void lg_portable(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef r64 = kb_zext64(kb, LLVMBuildSelect(b, live, r, kb_i32(kb, 0), ""));
   LLVMValueRef p64 = kb_zext64(kb, LLVMBuildSelect(b, live, pos, kb_i32(kb, 0), ""));
   /* ctx of the row, and the position's block through the table */
-  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, LG_context_lens), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef ctx =
+      kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, LG_context_lens), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
   LLVMValueRef breq = LLVMBuildUDiv(b, r64, kb_sext64(kb, kb_arg(kb, LG_next_n)), "b");
   lg_kpos kp = lg_locate(kb, &k->layout, p64, ctx, breq);
   LLVMValueRef valid = LLVMBuildAnd(b, live, kp.ok, "");
@@ -86,9 +94,11 @@ void lg_portable(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef psum = kb_phi(kb, part, done, LLVMConstReal(kb->f32, 0.0), pre);
   LLVMValueRef sc = kb_phi(kb, kscale, done, LLVMConstReal(kb->f32, 0.0), pre);
   LLVMValueRef total = kb_lane_reduce(kb, psum, groups, KB_REDUCE_ADD, dsv4_gen_threads(kb, k));
-  LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, total, sc, ""), LLVMConstReal(kb->f32, -INFINITY), "");
+  LLVMValueRef logit =
+      LLVMBuildSelect(b, valid, LLVMBuildFMul(b, total, sc, ""), LLVMConstReal(kb->f32, -INFINITY), "");
   kb_if_t st = kb_if(kb, LLVMBuildAnd(b, live, LLVMBuildICmp(b, LLVMIntEQ, hgroup, kb_i32(kb, 0), ""), ""), "store");
-  LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), p64, ""), kb_i64(kb, 4), "");
+  LLVMValueRef lo =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), p64, ""), kb_i64(kb, 4), "");
   kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LG_logits), lo), 4);
   kb_endif(kb, &st);
 }

@@ -22,13 +22,16 @@ lg_kpos lg_locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValue
   LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, ctx), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, LG_row_len)), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
-  LLVMValueRef entry_off = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
+  LLVMValueRef entry_off =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
   LLVMValueRef entry = kb_load_if(kb, want, kb->i32, kb_arg(kb, LG_block_table), entry_off, 4, kb_i32(kb, 0));
   LLVMValueRef blk = kb_sext64(kb, entry);
   lg_kpos at;
   at.ok = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSGE, blk, kb_i64(kb, 0), ""), "");
-  at.ok = LLVMBuildAnd(b, at.ok, LLVMBuildICmp(b, LLVMIntSLT, blk, kb_sext64(kb, kb_arg(kb, LG_num_blocks)), ""), "valid");
-  LLVMValueRef blk_off = LLVMBuildMul(b, LLVMBuildSelect(b, at.ok, blk, kb_i64(kb, 0), ""), kb_arg(kb, LG_block_stride), "");
+  at.ok =
+      LLVMBuildAnd(b, at.ok, LLVMBuildICmp(b, LLVMIntSLT, blk, kb_sext64(kb, kb_arg(kb, LG_num_blocks)), ""), "valid");
+  LLVMValueRef blk_off =
+      LLVMBuildMul(b, LLVMBuildSelect(b, at.ok, blk, kb_i64(kb, 0), ""), kb_arg(kb, LG_block_stride), "");
   at.row = LLVMBuildAdd(b, blk_off, LLVMBuildAdd(b, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""),
                                                 kb_i64(kb, L->seg[0].offset), ""), "krow");
   int tail = L->scale_place == DSV4_SCALES_BLOCK_TAIL;
@@ -67,11 +70,13 @@ void lg_store_logit(dsv4_kb *kb, LLVMValueRef sum, LLVMValueRef mine, LLVMValueR
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, ctx, ""), "");
-  LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, sum, scale, ""), LLVMConstReal(kb->f32, -INFINITY), "");
+  LLVMValueRef logit =
+      LLVMBuildSelect(b, valid, LLVMBuildFMul(b, sum, scale, ""), LLVMConstReal(kb->f32, -INFINITY), "");
   LLVMValueRef store = LLVMBuildAnd(b, mine, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, LG_row_len), ""), "");
   kb_if_t in_row = kb_if(kb, store, "store");
-  LLVMValueRef out_off = LLVMBuildMul(
-      b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), kb_zext64(kb, pos), ""), kb_i64(kb, 4), "");
+  LLVMValueRef out_off =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), kb_zext64(kb, pos), ""),
+                   kb_i64(kb, 4), "");
   kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LG_logits), out_off), 4);
   kb_endif(kb, &in_row);
 }

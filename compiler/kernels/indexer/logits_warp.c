@@ -49,8 +49,8 @@ static void row_mma_q(dsv4_kb *kb, row_mma_state *s, LLVMValueRef tid)
   int H = k->heads, D = k->layout.dim, MT = H / 16, KS = D / 32;
   int QS = D + 16; /* padded rows: the 8 rows a fragment load touches hit 8 bank groups */
   LLVMValueRef qs = kb_shared_array(kb, kb->i8, H * QS, "dsv4_q");
-  kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, s->r64, kb_i64(kb, (long long)H * D), ""), (long long)H * D, NULL, D, QS,
-                qs, tid, dsv4_gen_threads(kb, k));
+  kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, s->r64, kb_i64(kb, (long long)H * D), ""), (long long)H * D, NULL,
+                D, QS, qs, tid, dsv4_gen_threads(kb, k));
   kb->t->barrier(kb);
   LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, s->gid), kb_i64(kb, QS), "");
   s->dcol = LLVMBuildMul(b, kb_zext64(kb, s->tig), kb_i64(kb, 4), "");
@@ -61,11 +61,13 @@ static void row_mma_q(dsv4_kb *kb, row_mma_state *s, LLVMValueRef tid)
         LLVMValueRef off = LLVMBuildAdd(b, hrow, LLVMBuildAdd(b, s->dcol, kb_i64(kb, c), ""), "");
         s->a[mt][ks][i] = kb_load(kb, kb->i32, kb_byte_ptr(kb, qs, off), 4);
       }
-  LLVMValueRef wbase = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, s->r64, kb_i64(kb, H), ""), kb_zext64(kb, s->gid), ""),
-                                    kb_i64(kb, 4), "");
+  LLVMValueRef wbase = LLVMBuildMul(
+      b, LLVMBuildAdd(b, LLVMBuildMul(b, s->r64, kb_i64(kb, H), ""), kb_zext64(kb, s->gid), ""), kb_i64(kb, 4), "");
   for (int mt = 0; mt < MT; mt++) {
-    s->w_g[mt] = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, LG_weights), LLVMBuildAdd(b, wbase, kb_i64(kb, mt * 64), "")), 4);
-    s->w_g8[mt] = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, LG_weights), LLVMBuildAdd(b, wbase, kb_i64(kb, mt * 64 + 32), "")), 4);
+    s->w_g[mt] = kb_load(kb, kb->f32,
+                         kb_byte_ptr(kb, kb_arg(kb, LG_weights), LLVMBuildAdd(b, wbase, kb_i64(kb, mt * 64), "")), 4);
+    s->w_g8[mt] = kb_load(
+        kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, LG_weights), LLVMBuildAdd(b, wbase, kb_i64(kb, mt * 64 + 32), "")), 4);
   }
 }
 
@@ -87,7 +89,9 @@ static void row_mma_load(dsv4_kb *kb, const row_mma_state *s, LLVMValueRef p0, L
   kb_if_t guard = kb_if(kb, ok, "kload");
   for (int ks = 0; ks < KS; ks++)
     for (int i = 0; i < 2; i++)
-      loaded[ks][i] = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, LG_cache), LLVMBuildAdd(b, krow, kb_i64(kb, ks * 32 + i * 16), "")), 4);
+      loaded[ks][i] =
+          kb_load(kb, kb->i32,
+                  kb_byte_ptr(kb, kb_arg(kb, LG_cache), LLVMBuildAdd(b, krow, kb_i64(kb, ks * 32 + i * 16), "")), 4);
   LLVMValueRef sc = kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, LG_cache), scale_off), 4);
   LLVMBasicBlockRef got = LLVMGetInsertBlock(b);
   kb_endif(kb, &guard);
@@ -112,7 +116,8 @@ static void row_mma_tile(dsv4_kb *kb, row_mma_state *s, LLVMValueRef p0, LLVMVal
       kb->t->mma_e4m3_16x8x32(kb, s->a[mt][ks], kfrag[ks], acc, acc);
     for (int j = 0; j < 2; j++) {
       LLVMValueRef relu0 = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc[j], zero, ""), acc[j], zero, "");
-      LLVMValueRef relu1 = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc[2 + j], zero, ""), acc[2 + j], zero, "");
+      LLVMValueRef relu1 =
+          LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, acc[2 + j], zero, ""), acc[2 + j], zero, "");
       part[j] = LLVMBuildFAdd(b, part[j], LLVMBuildFAdd(b, LLVMBuildFMul(b, relu0, s->w_g[mt], ""),
                                                         LLVMBuildFMul(b, relu1, s->w_g8[mt], ""), ""), "");
     }
@@ -131,9 +136,11 @@ static void row_mma_tile(dsv4_kb *kb, row_mma_state *s, LLVMValueRef p0, LLVMVal
     LLVMValueRef n = kb_zext64(kb, LLVMBuildAdd(b, p0, LLVMBuildAdd(b, LLVMBuildMul(b, tig, kb_i32(kb, 2), ""),
                                                                      kb_i32(kb, j), ""), ""));
     LLVMValueRef valid = LLVMBuildFCmp(b, LLVMRealONE, col_scale[j], LLVMConstReal(kb->f32, -INFINITY), "");
-    LLVMValueRef logit = LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[j], col_scale[j], ""), LLVMConstReal(kb->f32, -INFINITY), "");
+    LLVMValueRef logit =
+        LLVMBuildSelect(b, valid, LLVMBuildFMul(b, part[j], col_scale[j], ""), LLVMConstReal(kb->f32, -INFINITY), "");
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, n, kb_sext64(kb, kb_arg(kb, LG_row_len)), ""), "inrow");
-    LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, s->r64, kb_arg(kb, LG_row_stride), ""), n, ""), kb_i64(kb, 4), "");
+    LLVMValueRef lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, s->r64, kb_arg(kb, LG_row_stride), ""), n, ""),
+                                   kb_i64(kb, 4), "");
     kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LG_logits), lo), 4);
     kb_endif(kb, &in);
   }
@@ -154,11 +161,13 @@ void lg_row_mma(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef r = kb->t->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, LG_rows), "")); /* whole CTAs */
   s.r64 = kb_zext64(kb, r);
-  s.ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, LG_context_lens), LLVMBuildMul(b, s.r64, kb_i64(kb, 4), "")), 4);
+  s.ctx =
+      kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, LG_context_lens), LLVMBuildMul(b, s.r64, kb_i64(kb, 4), "")), 4);
   s.breq = LLVMBuildUDiv(b, s.r64, kb_sext64(kb, kb_arg(kb, LG_next_n)), "b");
   row_mma_q(kb, &s, tid);
-  LLVMValueRef warp_p0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, k->tile.tokens_per_cta), ""),
-                                      LLVMBuildMul(b, warp, kb_i32(kb, per_warp), ""), "pw");
+  LLVMValueRef warp_p0 =
+      LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, k->tile.tokens_per_cta), ""),
+                   LLVMBuildMul(b, warp, kb_i32(kb, per_warp), ""), "pw");
   LLVMValueRef kfrag[8][8][2], kscale[8], tile_p0[8];
   for (int nt = 0; nt < NT && nt < 8; nt++) {
     tile_p0[nt] = LLVMBuildAdd(b, warp_p0, kb_i32(kb, nt * 8), "p0");
@@ -203,7 +212,8 @@ typedef struct {
 static LLVMValueRef ring_stage(dsv4_kb *kb, const warp_ring *r, LLVMValueRef it)
 {
   LLVMValueRef s = LLVMBuildURem(kb->b, it, kb_i32(kb, DSV4_LOGITS_STAGES), "");
-  return kb_byte_ptr(kb, r->smem, LLVMBuildMul(kb->b, kb_zext64(kb, s), kb_i64(kb, RING_STAGE_BYTES(r->k->layout.dim)), ""));
+  return kb_byte_ptr(kb, r->smem,
+                     LLVMBuildMul(kb->b, kb_zext64(kb, s), kb_i64(kb, RING_STAGE_BYTES(r->k->layout.dim)), ""));
 }
 
 /* i32 first position of step it (the warps interleave, 16 positions each) */
@@ -228,23 +238,31 @@ static void ring_fill(dsv4_kb *kb, const warp_ring *r, LLVMValueRef it)
   LLVMValueRef my_word = LLVMBuildMul(b, kb_zext64(kb, my_row), kb_i64(kb, 4), "");
   kb_if_t finders = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, r->lane, kb_i32(kb, 16), ""), "scale");
   kb_store(kb, ok32, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), my_word, "")), 4);
-  kb->t->cp_async(kb, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), my_word, "")), kb_byte_ptr(kb, cache, LLVMBuildSelect(b, kp.ok, kp.scale, kb_i64(kb, 0), "")), 4,
+  kb->t->cp_async(kb, kb_byte_ptr(kb, st, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), my_word, "")),
+                  kb_byte_ptr(kb, cache, LLVMBuildSelect(b, kp.ok, kp.scale, kb_i64(kb, 0), "")), 4,
                   LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
   kb_endif(kb, &finders);
   LLVMValueRef row_lo = LLVMBuildBitCast(b, LLVMBuildTrunc(b, kp.row, kb->i32, ""), kb->f32, "");
-  LLVMValueRef row_hi = LLVMBuildBitCast(b, LLVMBuildTrunc(b, LLVMBuildLShr(b, kp.row, kb_i64(kb, 32), ""), kb->i32, ""), kb->f32, "");
+  LLVMValueRef row_hi =
+      LLVMBuildBitCast(b, LLVMBuildTrunc(b, LLVMBuildLShr(b, kp.row, kb_i64(kb, 32), ""), kb->i32, ""), kb->f32, "");
   LLVMValueRef ok_bits = LLVMBuildBitCast(b, ok32, kb->f32, "");
   for (int ch = 0; ch < D / 32; ch++) {
     LLVMValueRef piece = LLVMBuildAdd(b, r->lane, kb_i32(kb, ch * 32), "");
-    LLVMValueRef row = LLVMBuildUDiv(b, piece, kb_i32(kb, D / 16), ""), col = LLVMBuildURem(b, piece, kb_i32(kb, D / 16), "");
+    LLVMValueRef row = LLVMBuildUDiv(b, piece, kb_i32(kb, D / 16), ""),
+                 col = LLVMBuildURem(b, piece, kb_i32(kb, D / 16), "");
     LLVMValueRef addr_lo = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, row_lo, row), kb->i32, "");
     LLVMValueRef addr_hi = LLVMBuildBitCast(b, kb->t->shfl_idx(kb, row_hi, row), kb->i32, "");
-    LLVMValueRef row_ok = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, kb->t->shfl_idx(kb, ok_bits, row), kb->i32, ""), kb_i32(kb, 0), "");
-    LLVMValueRef addr = LLVMBuildOr(b, kb_zext64(kb, addr_lo), LLVMBuildShl(b, kb_zext64(kb, addr_hi), kb_i64(kb, 32), ""), "");
+    LLVMValueRef row_ok = LLVMBuildICmp(
+        b, LLVMIntNE, LLVMBuildBitCast(b, kb->t->shfl_idx(kb, ok_bits, row), kb->i32, ""), kb_i32(kb, 0), "");
+    LLVMValueRef addr =
+        LLVMBuildOr(b, kb_zext64(kb, addr_lo), LLVMBuildShl(b, kb_zext64(kb, addr_hi), kb_i64(kb, 32), ""), "");
     LLVMValueRef piece_off = LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 16), "");
-    LLVMValueRef dst = kb_byte_ptr(kb, st, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, RS), ""), piece_off, ""));
-    kb->t->cp_async(kb, dst, kb_byte_ptr(kb, cache, LLVMBuildSelect(b, row_ok, LLVMBuildAdd(b, addr, piece_off, ""), kb_i64(kb, 0), "")), 16,
-                    LLVMBuildSelect(b, row_ok, kb_i32(kb, 16), kb_i32(kb, 0), ""));
+    LLVMValueRef dst =
+        kb_byte_ptr(kb, st, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, RS), ""), piece_off, ""));
+    kb->t->cp_async(
+        kb, dst,
+        kb_byte_ptr(kb, cache, LLVMBuildSelect(b, row_ok, LLVMBuildAdd(b, addr, piece_off, ""), kb_i64(kb, 0), "")), 16,
+        LLVMBuildSelect(b, row_ok, kb_i32(kb, 16), kb_i32(kb, 0), ""));
   }
 }
 
@@ -259,8 +277,10 @@ static void ring_fill(dsv4_kb *kb, const warp_ring *r, LLVMValueRef it)
 static LLVMValueRef ws_index(dsv4_kb *kb, LLVMValueRef c, LLVMValueRef i, LLVMValueRef e)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef chunk = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildLShr(b, i, kb_i32(kb, 1), ""), kb_i32(kb, 4), ""), c, "");
-  LLVMValueRef w = LLVMBuildAdd(b, LLVMBuildMul(b, chunk, kb_i32(kb, 2), ""), LLVMBuildAnd(b, i, kb_i32(kb, 1), ""), "");
+  LLVMValueRef chunk =
+      LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildLShr(b, i, kb_i32(kb, 1), ""), kb_i32(kb, 4), ""), c, "");
+  LLVMValueRef w =
+      LLVMBuildAdd(b, LLVMBuildMul(b, chunk, kb_i32(kb, 2), ""), LLVMBuildAnd(b, i, kb_i32(kb, 1), ""), "");
   return LLVMBuildAdd(b, LLVMBuildMul(b, w, kb_i32(kb, 2), ""), e, "");
 }
 
@@ -271,7 +291,8 @@ static void stage_weights(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r0, LL
   int H = k->heads;
   for (int c0 = 0; c0 < DSV4_LOGITS_MAX_NEXT_N * H; c0 += threads) {
     LLVMValueRef f = LLVMBuildAdd(b, kb_i32(kb, c0), tid, "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, LG_next_n), kb_i32(kb, H), ""), ""), "wcopy");
+    kb_if_t in = kb_if(
+        kb, LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, LG_next_n), kb_i32(kb, H), ""), ""), "wcopy");
     LLVMValueRef at = ws_index(kb, LLVMBuildAnd(b, LLVMBuildLShr(b, f, kb_i32(kb, 1), ""), kb_i32(kb, 3), ""),
                                LLVMBuildLShr(b, f, kb_i32(kb, 3), ""), LLVMBuildAnd(b, f, kb_i32(kb, 1), ""));
     kb_store(kb, kb_load(kb, kb->f32, kb_byte_ptr(kb, kb_arg(kb, LG_weights), lg_weight_at(kb, r0, f, H)), 4),
@@ -290,8 +311,8 @@ static void stage_weights(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r0, LL
 static LLVMValueRef ws_load(dsv4_kb *kb, LLVMValueRef ws, LLVMValueRef c, int i0, int nb)
 {
   LLVMValueRef at = ws_index(kb, c, kb_i32(kb, i0), kb_i32(kb, 0));
-  return kb_load(kb, LLVMVectorType(kb->f32, 2 * nb), kb_byte_ptr(kb, ws, LLVMBuildMul(kb->b, kb_zext64(kb, at), kb_i64(kb, 4), "")),
-                 8 * nb);
+  return kb_load(kb, LLVMVectorType(kb->f32, 2 * nb),
+                 kb_byte_ptr(kb, ws, LLVMBuildMul(kb->b, kb_zext64(kb, at), kb_i64(kb, 4), "")), 8 * nb);
 }
 
 static void relu_weigh(dsv4_kb *kb, LLVMValueRef wv, int nb, const LLVMValueRef *acc, LLVMValueRef part[2])
@@ -340,16 +361,21 @@ static void warp_stage_a(dsv4_kb *kb, const warp_cta *w, LLVMValueRef stage, LLV
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
   LLVMValueRef g = w->g, kwords[16];
   for (int hh = 0; hh < 2; hh++) {
-    LLVMValueRef row_off = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, RS), ""), w->slice, "");
+    LLVMValueRef row_off =
+        LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, RS), ""),
+                     w->slice, "");
     for (int q = 0; q < CW; q++) {
       LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, stage, LLVMBuildAdd(b, row_off, kb_i64(kb, q * 16), "")), 16);
       for (int e = 0; e < 4; e++)
         kwords[hh * CW * 4 + q * 4 + e] = LLVMBuildExtractElement(b, v, kb_i32(kb, e), "");
     }
-    LLVMValueRef word_off = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, 4), "");
+    LLVMValueRef word_off =
+        LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, g, kb_i32(kb, hh * 8), "")), kb_i64(kb, 4), "");
     kscale[hh] = kb_load(kb, kb->f32, kb_byte_ptr(kb, stage, LLVMBuildAdd(b, kb_i64(kb, 16 * RS), word_off, "")), 4);
-    kvalid[hh] = LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, stage, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), word_off, "")), 4),
-                               kb_i32(kb, 0), "");
+    kvalid[hh] = LLVMBuildICmp(
+        b, LLVMIntNE,
+        kb_load(kb, kb->i32, kb_byte_ptr(kb, stage, LLVMBuildAdd(b, kb_i64(kb, 16 * RS + 64), word_off, "")), 4),
+        kb_i32(kb, 0), "");
   }
   for (int ks = 0; ks < KS; ks++) {
     A[ks][0] = kwords[2 * ks], A[ks][2] = kwords[2 * ks + 1];
@@ -384,9 +410,11 @@ static void warp_row(dsv4_kb *kb, const warp_cta *w, int j, LLVMValueRef (*A)[4]
   /* lanes 0 and 1 of the quad store rows g and g + 8 */
   LLVMValueRef sum = quad_sum(kb, c, part), hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), "");
   LLVMValueRef upper = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
-  lg_store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), ""), kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), "")),
+  lg_store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), ""),
+                 kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), "")),
                  LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), ""),
-                 LLVMBuildSelect(b, upper, kvalid[1], kvalid[0], ""), w->ctxj[j], LLVMBuildSelect(b, upper, kscale[1], kscale[0], ""));
+                 LLVMBuildSelect(b, upper, kvalid[1], kvalid[0], ""), w->ctxj[j],
+                 LLVMBuildSelect(b, upper, kscale[1], kscale[0], ""));
   kb_endif(kb, &row_j);
 }
 
@@ -411,11 +439,13 @@ int lg_warp(dsv4_kb *kb, const dsv4_kernel *k)
   /* the rows' q and weights staged once in shared memory (q rows padded by
    * 16 bytes: a quarter warp's 16-byte reads of 2 rows x 4 slices hit
    * distinct banks), read per m-tile as q^T fragments and column weights */
-  if (NM * H * QS + NM * H * 4 + LG_WARPS * DSV4_LOGITS_STAGES * RING_STAGE_BYTES(D) != dsv4_logits_warp_shared_bytes(D, H))
+  if (NM * H * QS + NM * H * 4 + LG_WARPS * DSV4_LOGITS_STAGES * RING_STAGE_BYTES(D) !=
+      dsv4_logits_warp_shared_bytes(D, H))
     return 1; /* form_rules.h's rule (choose_form's record) is out of step with the arrays below */
   w.qs = kb_shared_array(kb, kb->i8, NM * H * QS, "dsv4_q");
   w.ws = kb_shared_array(kb, kb->f32, NM * H, "dsv4_w");
-  LLVMValueRef qbytes = LLVMBuildMul(b, kb_zext64(kb, w.next_n), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */
+  LLVMValueRef qbytes =
+      LLVMBuildMul(b, kb_zext64(kb, w.next_n), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */
   kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, kb_zext64(kb, w.r0), kb_i64(kb, (long long)H * D), ""),
                 (long long)NM * H * D, qbytes, D, QS, w.qs, tid, threads);
   stage_weights(kb, k, w.r0, w.ws, tid, threads);
@@ -430,7 +460,8 @@ int lg_warp(dsv4_kb *kb, const dsv4_kernel *k)
   int S = DSV4_LOGITS_STAGES;
   warp_ring ring = {k, NULL, lane, base, cmax, breq};
   ring.smem = kb_shared_array(kb, kb->i8, LG_WARPS * S * RING_STAGE_BYTES(D), "dsv4_ring");
-  ring.smem = kb_byte_ptr(kb, ring.smem, LLVMBuildMul(b, kb_zext64(kb, warp), kb_i64(kb, (long long)S * RING_STAGE_BYTES(D)), ""));
+  ring.smem = kb_byte_ptr(kb, ring.smem,
+                          LLVMBuildMul(b, kb_zext64(kb, warp), kb_i64(kb, (long long)S * RING_STAGE_BYTES(D)), ""));
   for (int s0 = 0; s0 < S - 1; s0++) {
     if (s0 < iters)
       ring_fill(kb, &ring, kb_i32(kb, s0));

@@ -54,8 +54,8 @@ int lg_warpgroup_fits(dsv4_kb *kb, const dsv4_kernel *k)
   int D = L->dim, H = k->heads;
   kb_wgmma op = wg_op(D, DSV4_LOGITS_MAX_NEXT_N * H), wop = wsum_op(DSV4_LOGITS_MAX_NEXT_N * H);
   return t->wgmma && t->wgmma_wait && t->fence_proxy_async && t->cp_async && t->cp_async_commit && t->cp_async_wait &&
-         t->shfl_xor && t->cvt_bf16x2_relu && kb->warp == 32 && LG_WARPS == 4 && dsv4_logits_wg_shape_ok(D) && H % 8 == 0 &&
-         t->wgmma(kb, &op, NULL, NULL, NULL) && t->wgmma(kb, &wop, NULL, NULL, NULL) &&
+         t->shfl_xor && t->cvt_bf16x2_relu && kb->warp == 32 && LG_WARPS == 4 && dsv4_logits_wg_shape_ok(D) &&
+         H % 8 == 0 && t->wgmma(kb, &op, NULL, NULL, NULL) && t->wgmma(kb, &wop, NULL, NULL, NULL) &&
          t->cp_async(kb, NULL, NULL, 16, NULL) && t->cp_async(kb, NULL, NULL, 4, NULL) &&
          k->tile.tokens_per_cta % WG_M == 0 && L->align % 16 == 0 && L->row_bytes % 16 == 0 &&
          L->seg[0].offset % 16 == 0;
@@ -88,12 +88,14 @@ static void stage_wsum(dsv4_kb *kb, const wg_state *w, int threads)
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, f, kb_i32(kb, NM * H), ""), "wcopy");
     LLVMValueRef j = LLVMBuildUDiv(b, f, kb_i32(kb, H), "");
     LLVMValueRef real = LLVMBuildICmp(b, LLVMIntSLT, f, LLVMBuildMul(b, kb_arg(kb, LG_next_n), kb_i32(kb, H), ""), "");
-    LLVMValueRef wv = kb_load_if(kb, real, kb->f32, kb_arg(kb, LG_weights), lg_weight_at(kb, w->r0, f, H), 4, LLVMConstReal(kb->f32, 0.0));
+    LLVMValueRef wv = kb_load_if(kb, real, kb->f32, kb_arg(kb, LG_weights), lg_weight_at(kb, w->r0, f, H), 4,
+                                 LLVMConstReal(kb->f32, 0.0));
     LLVMValueRef hi = kb_f32_to_bf16(kb, wv);
     LLVMValueRef lo = kb_f32_to_bf16(kb, LLVMBuildFSub(b, wv, kb_bf16_to_f32(kb, hi), ""));
     LLVMValueRef zero = LLVMConstInt(kb->i16, 0, 0);
     for (int n = 0; n < 8; n++) {
-      LLVMValueRef v = n < 2 * NM ? LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, j, kb_i32(kb, n % NM), ""), n < NM ? hi : lo, zero, "")
+      LLVMValueRef v = n < 2 * NM ? LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, j, kb_i32(kb, n % NM), ""),
+                                                    n < NM ? hi : lo, zero, "")
                                   : zero;
       LLVMValueRef off = kb_mma_offset(kb, 128, 8, kb_i64(kb, n), LLVMBuildMul(b, kb_zext64(kb, f), kb_i64(kb, 2), ""));
       kb_store(kb, v, kb_byte_ptr(kb, w->ws, off), 2);
@@ -125,14 +127,17 @@ static void wg_copy(dsv4_kb *kb, const wg_state *w, lg_kpos kp, LLVMValueRef sta
   LLVMValueRef m64 = kb_zext64(kb, m), nbytes = LLVMBuildSelect(b, kp.ok, kb_i32(kb, 16), kb_i32(kb, 0), "");
   for (int i = 0; i < D / 32; i++) {
     /* byte kb of the row: half * D / 2 + 16 i */
-    LLVMValueRef kbyte = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, half), kb_i64(kb, D / 2), ""), kb_i64(kb, 16 * i), "");
+    LLVMValueRef kbyte =
+        LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, half), kb_i64(kb, D / 2), ""), kb_i64(kb, 16 * i), "");
     /* (an invalid position's offsets are block 0's, in bounds; none read) */
-    kb->t->cp_async(kb, kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, m64, kbyte)), kb_byte_ptr(kb, cache, LLVMBuildAdd(b, kp.row, kbyte, "")),
-                    16, nbytes);
+    kb->t->cp_async(kb, kb_byte_ptr(kb, st, wg_off(kb, D, WG_M, m64, kbyte)),
+                    kb_byte_ptr(kb, cache, LLVMBuildAdd(b, kp.row, kbyte, "")), 16, nbytes);
   }
   kb_if_t even = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, half, kb_i32(kb, 0), ""), "scale");
-  LLVMValueRef scale_at = kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 4), ""));
-  kb->t->cp_async(kb, scale_at, kb_byte_ptr(kb, cache, kp.scale), 4, LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
+  LLVMValueRef scale_at =
+      kb_byte_ptr(kb, wg_stage(kb, w->sc, stage, WG_M * 8), LLVMBuildMul(b, m64, kb_i64(kb, 4), ""));
+  kb->t->cp_async(kb, scale_at, kb_byte_ptr(kb, cache, kp.scale), 4,
+                  LLVMBuildSelect(b, kp.ok, kb_i32(kb, 4), kb_i32(kb, 0), ""));
   kb_store(kb, LLVMBuildZExt(b, kp.ok, kb->i32, ""), kb_byte_ptr(kb, scale_at, kb_i64(kb, 4 * WG_M)), 4);
   kb_endif(kb, &even);
 }
@@ -164,12 +169,14 @@ static void wg_tma_copy(dsv4_kb *kb, const wg_state *w, LLVMValueRef it, LLVMVal
   int D = L->dim, sw = wg_sw(D);
   kb_if_t producer = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w->tid, kb_i32(kb, 0), ""), "producer");
   LLVMValueRef first = LLVMBuildAdd(b, w->p0cta, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), "");
-  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, LG_block_size)), maxb = kb_sext64(kb, kb_arg(kb, LG_max_blocks)), col, brow;
+  LLVMValueRef bs = kb_sext64(kb, kb_arg(kb, LG_block_size)), maxb = kb_sext64(kb, kb_arg(kb, LG_max_blocks)), col,
+               brow;
   kb_udivrem_fast(kb, kb_zext64(kb, first), bs, &col, &brow);
   LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, first, w->cmax, ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, first, kb_arg(kb, LG_row_len), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
-  LLVMValueRef entry_off = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
+  LLVMValueRef entry_off =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
   LLVMValueRef blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, LG_block_table), entry_off, 4, kb_i32(kb, -1));
   LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blk, kb_i32(kb, 0), ""),
                                  LLVMBuildICmp(b, LLVMIntSLT, blk, kb_arg(kb, LG_num_blocks), ""), "ok");
@@ -182,9 +189,12 @@ static void wg_tma_copy(dsv4_kb *kb, const wg_state *w, LLVMValueRef it, LLVMVal
     LLVMValueRef coord[3] = {kb_i32(kb, x * sw), brow32, blk};
     kb->t->tma_load3(kb, kb_byte_ptr(kb, st, kb_i64(kb, (long long)x * WG_M * sw)), kb_arg(kb, LG_kv_map), coord, full);
   }
-  LLVMValueRef scale_off = LLVMBuildAdd(b, LLVMBuildMul(b, kb_sext64(kb, blk), kb_arg(kb, LG_block_stride), ""),
-                                        LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""),
-                                                     LLVMBuildAdd(b, LLVMBuildMul(b, brow, kb_i64(kb, 4), ""), kb_i64(kb, L->seg[0].scale_offset), ""), ""), "");
+  LLVMValueRef scale_off = LLVMBuildAdd(
+      b, LLVMBuildMul(b, kb_sext64(kb, blk), kb_arg(kb, LG_block_stride), ""),
+      LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""),
+                   LLVMBuildAdd(b, LLVMBuildMul(b, brow, kb_i64(kb, 4), ""), kb_i64(kb, L->seg[0].scale_offset), ""),
+                   ""),
+      "");
   kb->t->bulk_load(kb, scales, kb_byte_ptr(kb, kb_arg(kb, LG_cache), scale_off), 4 * WG_M, full);
   kb_endif(kb, &copy);
   kb_endif(kb, &producer);
@@ -244,18 +254,28 @@ static void wg_step(dsv4_kb *kb, const wg_state *w, LLVMValueRef it, int nr, LLV
   /* quad lanes 0 and 1 store: lane hh the position 16 warp + g + 8 hh of
    * every row (its scale and validity read before the head sum) */
   LLVMValueRef hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), ""), odd = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
-  LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), "");
-  LLVMValueRef pos = LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
+  LLVMValueRef m = LLVMBuildAdd(b, LLVMBuildMul(b, warp, kb_i32(kb, 16), ""),
+                                LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), "");
+  LLVMValueRef pos =
+      LLVMBuildAdd(b, w->p0cta, LLVMBuildAdd(b, LLVMBuildMul(b, it, kb_i32(kb, WG_M), ""), m, ""), "pos");
   LLVMValueRef scales = wg_stage(kb, w->sc, stage, WG_M * 8); /* (with TMA, the step's validity in word 0) */
   LLVMValueRef valid_at = w->tma ? LLVMBuildSelect(b, w->tma, kb_i32(kb, 0), m, "") : m;
-  LLVMValueRef ksc = kb_load(kb, kb->f32, kb_byte_ptr(kb, scales, LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 4), "")), 4);
-  LLVMValueRef ok_word = kb_load(kb, kb->i32, kb_byte_ptr(kb, scales, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, valid_at), kb_i64(kb, 4), ""), kb_i64(kb, 4 * WG_M), "")), 4);
+  LLVMValueRef ksc =
+      kb_load(kb, kb->f32, kb_byte_ptr(kb, scales, LLVMBuildMul(b, kb_zext64(kb, m), kb_i64(kb, 4), "")), 4);
+  LLVMValueRef ok_word =
+      kb_load(kb, kb->i32,
+              kb_byte_ptr(kb, scales,
+                          LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, valid_at), kb_i64(kb, 4), ""),
+                                       kb_i64(kb, 4 * WG_M), "")),
+              4);
   /* relu(S) as bf16 pairs: the A of the head sum, in place */
   kb_wgmma sum_op = wsum_op(n);
   LLVMValueRef relu_s[4 * 16], wptr[16], sums[4 + 4 * 16];
   for (int ks = 0; ks < sum_op.ksteps; ks++) {
     for (int r = 0; r < 4; r++)
-      relu_s[4 * ks + r] = 8 * ks + 2 * r < n / 2 ? kb->t->cvt_bf16x2_relu(kb, sacc[8 * ks + 2 * r], sacc[8 * ks + 2 * r + 1]) : kb_i32(kb, 0);
+      relu_s[4 * ks + r] = 8 * ks + 2 * r < n / 2
+                               ? kb->t->cvt_bf16x2_relu(kb, sacc[8 * ks + 2 * r], sacc[8 * ks + 2 * r + 1])
+                               : kb_i32(kb, 0);
     wptr[ks] = kb_byte_ptr(kb, w->ws, kb_mma_offset(kb, 128, 8, kb_i64(kb, 0), kb_i64(kb, 32 * ks)));
   }
   kb->t->wgmma(kb, &sum_op, relu_s, wptr, sums);
@@ -273,7 +293,8 @@ static void wg_step(dsv4_kb *kb, const wg_state *w, LLVMValueRef it, int nr, LLV
   LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, ok_word, kb_i32(kb, 0), "");
   LLVMValueRef mine = LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), "");
   for (int j = 0; j < nr; j++) {
-    LLVMValueRef keep = LLVMBuildSelect(b, odd, sums[2 + j], sums[j], ""), send = LLVMBuildSelect(b, odd, sums[j], sums[2 + j], "");
+    LLVMValueRef keep = LLVMBuildSelect(b, odd, sums[2 + j], sums[j], ""),
+                 send = LLVMBuildSelect(b, odd, sums[j], sums[2 + j], "");
     LLVMValueRef sum = LLVMBuildFAdd(b, keep, kb->t->shfl_xor(kb, send, 1), "");
     lg_store_logit(kb, sum, mine, kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), "")), pos, ok, w->ctxj[j], ksc);
   }
@@ -325,9 +346,10 @@ static void wg_copy_q(dsv4_kb *kb, const wg_state *w, LLVMValueRef next_n, int t
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, off, kb_i64(kb, (long long)QR * D), ""), "qcopy");
     LLVMValueRef real = LLVMBuildICmp(b, LLVMIntULT, off, qbytes, "");
     LLVMValueRef row = LLVMBuildUDiv(b, off, kb_i64(kb, D), ""), kbyte = LLVMBuildURem(b, off, kb_i64(kb, D), "");
-    kb->t->cp_async(kb, kb_byte_ptr(kb, w->qs, wg_off(kb, D, QR, row, kbyte)),
-                    kb_byte_ptr(kb, kb_arg(kb, LG_q), LLVMBuildSelect(b, real, LLVMBuildAdd(b, qsrc, off, ""), kb_i64(kb, 0), "")), 16,
-                    LLVMBuildSelect(b, real, kb_i32(kb, 16), kb_i32(kb, 0), ""));
+    kb->t->cp_async(
+        kb, kb_byte_ptr(kb, w->qs, wg_off(kb, D, QR, row, kbyte)),
+        kb_byte_ptr(kb, kb_arg(kb, LG_q), LLVMBuildSelect(b, real, LLVMBuildAdd(b, qsrc, off, ""), kb_i64(kb, 0), "")),
+        16, LLVMBuildSelect(b, real, kb_i32(kb, 16), kb_i32(kb, 0), ""));
     kb_endif(kb, &in);
   }
 }
@@ -341,7 +363,8 @@ static void wg_steps(dsv4_kb *kb, const wg_state *w, LLVMValueRef next_n)
   int NM = DSV4_LOGITS_MAX_NEXT_N, S = DSV4_LOGITS_STAGES, P = w->k->tile.tokens_per_cta;
   LLVMValueRef left = LLVMBuildSub(b, kb_arg(kb, LG_row_len), w->p0cta, "");
   LLVMValueRef iters = LLVMBuildSDiv(b, LLVMBuildAdd(b, left, kb_i32(kb, WG_M - 1), ""), kb_i32(kb, WG_M), "");
-  iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M), "iters");
+  iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M),
+                          "iters");
   for (int s0 = 0; s0 < S - 1; s0++) {
     kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, kb_i32(kb, s0), iters, ""), "prologue");
     wg_fill(kb, w, NULL, kb_i32(kb, s0), kb_i32(kb, s0));

@@ -30,7 +30,8 @@ static LLVMValueRef key_of(dsv4_kb *kb, LLVMValueRef bits)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, bits, kb_i32(kb, 0), "");
-  return LLVMBuildSelect(b, neg, LLVMBuildNot(b, bits, ""), LLVMBuildOr(b, bits, kb_i32(kb, (int)0x80000000u), ""), "key");
+  return LLVMBuildSelect(b, neg, LLVMBuildNot(b, bits, ""), LLVMBuildOr(b, bits, kb_i32(kb, (int)0x80000000u), ""),
+                         "key");
 }
 
 /* Shared i32 word i of array base (byte pointer). */
@@ -57,7 +58,8 @@ static void for_keys(dsv4_kb *kb, LLVMValueRef lrow, LLVMValueRef tid, LLVMValue
   for (int u = 0; u < UNROLL; u++) {
     idx[u] = LLVMBuildAdd(b, l.iv, LLVMBuildAdd(b, tid, kb_i32(kb, u * T), ""), "");
     in[u] = LLVMBuildICmp(b, LLVMIntSLT, idx[u], n, "");
-    LLVMValueRef off = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in[u], idx[u], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+    LLVMValueRef off =
+        LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in[u], idx[u], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
     key[u] = key_of(kb, kb_load_if(kb, in[u], kb->i32, lrow, off, 4, kb_i32(kb, 0)));
   }
   for (int u = 0; u < UNROLL; u++) {
@@ -80,7 +82,8 @@ static void count_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
   LLVMBuilderRef b = kb->b;
   count_ctx *c = vc;
   kb_if_t m = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, key, c->mask, ""), c->prefix, ""), "match");
-  LLVMValueRef bin = LLVMBuildAnd(b, LLVMBuildLShr(b, key, kb_i32(kb, c->shift), ""), kb_i32(kb, (1 << c->bits) - 1), "");
+  LLVMValueRef bin =
+      LLVMBuildAnd(b, LLVMBuildLShr(b, key, kb_i32(kb, c->shift), ""), kb_i32(kb, (1 << c->bits) - 1), "");
   kb_atomic_add_i32(kb, word(kb, c->hist, bin), kb_i32(kb, 1));
   kb_endif(kb, &m);
 }
@@ -121,7 +124,8 @@ static void find_bin(dsv4_kb *kb, LLVMValueRef hist, LLVMValueRef psum, LLVMValu
     LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildMul(b, tid, kb_i32(kb, C), ""), kb_i32(kb, j), "");
     LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, r, kb_i32(kb, nb), "");
     bins[j] = LLVMBuildSub(b, kb_i32(kb, nb - 1), r, "");
-    LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in, bins[j], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+    LLVMValueRef at =
+        LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in, bins[j], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
     cnt[j] = kb_load_if(kb, in, kb->i32, hist, at, 4, kb_i32(kb, 0));
     sum = LLVMBuildAdd(b, sum, cnt[j], "");
   }
@@ -130,8 +134,9 @@ static void find_bin(dsv4_kb *kb, LLVMValueRef hist, LLVMValueRef psum, LLVMValu
   for (int off = 1; off < T; off *= 2) {
     kb->t->barrier(kb);
     LLVMValueRef has = LLVMBuildICmp(b, LLVMIntSGE, tid, kb_i32(kb, off), "");
-    LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, has, LLVMBuildSub(b, tid, kb_i32(kb, off), ""), kb_i32(kb, 0), "")),
-                                   kb_i64(kb, 4), "");
+    LLVMValueRef at = LLVMBuildMul(
+        b, kb_zext64(kb, LLVMBuildSelect(b, has, LLVMBuildSub(b, tid, kb_i32(kb, off), ""), kb_i32(kb, 0), "")),
+        kb_i64(kb, 4), "");
     incl = LLVMBuildAdd(b, incl, kb_load_if(kb, has, kb->i32, psum, at, 4, kb_i32(kb, 0)), "");
     kb->t->barrier(kb);
     kb_store(kb, incl, word(kb, psum, tid), 4);
@@ -157,11 +162,15 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(rows)), "")); /* whole CTAs only */
   LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(context_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
-  LLVMValueRef n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, ctx, kb_arg(kb, ARG(row_len)), ""), ctx, kb_arg(kb, ARG(row_len)), "");
+  LLVMValueRef ctx =
+      kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(context_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, ctx, kb_arg(kb, ARG(row_len)), ""), ctx,
+                                   kb_arg(kb, ARG(row_len)), "");
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "n");
   LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
-  LLVMValueRef lrow = kb_byte_ptr(kb, kb_arg(kb, ARG(logits)), LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), ""));
+  LLVMValueRef lrow =
+      kb_byte_ptr(kb, kb_arg(kb, ARG(logits)),
+                  LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), ""));
   LLVMValueRef hist = kb_shared_array(kb, kb->i32, NB_MAX + 4, "dsv4_topk_hist"); /* + bin, above, gt, eq */
   LLVMValueRef psum = kb_shared_array(kb, kb->i32, T, "dsv4_topk_scan");
   LLVMValueRef bin_slot = word(kb, hist, kb_i32(kb, NB_MAX)), above_slot = word(kb, hist, kb_i32(kb, NB_MAX + 1));

@@ -61,17 +61,21 @@ static void load_batch(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, 
     LLVMValueRef have = LLVMBuildICmp(b, LLVMIntSLT, z, r->S, "");
     LLVMValueRef slot = LLVMBuildAdd(b, r->slot0, kb_zext64(kb, z), "");
     int pb = sd_partial_bytes(k);
-    LLVMValueRef aoff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, k->v_dim), ""), r->dim, ""), kb_i64(kb, pb), "");
+    LLVMValueRef aoff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, k->v_dim), ""), r->dim, ""),
+                                     kb_i64(kb, pb), "");
     if (pb == 2) {
       LLVMTypeRef h4 = LLVMVectorType(kb->i16, 4);
-      LLVMValueRef w = kb_load_if(kb, LLVMBuildAnd(b, r->in, have, ""), h4, kb_arg(kb, SD_C_work), aoff, 8, LLVMConstNull(h4));
+      LLVMValueRef w =
+          kb_load_if(kb, LLVMBuildAnd(b, r->in, have, ""), h4, kb_arg(kb, SD_C_work), aoff, 8, LLVMConstNull(h4));
       acc[u] = LLVMGetUndef(v4);
       for (int e = 0; e < 4; e++)
-        acc[u] = LLVMBuildInsertElement(b, acc[u], kb_bf16_to_f32(kb, LLVMBuildExtractElement(b, w, kb_i32(kb, e), "")), kb_i32(kb, e), "");
+        acc[u] = LLVMBuildInsertElement(b, acc[u], kb_bf16_to_f32(kb, LLVMBuildExtractElement(b, w, kb_i32(kb, e), "")),
+                                        kb_i32(kb, e), "");
     } else
       acc[u] = kb_load_if(kb, LLVMBuildAnd(b, r->in, have, ""), v4, kb_arg(kb, SD_C_work), aoff, 16, LLVMConstNull(v4));
     LLVMValueRef none = LLVMConstVector((LLVMValueRef[]){sd_f32(kb, -INFINITY), sd_f32(kb, 0.0)}, 2);
-    ml[u] = kb_load_if(kb, have, v2, kb_arg(kb, SD_C_work), LLVMBuildAdd(b, r->mlb, LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), ""), 8, none);
+    ml[u] = kb_load_if(kb, have, v2, kb_arg(kb, SD_C_work),
+                       LLVMBuildAdd(b, r->mlb, LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), ""), 8, none);
   }
 }
 
@@ -85,7 +89,8 @@ static void merge_splits(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r
                          LLVMValueRef *O)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef init[6] = {sd_f32(kb, -INFINITY), sd_f32(kb, 0.0), sd_f32(kb, 0.0), sd_f32(kb, 0.0), sd_f32(kb, 0.0), sd_f32(kb, 0.0)};
+  LLVMValueRef init[6] = {sd_f32(kb, -INFINITY), sd_f32(kb, 0.0), sd_f32(kb, 0.0),
+                          sd_f32(kb, 0.0),       sd_f32(kb, 0.0), sd_f32(kb, 0.0)};
   kb_loop_t ls;
   kb_for(kb, &ls, kb_i32(kb, 0), r->S, 6, init);
   LLVMValueRef acc[COMBINE_BATCH], ml[COMBINE_BATCH], cm = sd_f32(kb, -INFINITY);
@@ -102,10 +107,12 @@ static void merge_splits(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r
   for (int e = 1; e < 6; e++)
     nx[e] = LLVMBuildFMul(b, ls.vars[e], rs, "");
   for (int u = 0; u < COMBINE_BATCH; u++) {
-    LLVMValueRef wz = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildExtractElement(b, ml[u], kb_i32(kb, 0), ""), Mu, "")); /* (0 past S) */
+    LLVMValueRef wz =
+        kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildExtractElement(b, ml[u], kb_i32(kb, 0), ""), Mu, "")); /* (0 past S) */
     nx[1] = LLVMBuildFAdd(b, nx[1], LLVMBuildFMul(b, LLVMBuildExtractElement(b, ml[u], kb_i32(kb, 1), ""), wz, ""), "");
     for (int e = 0; e < 4; e++)
-      nx[2 + e] = LLVMBuildFAdd(b, nx[2 + e], LLVMBuildFMul(b, LLVMBuildExtractElement(b, acc[u], kb_i32(kb, e), ""), wz, ""), "");
+      nx[2 + e] = LLVMBuildFAdd(b, nx[2 + e],
+                                LLVMBuildFMul(b, LLVMBuildExtractElement(b, acc[u], kb_i32(kb, e), ""), wz, ""), "");
   }
   ls.step = COMBINE_BATCH;
   kb_for_end(kb, &ls, nx);
@@ -129,7 +136,8 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, L
    * store, values e.. at byte 8 e (the second pair 8 dims on) */
   int w = sd_bf16_partials(k) ? 2 : 4;
   LLVMValueRef d = w == 2 ? sd_partial_dim(kb, r->dim) : r->dim;
-  LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), d, ""), kb_i64(kb, 2), "");
+  LLVMValueRef ob =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), d, ""), kb_i64(kb, 2), "");
   for (int e = 0; e < 4; e += w) {
     LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i16, (unsigned)w));
     for (int i = 0; i < w; i++)
@@ -157,10 +165,12 @@ void sd_combine(dsv4_kb *kb, const dsv4_kernel *k)
   r.dim = LLVMBuildMul(b, kb_zext64(kb, r.tid), kb_i64(kb, 4), "dim");
   r.in = LLVMBuildICmp(b, LLVMIntSLT, r.dim, kb_i64(kb, DV), "");
   r.slot0 = LLVMBuildMul(b, r.row, kb_sext64(kb, r.S), "");
-  r.mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, r.S), ""), kb_i64(kb, (long long)DV * sd_partial_bytes(k)), "");
+  r.mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, r.S), ""),
+                       kb_i64(kb, (long long)DV * sd_partial_bytes(k)), "");
   LLVMValueRef h = LLVMBuildSRem(b, r.row, H, "head");
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_C_has_sink), kb_i32(kb, 0), "");
-  LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_C_attn_sink), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4, sd_f32(kb, -INFINITY));
+  LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_C_attn_sink), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4,
+                               sd_f32(kb, -INFINITY));
   LLVMValueRef M, L, O[4];
   merge_splits(kb, k, &r, &M, &L, O);
   store_row(kb, k, &r, sk, M, L, O);

@@ -44,7 +44,8 @@ static dsv4_lane_token list_token(dsv4_kb *kb, const sd_list *la, LLVMValueRef t
                            LLVMBuildICmp(b, LLVMIntSLT, idx, nslots, ""), "valid");
   LLVMValueRef s0 = LLVMBuildSelect(b, tok.valid, idx, kb_i64(kb, 0), "");
   tok.row = LLVMBuildURem(b, s0, *bs, "row");
-  tok.blk = kb_byte_ptr(kb, kb_arg(kb, la->cache), LLVMBuildMul(b, LLVMBuildUDiv(b, s0, *bs, ""), kb_arg(kb, la->block_stride), ""));
+  tok.blk = kb_byte_ptr(kb, kb_arg(kb, la->cache),
+                        LLVMBuildMul(b, LLVMBuildUDiv(b, s0, *bs, ""), kb_arg(kb, la->block_stride), ""));
   tok.write = tok.valid;
   tok.out_row = NULL;
   return tok;
@@ -186,14 +187,16 @@ int sd_portable(dsv4_kb *kb, const dsv4_kernel *k)
   st.l = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
     st.acc[j] = LLVMConstReal(kb->f32, 0.0);
-  LLVMValueRef tt = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, t, kb_arg(kb, SD_n_tokens), ""), t, kb_i32(kb, 0), "");
+  LLVMValueRef tt =
+      LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, t, kb_arg(kb, SD_n_tokens), ""), t, kb_i32(kb, 0), "");
   fold_list(kb, k, &sd_main, tt, lane, qv, scale2, &st);
   fold_list(kb, k, &sd_extra, tt, lane, qv, scale2, &st);
 
   /* finish: lse = (m + log2 l) ln 2; the sink only in the denominator */
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_has_sink), kb_i32(kb, 0), "");
-  LLVMValueRef sk = kb_load_if(kb, LLVMBuildAnd(b, has, live, ""), kb->f32, kb_arg(kb, SD_attn_sink),
-                               LLVMBuildMul(b, kb_sext64(kb, h), kb_i64(kb, 4), ""), 4, LLVMConstReal(kb->f32, -INFINITY));
+  LLVMValueRef sk =
+      kb_load_if(kb, LLVMBuildAnd(b, has, live, ""), kb->f32, kb_arg(kb, SD_attn_sink),
+                 LLVMBuildMul(b, kb_sext64(kb, h), kb_i64(kb, 4), ""), 4, LLVMConstReal(kb->f32, -INFINITY));
   LLVMValueRef lse, factor;
   sd_finish_row(kb, st.m, st.l, sk, fold ? kb_arg(kb, SD_tensor_scale) : NULL, &lse, &factor);
   store_row(kb, k, th, lane, live, &st, lse, factor);

@@ -46,10 +46,11 @@ void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef si
   LLVMValueRef one = LLVMConstReal(kb->f32, 1.0);
   LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstReal(kb->f32, 0.0), "empty");
   LLVMValueRef lse2 = LLVMBuildFAdd(b, m2, kb_log2(kb, l), "lse2");
-  *lse = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, INFINITY), LLVMBuildFMul(b, lse2, LLVMConstReal(kb->f32, LN2), ""),
-                         "lse");
+  *lse = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, INFINITY),
+                         LLVMBuildFMul(b, lse2, LLVMConstReal(kb->f32, LN2), ""), "lse");
   LLVMValueRef e = kb_exp2(kb, LLVMBuildFSub(b, LLVMBuildFMul(b, sink, LLVMConstReal(kb->f32, LOG2E), ""), lse2, ""));
-  LLVMValueRef f = LLVMBuildFMul(b, LLVMBuildFDiv(b, one, l, ""), LLVMBuildFDiv(b, one, LLVMBuildFAdd(b, one, e, ""), ""), "");
+  LLVMValueRef f =
+      LLVMBuildFMul(b, LLVMBuildFDiv(b, one, l, ""), LLVMBuildFDiv(b, one, LLVMBuildFAdd(b, one, e, ""), ""), "");
   if (ts)
     f = LLVMBuildFMul(b, f, ts, "");
   *factor = LLVMBuildSelect(b, empty, LLVMConstReal(kb->f32, 0.0), f, "factor");
@@ -68,8 +69,8 @@ void sd_p_words(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef a, LLVMValueRef 
   LLVMBuilderRef b = kb->b;
   LLVMValueRef h[2];
   kb_f32x2_to_bf16(kb, a, c, h);
-  *hi = LLVMBuildOr(b, LLVMBuildZExt(b, h[0], kb->i32, ""), LLVMBuildShl(b, LLVMBuildZExt(b, h[1], kb->i32, ""), kb_i32(kb, 16), ""),
-                    "pw");
+  *hi = LLVMBuildOr(b, LLVMBuildZExt(b, h[0], kb->i32, ""),
+                    LLVMBuildShl(b, LLVMBuildZExt(b, h[1], kb->i32, ""), kb_i32(kb, 16), ""), "pw");
 }
 
 LLVMValueRef sd_quad_fold(dsv4_kb *kb, LLVMValueRef v, int add)
@@ -93,7 +94,8 @@ LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add)
   for (; n > 1; n = (n + 1) / 2) {
     for (int i = 0; i < n / 2; i++) {
       LLVMValueRef ab[2] = {t[2 * i], t[2 * i + 1]};
-      t[i] = add ? LLVMBuildFAdd(kb->b, ab[0], ab[1], "") : kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ab, 2, LLVMCCallConv);
+      t[i] = add ? LLVMBuildFAdd(kb->b, ab[0], ab[1], "")
+                 : kb_call(kb, "llvm.maxnum.f32", kb->f32, f2, ab, 2, LLVMCCallConv);
     }
     if (n % 2)
       t[n / 2] = t[n - 1];
@@ -178,7 +180,11 @@ static void rank_tokens(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef slot, LL
    * its own row, then the first lane of each key writes its count) */
   LLVMValueRef row = kb_byte_ptr(kb, scratch, LLVMBuildMul(b, kb_zext64(kb, w), kb_i64(kb, K * 4), ""));
   for (int h = 0; h < K / 32; h++)
-    kb_store(kb, kb_i32(kb, 0), kb_byte_ptr(kb, row, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, lane, kb_i32(kb, 32 * h), "")), kb_i64(kb, 4), "")), 4);
+    kb_store(
+        kb, kb_i32(kb, 0),
+        kb_byte_ptr(kb, row,
+                    LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, lane, kb_i32(kb, 32 * h), "")), kb_i64(kb, 4), "")),
+        4);
   T->warp_sync(kb);
   LLVMValueRef mask;
   T->match_any(kb, key, &mask);
@@ -201,18 +207,21 @@ static void rank_tokens(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef slot, LL
     ta = LLVMBuildAdd(b, ta, LLVMBuildExtractElement(b, t2, kb_i32(kb, 0), ""), "");
     tb = LLVMBuildAdd(b, tb, LLVMBuildExtractElement(b, t2, kb_i32(kb, 1), ""), "");
     LLVMValueRef c = kb_load(kb, kb->i32, kb_byte_ptr(kb, r, LLVMBuildMul(b, kb_zext64(kb, kk), kb_i64(kb, 4), "")), 4);
-    before = LLVMBuildAdd(b, before, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, kb_i32(kb, v), w, ""), c, kb_i32(kb, 0), ""), "");
+    before = LLVMBuildAdd(
+        b, before, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, kb_i32(kb, v), w, ""), c, kb_i32(kb, 0), ""), "");
   }
   LLVMValueRef s = LLVMBuildAdd(b, ta, tb, ""), inc = s;
   for (int d = 1; d < 32; d *= 2) {
     LLVMValueRef src = LLVMBuildAdd(b, lane, kb_i32(kb, d), "");
     LLVMValueRef o = sd_shfl_i32(kb, inc, LLVMBuildAnd(b, src, kb_i32(kb, 31), ""));
-    inc = LLVMBuildAdd(b, inc, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, src, kb_i32(kb, 32), ""), o, kb_i32(kb, 0), ""), "");
+    inc = LLVMBuildAdd(
+        b, inc, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, src, kb_i32(kb, 32), ""), o, kb_i32(kb, 0), ""), "");
   }
   LLVMValueRef g_odd = LLVMBuildSub(b, inc, s, ""), g_even = LLVMBuildAdd(b, g_odd, tb, "");
   LLVMValueRef from = LLVMBuildLShr(b, kk, kb_i32(kb, 1), "");
   LLVMValueRef ge = sd_shfl_i32(kb, g_even, from), go = sd_shfl_i32(kb, g_odd, from);
-  LLVMValueRef g = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, kk, kb_i32(kb, 1), ""), kb_i32(kb, 0), ""), go, ge, "");
+  LLVMValueRef g = LLVMBuildSelect(
+      b, LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, kk, kb_i32(kb, 1), ""), kb_i32(kb, 0), ""), go, ge, "");
   LLVMValueRef rank = LLVMBuildAdd(b, LLVMBuildAdd(b, g, before, ""), pos, "rank");
   kb_if_t fr = kb_if(kb, LLVMBuildAnd(b, has, LLVMBuildICmp(b, LLVMIntEQ, rank, by, ""), ""), "mine");
   kb_store(kb, tid, slot, 4);
@@ -255,9 +264,12 @@ LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef ti
   LLVMValueRef key0 = rank_key(kb, kb_i32(kb, 0), LLVMConstInt(kb->i1, 1, 0));
   LLVMValueRef flags = kb_byte_ptr(kb, slot, kb_i64(kb, 4));
   LLVMValueRef d = T->vote_any(kb, LLVMBuildAnd(b, has, LLVMBuildICmp(b, LLVMIntNE, key, key0, ""), ""));
-  kb_if_t fs = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "vote");
+  kb_if_t fs =
+      kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "vote");
   kb_store(kb, LLVMBuildZExt(b, d, kb->i32, ""),
-           kb_byte_ptr(kb, flags, LLVMBuildMul(b, kb_zext64(kb, LLVMBuildLShr(b, tid, kb_i32(kb, 5), "")), kb_i64(kb, 4), "")), 4);
+           kb_byte_ptr(kb, flags,
+                       LLVMBuildMul(b, kb_zext64(kb, LLVMBuildLShr(b, tid, kb_i32(kb, 5), "")), kb_i64(kb, 4), "")),
+           4);
   kb_endif(kb, &fs);
   T->barrier(kb);
   LLVMValueRef any = kb_i32(kb, 0);
@@ -300,8 +312,8 @@ LLVMValueRef sd_row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMVa
 LLVMValueRef sd_tail_scale_offset(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef bs, LLVMValueRef row)
 {
   LLVMBuilderRef b = kb->b;
-  return LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""), LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""),
-                      "");
+  return LLVMBuildAdd(b, LLVMBuildMul(b, bs, kb_i64(kb, L->row_bytes), ""),
+                      LLVMBuildMul(b, row, kb_i64(kb, L->scale_row_bytes), ""), "");
 }
 
 LLVMValueRef sd_partial_pos(dsv4_kb *kb, LLVMValueRef dim)
@@ -335,10 +347,12 @@ static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, L
   LLVMBuilderRef b = kb->b;
   int DV = k->v_dim;
   LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_sext64(kb, S), ""), kb_zext64(kb, z), "slot");
-  LLVMValueRef ab = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 4), "");
+  LLVMValueRef ab =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 4), "");
   if (sd_bf16_partials(k)) { /* pairs j and j + 1 in one 8-byte store (sd_partial_pos) */
     LLVMValueRef pos = sd_partial_pos(kb, r->dim0);
-    LLVMValueRef pb = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), pos, ""), kb_i64(kb, 2), "");
+    LLVMValueRef pb =
+        LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, slot, kb_i64(kb, DV), ""), pos, ""), kb_i64(kb, 2), "");
     for (int j = 0; j < r->nb; j += 2) {
       LLVMValueRef h16[4], v = LLVMGetUndef(LLVMVectorType(kb->i16, 4));
       kb_f32x2_to_bf16(kb, r->acc[j][0], r->acc[j][1], &h16[0]);
@@ -355,7 +369,8 @@ static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, L
       kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_work), LLVMBuildAdd(b, ab, kb_i64(kb, j * 32), "")), 8);
     }
   kb_if_t g = kb_if(kb, r->first, "ml");
-  LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, SD_n_tokens)), kb_sext64(kb, H), ""), kb_sext64(kb, S), "");
+  LLVMValueRef rows = LLVMBuildMul(b, LLVMBuildMul(b, kb_sext64(kb, kb_arg(kb, SD_n_tokens)), kb_sext64(kb, H), ""),
+                                   kb_sext64(kb, S), "");
   LLVMValueRef mo = LLVMBuildAdd(b, LLVMBuildMul(b, rows, kb_i64(kb, (long long)DV * sd_partial_bytes(k)), ""),
                                  LLVMBuildMul(b, slot, kb_i64(kb, 8), ""), "");
   LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(kb->f32, 2)), r->m, kb_i32(kb, 0), "");
@@ -371,16 +386,21 @@ static void head_finish(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LL
   LLVMBuilderRef b = kb->b;
   int DV = k->v_dim;
   LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, r->head), kb_i64(kb, 4), "");
-  LLVMValueRef sk = r->sink ? r->sink : kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_attn_sink), hoff, 4, sd_f32(kb, -INFINITY));
+  LLVMValueRef sk =
+      r->sink ? r->sink : kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_attn_sink), hoff, 4, sd_f32(kb, -INFINITY));
   LLVMValueRef lse, factor;
   sd_finish_row(kb, r->m, r->l, sk, sd_tensor_scaled(k) ? kb_arg(kb, SD_tensor_scale) : NULL, &lse, &factor);
-  LLVMValueRef ob = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 2), "");
+  LLVMValueRef ob =
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 2), "");
   for (int j = 0; j < r->nb; j++) {
     LLVMValueRef h16[2];
     kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, r->acc[j][0], factor, ""), LLVMBuildFMul(b, r->acc[j][1], factor, ""), h16);
-    LLVMValueRef wv = LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
-    LLVMValueRef at = r->stage ? kb_byte_ptr(kb, r->stage, LLVMBuildMul(b, LLVMBuildAdd(b, r->dim0, kb_i64(kb, 8 * j), ""), kb_i64(kb, 2), ""))
-                               : kb_byte_ptr(kb, kb_arg(kb, SD_out), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), ""));
+    LLVMValueRef wv =
+        LLVMBuildOr(b, kb_zext64(kb, h16[0]), LLVMBuildShl(b, kb_zext64(kb, h16[1]), kb_i64(kb, 16), ""), "");
+    LLVMValueRef at =
+        r->stage ? kb_byte_ptr(kb, r->stage,
+                               LLVMBuildMul(b, LLVMBuildAdd(b, r->dim0, kb_i64(kb, 8 * j), ""), kb_i64(kb, 2), ""))
+                 : kb_byte_ptr(kb, kb_arg(kb, SD_out), LLVMBuildAdd(b, ob, kb_i64(kb, j * 16), ""));
     kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), at, 4);
   }
   kb_if_t g = kb_if(kb, r->first, "lse");
@@ -403,7 +423,8 @@ void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef
                  LLVMValueRef stage, LLVMValueRef sink)
 {
   LLVMBuilderRef b = kb->b;
-  head_row r = {.head = head, .m = m, .l = l, .acc = acc, .nb = nb, .dim0 = dim0, .first = first, .stage = stage, .sink = sink};
+  head_row r = {
+      .head = head, .m = m, .l = l, .acc = acc, .nb = nb, .dim0 = dim0, .first = first, .stage = stage, .sink = sink};
   LLVMValueRef H = kb_arg(kb, SD_heads);
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_has_sink), kb_i32(kb, 0), "");
   LLVMValueRef S = kb_arg(kb, SD_splits), z = kb->t->block_id(kb, 2);
@@ -435,7 +456,7 @@ int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
   int want = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
   if (o == want)
     return 0;
-  dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name, o,
-             want);
+  dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,
+             o, want);
   return 1;
 }

@@ -76,13 +76,15 @@ static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVM
   LLVMValueRef valid = sd_row_valid(kb, idx, nb, bs);
   LLVMValueRef s0 = LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), "");
   LLVMValueRef row = LLVMBuildURem(b, s0, bs, ""), blk = LLVMBuildMul(b, LLVMBuildUDiv(b, s0, bs, ""), stride, "");
-  LLVMValueRef rp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), ""));
+  LLVMValueRef rp =
+      kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), ""));
   LLVMValueRef sp = rp;
   if (L->scale_place == DSV4_SCALES_BLOCK_TAIL)
     sp = kb_byte_ptr(kb, cache, LLVMBuildAdd(b, blk, sd_tail_scale_offset(kb, L, bs, row), ""));
   LLVMValueRef a0 = LLVMBuildMul(b, kb_zext64(kb, x->tid), kb_i64(kb, 16), "");
   kb_store(kb, LLVMBuildPtrToInt(b, rp, kb->i64, ""), kb_byte_ptr(kb, x->row_addr, a0), 8);
-  kb_store(kb, LLVMBuildPtrToInt(b, sp, kb->i64, ""), kb_byte_ptr(kb, x->row_addr, LLVMBuildAdd(b, a0, kb_i64(kb, 8), "")), 8);
+  kb_store(kb, LLVMBuildPtrToInt(b, sp, kb->i64, ""),
+           kb_byte_ptr(kb, x->row_addr, LLVMBuildAdd(b, a0, kb_i64(kb, 8), "")), 8);
   LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, SD_TILE * 4), ""),
                                  LLVMBuildMul(b, kb_zext64(kb, x->tid), kb_i64(kb, 4), ""), "");
   kb_store(kb, LLVMBuildZExt(b, valid, kb->i32, ""), kb_byte_ptr(kb, x->valid, vo), 4);
@@ -105,12 +107,21 @@ static void copy_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVM
       kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, ci, kb_i32(kb, total), ""), "cp");
       LLVMValueRef j = kb_zext64(kb, LLVMBuildUDiv(b, ci, kb_i32(kb, per), ""));
       LLVMValueRef q = kb_zext64(kb, LLVMBuildURem(b, ci, kb_i32(kb, per), ""));
-      LLVMValueRef a = kb_load(kb, kb->i64, kb_byte_ptr(kb, x->row_addr, LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, 16), ""), kb_i64(kb, part * 8), "")), 8);
-      LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, SD_TILE * 4), ""), LLVMBuildMul(b, j, kb_i64(kb, 4), ""), "");
-      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, x->valid, vo), 4), kb_i32(kb, 0), "");
+      LLVMValueRef a =
+          kb_load(kb, kb->i64,
+                  kb_byte_ptr(kb, x->row_addr,
+                              LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, 16), ""), kb_i64(kb, part * 8), "")),
+                  8);
+      LLVMValueRef vo = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, SD_TILE * 4), ""),
+                                     LLVMBuildMul(b, j, kb_i64(kb, 4), ""), "");
+      LLVMValueRef ok =
+          LLVMBuildICmp(b, LLVMIntNE, kb_load(kb, kb->i32, kb_byte_ptr(kb, x->valid, vo), 4), kb_i32(kb, 0), "");
       LLVMValueRef src = kb_byte_ptr(kb, LLVMBuildIntToPtr(b, a, kb->gptr, ""), LLVMBuildMul(b, q, kb_i64(kb, sz), ""));
-      LLVMValueRef dst = kb_byte_ptr(kb, x->raw, LLVMBuildAdd(b, kb_i64(kb, dst0), LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, rb), ""),
-                                                                                              LLVMBuildMul(b, q, kb_i64(kb, sz), ""), ""), ""));
+      LLVMValueRef dst = kb_byte_ptr(kb, x->raw,
+                                     LLVMBuildAdd(b, kb_i64(kb, dst0),
+                                                  LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, rb), ""),
+                                                               LLVMBuildMul(b, q, kb_i64(kb, sz), ""), ""),
+                                                  ""));
       kb->t->cp_async(kb, dst, src, sz, LLVMBuildSelect(b, ok, kb_i32(kb, sz), kb_i32(kb, 0), ""));
       kb_endif(kb, &f);
     }
@@ -122,7 +133,8 @@ static void dequant_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x)
 {
   LLVMBuilderRef b = kb->b;
   int lanes = x->dim / k->tile.values_per_thread, tp = x->threads / lanes, passes = (SD_TILE + tp - 1) / tp;
-  LLVMValueRef local = LLVMBuildUDiv(b, x->tid, kb_i32(kb, lanes), ""), ln = LLVMBuildURem(b, x->tid, kb_i32(kb, lanes), "");
+  LLVMValueRef local = LLVMBuildUDiv(b, x->tid, kb_i32(kb, lanes), ""),
+               ln = LLVMBuildURem(b, x->tid, kb_i32(kb, lanes), "");
   dsv4_lane_token tok[8] = {0};
   for (int u = 0; u < passes; u++) {
     LLVMValueRef j = LLVMBuildAdd(b, kb_i32(kb, u * tp), local, "");
@@ -137,7 +149,8 @@ static void dequant_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x)
   }
   dsv4_kernel kd = *k;
   kd.tile.streaming = 0; /* shared memory on both sides */
-  dsv4_emit_dequant_tokens_split(kb, &kd, ln, kb_i64(kb, SD_TILE), sd_f32(kb, 1.0), tok, passes, NULL, NULL, 1); /* a matrix operand */
+  dsv4_emit_dequant_tokens_split(kb, &kd, ln, kb_i64(kb, SD_TILE), sd_f32(kb, 1.0), tok, passes, NULL, NULL,
+                                 1); /* a matrix operand */
 }
 
 /* S (s_tiles n-tiles of 8 rows: this warp's part of the tile) = q K^T. */
@@ -150,8 +163,11 @@ static void qk(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4])
     LLVMValueRef a[4], bq[2][4];
     kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->q_tile, LLVMBuildAdd(kb->b, x->q_ld, kb_i64(kb, kk * 32), "")), 0, a);
     for (int jp = 0; jp < x->s_tiles / 2; jp++)
-      kb->t->ldmatrix_x4(kb, kb_byte_ptr(kb, x->k_tile, LLVMBuildAdd(kb->b, x->k_ld, kb_i64(kb, (long long)jp * 16 * x->row_bytes + kk * 32), "")), 0,
-                         bq[jp]);
+      kb->t->ldmatrix_x4(
+          kb,
+          kb_byte_ptr(kb, x->k_tile,
+                      LLVMBuildAdd(kb->b, x->k_ld, kb_i64(kb, (long long)jp * 16 * x->row_bytes + kk * 32), "")),
+          0, bq[jp]);
     for (int j = 0; j < x->s_tiles; j++)
       kb->t->mma_bf16_16x8x16(kb, a, &bq[j / 2][(j % 2) * 2], S[j], S[j]);
   }
@@ -202,13 +218,17 @@ static LLVMValueRef scores(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef buf, LLV
 {
   LLVMBuilderRef b = kb->b;
   qk(kb, x, S);
-  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, x->part_rows), ""), LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
+  LLVMValueRef col0 = LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, x->part_rows), ""),
+                                   LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), "");
   LLVMValueRef vbase = LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, SD_TILE * 4), "");
   LLVMValueRef rowv[2][8];
   for (int j = 0; j < x->s_tiles; j++)
     for (int e = 0; e < 2; e++) {
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, j * 8 + e), "");
-      LLVMValueRef ok = kb_load(kb, kb->i32, kb_byte_ptr(kb, x->valid, LLVMBuildAdd(b, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), ""), "")), 4);
+      LLVMValueRef ok = kb_load(
+          kb, kb->i32,
+          kb_byte_ptr(kb, x->valid, LLVMBuildAdd(b, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), ""), "")),
+          4);
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
       for (int h = 0; h < 2; h++) {
         LLVMValueRef v = LLVMBuildFMul(b, S[j][h * 2 + e], x->scale2, "");
@@ -228,7 +248,8 @@ static void publish_max(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef *mx, LLVMVa
   LLVMBuilderRef b = kb->b;
   for (int h = 0; h < 2; h++) {
     mx[h] = sd_quad_fold(kb, mx[h], 0);
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
+    LLVMValueRef row =
+        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
     rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, 4), "");
   }
   LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->heads * 4), "");
@@ -241,14 +262,17 @@ static void publish_max(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef *mx, LLVMVa
 /* The online softmax's step: each row's new max over all parts (red),
  * S -> P = exp2(S - max), nx's m and l, and cur's accumulators rescaled
  * into nx. */
-static void softmax(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4], const LLVMValueRef *rowoff, const warp_state *cur,
-                    warp_state *nx)
+static void softmax(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4], const LLVMValueRef *rowoff,
+                    const warp_state *cur, warp_state *nx)
 {
   LLVMBuilderRef b = kb->b;
   for (int h = 0; h < 2; h++) {
     LLVMValueRef mn = cur->m[h];
     for (int w = 0; w < x->parts; w++)
-      mn = sd_fmax2(kb, mn, kb_load(kb, kb->f32, kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), rowoff[h], "")), 4));
+      mn = sd_fmax2(
+          kb, mn,
+          kb_load(kb, kb->f32,
+                  kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), rowoff[h], "")), 4));
     LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), "");
     LLVMValueRef mu = LLVMBuildSelect(b, inf, sd_f32(kb, 0.0), mn, "");
     LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur->m[h], mu, ""));
@@ -267,8 +291,8 @@ static void softmax(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4], const 
 
 /* P (the lane's S fragments) into shared memory: bf16, or hi + lo bf16
  * parts (bf16x2). */
-static void store_p(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVMValueRef S[4][4], const LLVMValueRef *rowoff,
-                    LLVMValueRef col0)
+static void store_p(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVMValueRef S[4][4],
+                    const LLVMValueRef *rowoff, LLVMValueRef col0)
 {
   LLVMBuilderRef b = kb->b;
   for (int h = 0; h < 2; h++) {
@@ -310,7 +334,8 @@ static void pv(dsv4_kb *kb, const warp_ctx *x, warp_state *nx)
 
 /* Fold tiles [lo, hi) of the token into the state: per tile, the next
  * tile's rows found and copied while this one computes, then dequantized. */
-static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVMValueRef lo, LLVMValueRef hi, warp_state *st)
+static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVMValueRef lo, LLVMValueRef hi,
+                       warp_state *st)
 {
   LLVMBuilderRef b = kb->b;
   first_tile(kb, k, x, lo, hi);
@@ -417,14 +442,17 @@ static void ldmatrix_offsets(dsv4_kb *kb, warp_ctx *x)
   LLVMValueRef rowA = LLVMBuildAdd(b, l7, LLVMBuildMul(b, b3, kb_i64(kb, 8), ""), ""); /* A: rows 0-15 */
   LLVMValueRef colA = LLVMBuildMul(b, b4, kb_i64(kb, 16), "");                         /* bytes */
   LLVMValueRef r16 = LLVMBuildMul(b, kb_zext64(kb, x->rblk), kb_i64(kb, 16), "");      /* the row block's first head */
-  LLVMValueRef krow0 = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, x->part_rows), ""); /* the part's first K row */
+  LLVMValueRef krow0 =
+      LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, x->part_rows), ""); /* the part's first K row */
   x->q_ld = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x->row_bytes), ""), colA, "qa");
-  x->p_ld = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x->p_row_bytes), ""), colA, "pa");
+  x->p_ld =
+      LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, r16, rowA, ""), kb_i64(kb, x->p_row_bytes), ""), colA, "pa");
   LLVMValueRef rowB = LLVMBuildAdd(b, l7, LLVMBuildMul(b, b4, kb_i64(kb, 8), ""), ""); /* K rows (tokens) */
   x->k_ld = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, krow0, rowB, ""), kb_i64(kb, x->row_bytes), ""),
                          LLVMBuildMul(b, b3, kb_i64(kb, 16), ""), "ka");
-  LLVMValueRef vcol = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->v_dim / x->parts * 2), ""),
-                                   LLVMBuildMul(b, b4, kb_i64(kb, 16), ""), ""); /* bytes */
+  LLVMValueRef vcol =
+      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->v_dim / x->parts * 2), ""),
+                   LLVMBuildMul(b, b4, kb_i64(kb, 16), ""), ""); /* bytes */
   x->v_ld = LLVMBuildAdd(b, LLVMBuildMul(b, rowA, kb_i64(kb, x->row_bytes), ""), vcol, "va");
 }
 
@@ -433,10 +461,12 @@ static void stage_q(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef h0)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef H = kb_arg(kb, SD_heads);
-  LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
-  LLVMValueRef qvalid = LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSub(b, H, h0, "")), kb_i64(kb, (long long)x->dim * 2), "");
-  kb_stage_rows(kb, kb_arg(kb, SD_q), LLVMBuildMul(b, qrow, kb_i64(kb, (long long)x->dim * 2), ""), (long long)x->heads * x->dim * 2,
-                qvalid, x->dim * 2, x->row_bytes, x->q_tile, x->tid, x->threads);
+  LLVMValueRef qrow =
+      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMValueRef qvalid =
+      LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSub(b, H, h0, "")), kb_i64(kb, (long long)x->dim * 2), "");
+  kb_stage_rows(kb, kb_arg(kb, SD_q), LLVMBuildMul(b, qrow, kb_i64(kb, (long long)x->dim * 2), ""),
+                (long long)x->heads * x->dim * 2, qvalid, x->dim * 2, x->row_bytes, x->q_tile, x->tid, x->threads);
 }
 
 /* The rows' ends: each row's sum over its quad and then over the row
@@ -450,7 +480,8 @@ static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, wa
   LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->heads * 4), "");
   for (int h = 0; h < 2; h++) {
     st->l[h] = sd_quad_fold(kb, st->l[h], 1);
-    rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
+    rowi[h] =
+        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
     rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "");
   }
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "lsum");
@@ -461,15 +492,21 @@ static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, wa
   for (int h = 0; h < 2; h++) {
     LLVMValueRef l = sd_f32(kb, 0.0);
     for (int w = 0; w < x->parts; w++)
-      l = LLVMBuildFAdd(b, l, kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), rowoff[h], "")), 4), "l");
+      l = LLVMBuildFAdd(
+          b, l,
+          kb_load(kb, kb->f32,
+                  kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), rowoff[h], "")), 4),
+          "l");
     LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""),
                                       LLVMBuildICmp(b, LLVMIntEQ, x->part, kb_i32(kb, 0), ""), "");
-    LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->v_dim / x->parts), ""),
-                                     LLVMBuildMul(b, kb_zext64(kb, x->c), kb_i64(kb, 2), ""), "dim0");
+    LLVMValueRef dim0 =
+        LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->v_dim / x->parts), ""),
+                     LLVMBuildMul(b, kb_zext64(kb, x->c), kb_i64(kb, 2), ""), "dim0");
     LLVMValueRef pr[O_TILES_MAX][2];
     for (int j = 0; j < x->o_tiles; j++)
       pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
-    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, rowi[h], "head"), st->m[h], l, pr, x->o_tiles, dim0, first, NULL, NULL);
+    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, rowi[h], "head"), st->m[h], l, pr, x->o_tiles, dim0, first, NULL,
+                NULL);
   }
 }
 

@@ -12,7 +12,8 @@ enum {
   /* V dims of the lead's P V, the follower taking the rest (kernel_regs.h:
    * smaller shares for the lead measured no faster) */
   WG_LEAD_DIMS = DSV4_DECODE_WG_LEAD_DIMS,
-  WG_NB_MAX = (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 > WG_LEAD_DIMS / 8 ? (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 : WG_LEAD_DIMS / 8
+  WG_NB_MAX = (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8 > WG_LEAD_DIMS / 8 ? (DSV4_DECODE_WG_VDIM - WG_LEAD_DIMS) / 8
+                                                                          : WG_LEAD_DIMS / 8
 };
 #define WG_LAZY 8.0 /* base-2 headroom of the lazy running max */
 
@@ -84,7 +85,8 @@ static void wg_empty(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, LLVMValueRef 
   kb_if_t fe = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, i, kb_i32(kb, 2), ""), x->hi, ""), "empty");
   if (x->pair) {
     T->warp_sync(kb);
-    kb_if_t f0 = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
+    kb_if_t f0 =
+        kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), ""), kb_i32(kb, 0), ""), "lane0");
     wg_release(kb, x, WG_MB_EMPTY, buf);
     kb_endif(kb, &f0);
   } else
@@ -116,7 +118,8 @@ static void wg_rescale(dsv4_kb *kb, LLVMValueRef (*o)[4], int nb, const LLVMValu
  * lo part then its hi part (P buffer pb), with bf16 its one part, 4
  * k-steps a part; products of at most 256 columns (128 in CTAs of over
  * 384 threads: both forms have 512 today), all in flight before the wait. */
-static void wg_pv(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb, LLVMValueRef (*o)[4])
+static void wg_pv(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef pb, LLVMValueRef kbuf, int d0, int nb,
+                  LLVMValueRef (*o)[4])
 {
   /* ptxas compiles every instruction within the launch's register cap
    * (65536 / threads), whatever setmaxnreg grants the code around it: at
@@ -195,7 +198,8 @@ static LLVMValueRef lead_scores(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef buf, 
   LLVMValueRef rowv[2][SD_TILE / 4];
   for (int j = 0; j < SD_TILE / 8; j++) {
     LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
-    LLVMValueRef okw = kb_load(kb, kb->i64, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 8);
+    LLVMValueRef okw =
+        kb_load(kb, kb->i64, kb_byte_ptr(kb, vbase, LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 4), "")), 8);
     for (int e = 0; e < 2; e++) {
       LLVMValueRef ok = LLVMBuildTrunc(b, LLVMBuildLShr(b, okw, kb_i64(kb, 32 * e), ""), kb->i32, "");
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
@@ -218,14 +222,17 @@ static LLVMValueRef lead_scores(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef buf, 
  * same value.  Most tiles then leave O as it is, and a warp skips its
  * multiplications when none of its rows moved (FlashAttention-4's lazy
  * rescaling). */
-static void lead_softmax(dsv4_kb *kb, LLVMValueRef *S, LLVMValueRef *mx, const wgstate *cur, wgstate *nx, LLVMValueRef *corr)
+static void lead_softmax(dsv4_kb *kb, LLVMValueRef *S, LLVMValueRef *mx, const wgstate *cur, wgstate *nx,
+                         LLVMValueRef *corr)
 {
   LLVMBuilderRef b = kb->b;
   for (int h = 0; h < 2; h++) {
     mx[h] = sd_quad_fold(kb, mx[h], 0);
-    LLVMValueRef grow = LLVMBuildFCmp(b, LLVMRealOGT, mx[h], LLVMBuildFAdd(b, cur->m[h], sd_f32(kb, WG_LAZY), ""), "grow");
+    LLVMValueRef grow =
+        LLVMBuildFCmp(b, LLVMRealOGT, mx[h], LLVMBuildFAdd(b, cur->m[h], sd_f32(kb, WG_LAZY), ""), "grow");
     LLVMValueRef mn = LLVMBuildSelect(b, grow, mx[h], cur->m[h], "");
-    LLVMValueRef mu = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), ""), sd_f32(kb, 0.0), mn, "");
+    LLVMValueRef mu =
+        LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), ""), sd_f32(kb, 0.0), mn, "");
     corr[h] = kb_exp2(kb, LLVMBuildFSub(b, cur->m[h], mu, ""));
     LLVMValueRef pv[SD_TILE / 4];
     for (int j = 0; j < SD_TILE / 8; j++)
@@ -255,7 +262,8 @@ static LLVMValueRef lead_publish(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, L
       LLVMValueRef w[2];
       sd_p_words(kb, x->k, S[4 * j + 2 * h], S[4 * j + 2 * h + 1], &w[0], &w[1]);
       LLVMValueRef col = LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j), "");
-      LLVMValueRef off = kb_mma_offset(kb, 128, heads, kb_zext64(kb, r->rowi[h]), LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""));
+      LLVMValueRef off = kb_mma_offset(kb, 128, heads, kb_zext64(kb, r->rowi[h]),
+                                       LLVMBuildMul(b, kb_zext64(kb, col), kb_i64(kb, 2), ""));
       for (int q = 0; q < sd_p_parts(x->k); q++)
         kb_store(kb, w[q], kb_byte_ptr(kb, pb, LLVMBuildAdd(b, off, kb_i64(kb, q * WG_PBYTES), "")), 4);
     }
@@ -324,7 +332,8 @@ static void wg_follow(dsv4_kb *kb, const wg_ctx *x, const wg_rows *r, wgstate *s
   sd_wg_bar(kb, 0, WG_BAR_PREADY, buf, 256);
   LLVMValueRef cb = wg_buf(kb, x->red, buf, x->heads * 4), corr[2];
   for (int h = 0; h < 2; h++)
-    corr[h] = kb_load(kb, kb->f32, kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, r->rowi[h]), kb_i64(kb, 4), "")), 4);
+    corr[h] =
+        kb_load(kb, kb->f32, kb_byte_ptr(kb, cb, LLVMBuildMul(b, kb_zext64(kb, r->rowi[h]), kb_i64(kb, 4), "")), 4);
   wg_rescale(kb, cur.o, cur.nb, corr);
   LLVMValueRef pb = wg_buf(kb, x->p_bufs, buf, 2 * WG_PBYTES);
   wg_pv(kb, x, pb, kbuf, WG_LEAD_DIMS, cur.nb, cur.o);
@@ -352,7 +361,8 @@ static void wg_follow(dsv4_kb *kb, const wg_ctx *x, const wg_rows *r, wgstate *s
 static void wg_out(dsv4_kb *kb, const wg_ctx *x, const wgstate *st, int d0, const wg_rows *r)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, r->c, kb_i32(kb, 0), ""), LLVMConstInt(kb->i1, d0 == 0, 0), "");
+  LLVMValueRef first =
+      LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, r->c, kb_i32(kb, 0), ""), LLVMConstInt(kb->i1, d0 == 0, 0), "");
   LLVMValueRef dim0 = LLVMBuildAdd(b, kb_i64(kb, d0), LLVMBuildMul(b, kb_zext64(kb, r->c), kb_i64(kb, 2), ""), "dim0");
   for (int h = 0; h < 2; h++) {
     LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, r->rowi[h]), kb_i64(kb, 4), "");
@@ -361,9 +371,11 @@ static void wg_out(dsv4_kb *kb, const wg_ctx *x, const wgstate *st, int d0, cons
     LLVMValueRef pr[WG_NB_MAX][2];
     for (int j = 0; j < st->nb; j++)
       pr[j][0] = st->o[j][2 * h], pr[j][1] = st->o[j][2 * h + 1];
-    LLVMValueRef stage = kb_byte_ptr(kb, x->q_tile, LLVMBuildMul(b, kb_zext64(kb, r->rowi[h]), kb_i64(kb, wg_stage_row(x)), ""));
+    LLVMValueRef stage =
+        kb_byte_ptr(kb, x->q_tile, LLVMBuildMul(b, kb_zext64(kb, r->rowi[h]), kb_i64(kb, wg_stage_row(x)), ""));
     LLVMValueRef sink = kb_load(kb, kb->f32, kb_byte_ptr(kb, x->sinks, at), 4);
-    sd_head_out(kb, x->k, x->token, LLVMBuildAdd(b, r->h0, r->rowi[h], "head"), m, l, pr, st->nb, dim0, first, stage, sink);
+    sd_head_out(kb, x->k, x->token, LLVMBuildAdd(b, r->h0, r->rowi[h], "head"), m, l, pr, st->nb, dim0, first, stage,
+                sink);
   }
 }
 
@@ -407,7 +419,8 @@ static void stage_q(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef h0)
   LLVMBuilderRef b = kb->b;
   LLVMValueRef H = kb_arg(kb, SD_heads);
   int per_row = x->dim * 2 / 16;
-  LLVMValueRef qrow = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMValueRef qrow =
+      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
   LLVMValueRef hv = LLVMBuildSub(b, H, h0, "");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
   kb_if_t fk = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x->tid, kb_i32(kb, x->heads), ""), "sinks");
@@ -415,8 +428,9 @@ static void stage_q(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef h0)
     LLVMValueRef head = LLVMBuildAdd(b, h0, x->tid, "");
     LLVMValueRef has = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_has_sink), kb_i32(kb, 0), ""),
                                     LLVMBuildICmp(b, LLVMIntSLT, head, H, ""), "");
-    kb_store(kb, kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_attn_sink), LLVMBuildMul(b, kb_zext64(kb, head), kb_i64(kb, 4), ""), 4,
-                            sd_f32(kb, -INFINITY)),
+    kb_store(kb,
+             kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_attn_sink),
+                        LLVMBuildMul(b, kb_zext64(kb, head), kb_i64(kb, 4), ""), 4, sd_f32(kb, -INFINITY)),
              kb_byte_ptr(kb, x->sinks, LLVMBuildMul(b, kb_zext64(kb, x->tid), kb_i64(kb, 4), "")), 4);
   }
   kb_endif(kb, &fk);
@@ -424,8 +438,11 @@ static void stage_q(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef h0)
     LLVMValueRef pi = LLVMBuildAdd(b, x->tid, kb_i32(kb, it * 256), "");
     LLVMValueRef r = LLVMBuildUDiv(b, pi, kb_i32(kb, per_row), ""), cb = LLVMBuildURem(b, pi, kb_i32(kb, per_row), "");
     LLVMValueRef kbyte = LLVMBuildMul(b, kb_zext64(kb, cb), kb_i64(kb, 16), "");
-    LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, qrow, kb_zext64(kb, r), ""), kb_i64(kb, (long long)x->dim * 2), ""), kbyte, "");
-    LLVMValueRef v = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSLT, r, hv, ""), v4, kb_arg(kb, SD_q), src, 16, LLVMConstNull(v4));
+    LLVMValueRef src = LLVMBuildAdd(
+        b, LLVMBuildMul(b, LLVMBuildAdd(b, qrow, kb_zext64(kb, r), ""), kb_i64(kb, (long long)x->dim * 2), ""), kbyte,
+        "");
+    LLVMValueRef v =
+        kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSLT, r, hv, ""), v4, kb_arg(kb, SD_q), src, 16, LLVMConstNull(v4));
     kb_store(kb, v, kb_byte_ptr(kb, x->q_tile, kb_mma_offset(kb, 128, x->heads, kb_zext64(kb, r), kbyte)), 16);
   }
 }
@@ -445,7 +462,8 @@ static void consumers(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, LLVMVa
    * uniform registers instead of being moved there at every product */
   LLVMValueRef w = LLVMBuildUDiv(b, x->tid, kb_i32(kb, 128), "");
   w = sd_shfl_i32(kb, w, kb_i32(kb, 0));
-  LLVMValueRef wi = LLVMBuildAnd(b, LLVMBuildUDiv(b, x->tid, kb_i32(kb, 32), ""), kb_i32(kb, 3), "wi"); /* warp in its warpgroup */
+  LLVMValueRef wi =
+      LLVMBuildAnd(b, LLVMBuildUDiv(b, x->tid, kb_i32(kb, 32), ""), kb_i32(kb, 3), "wi"); /* warp in its warpgroup */
   LLVMValueRef lane = LLVMBuildAnd(b, x->tid, kb_i32(kb, 31), "lane");
   LLVMValueRef g = LLVMBuildLShr(b, lane, kb_i32(kb, 2), "g");
   wg_rows r = {.h0 = h0};
@@ -458,7 +476,8 @@ static void consumers(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, LLVMVa
       st.o[j][e] = fst.o[j][e] = sd_f32(kb, 0.0);
   r.ml = kb_byte_ptr(kb, x->red, kb_i64(kb, 2 * x->heads * 4));
   for (int h = 0; h < 2; h++)
-    r.rowi[h] = LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
+    r.rowi[h] =
+        LLVMBuildAdd(b, LLVMBuildMul(b, wi, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, 8 * h), ""), "row");
   r.c0 = LLVMBuildICmp(b, LLVMIntEQ, r.c, kb_i32(kb, 0), "");
   kb_if_t lead = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w, kb_i32(kb, 0), ""), "lead");
   lead_role(kb, x, &r, scale2, &st);
@@ -488,12 +507,12 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const wg_ctx *x, dsv4
   const dsv4_target_ir *T = kb->t;
   int np = x->producers, preg = x->prod_regs;
   kb_wgmma probe = {KB_MMA_BF16, DSV4_DECODE_WG_VDIM / 2, 8, 128, 1, SD_TILE * 128, 1, 0};
-  if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor || !T->shfl_idx ||
-      !T->set_max_regs || !T->min_ctas || kb->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
+  if (!T->wgmma || !T->wgmma_wait || !T->bar_sync || !T->bar_arrive || !T->fence_proxy_async || !T->shfl_xor ||
+      !T->shfl_idx || !T->set_max_regs || !T->min_ctas || kb->warp != 32 || !T->wgmma(kb, &probe, NULL, NULL, NULL) ||
       (x->pair && (!T->cluster_rank || !T->cluster_rank(kb, NULL) || !T->cluster_sync || !T->mbar_init ||
                    !T->mbar_arrive || !T->mbar_wait || !T->copy_to_peer || !T->mbar_expect || !T->warp_sync)) ||
-      !T->set_max_regs(kb, 0, 0) ||
-      !dsv4_decode_wg_shape_ok(x->dim, k->v_dim, x->heads) || x->threads != dsv4_decode_wg_threads(x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP) ||
+      !T->set_max_regs(kb, 0, 0) || !dsv4_decode_wg_shape_ok(x->dim, k->v_dim, x->heads) ||
+      x->threads != dsv4_decode_wg_threads(x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP) ||
       !dsv4_decode_wg_maps(k, x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP) ||
       4 * (DSV4_DECODE_WG_LEAD_REGS + DSV4_DECODE_WG_FOLLOW_REGS) + np / 32 * preg > x->reg_cap * (x->threads / 32)) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warpgroup form of sparse_decode",
@@ -520,10 +539,11 @@ static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, wg_ctx *x, dsv4_diags
   if (sd_shared_agrees(k, o, x->pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP, d))
     return 1;
   if ((long long)x->heads * wg_stage_row(x) > (long long)x->heads * x->dim * 2 + 2 * wg_kbytes(x) || k->v_dim % 8 ||
-      x->heads * (k->v_dim / 8) % x->producers ||  /* wg_out's staging (the q and K regions) and its copy */
-      (k->tile.longest_first && sd_rank_bytes(x->threads) > 2 * wg_kbytes(x))) { /* the ranking's scratch: the K tiles */
-    dsv4_error(d, k->file, k->line, "kernel '%s': internal error: the output staging or the ranking's scratch does not fit",
-               k->name);
+      x->heads * (k->v_dim / 8) % x->producers || /* wg_out's staging (the q and K regions) and its copy */
+      (k->tile.longest_first &&
+       sd_rank_bytes(x->threads) > 2 * wg_kbytes(x))) { /* the ranking's scratch: the K tiles */
+    dsv4_error(d, k->file, k->line,
+               "kernel '%s': internal error: the output staging or the ranking's scratch does not fit", k->name);
     return 1;
   }
   return 0;
@@ -537,7 +557,8 @@ static void pair_setup(dsv4_kb *kb, wg_ctx *x)
   T->cluster_rank(kb, &x->rank);
   x->peer = LLVMBuildXor(kb->b, x->rank, kb_i32(kb, 1), "peer");
   kb_if_t fi = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntEQ, x->tid, kb_i32(kb, 0), ""), "init");
-  for (int m = 0; m < WG_MBARS; m++) /* FULL: this CTA's producer thread (and the other's copies); EMPTY: every consumer warp */
+  for (int m = 0; m < WG_MBARS;
+       m++) /* FULL: this CTA's producer thread (and the other's copies); EMPTY: every consumer warp */
     T->mbar_init(kb, sd_wg_mbar(kb, x, m, kb_i32(kb, 0)), kb_i32(kb, m < WG_MB_EMPTY ? 1 : 2 * 8));
   kb_endif(kb, &fi);
   T->cluster_sync(kb, 1);

@@ -42,7 +42,15 @@
 #include "shape.h"
 
 /* Named barriers (a double-buffered one takes base and base + 1). */
-enum { WG_BAR_FULL = 1, WG_BAR_EMPTY = 3, WG_BAR_CONS = 5, WG_BAR_PROD = 6, WG_BAR_PREADY = 7, WG_BAR_PFREE = 9, WG_BAR_OUT = 11 };
+enum {
+  WG_BAR_FULL = 1,
+  WG_BAR_EMPTY = 3,
+  WG_BAR_CONS = 5,
+  WG_BAR_PROD = 6,
+  WG_BAR_PREADY = 7,
+  WG_BAR_PFREE = 9,
+  WG_BAR_OUT = 11
+};
 
 /* The pair's hand-offs are barrier objects in shared memory (mbars):
  * FULL[b] completes when this CTA's producers have stored their half of

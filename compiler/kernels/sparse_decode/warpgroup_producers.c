@@ -79,7 +79,8 @@ static void wg_await_free(dsv4_kb *kb, void *arg)
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, w->lane, kb_i32(kb, 0), ""), "vm");
   for (int u = 0; u < w->n; u++) {
     LLVMValueRef j = LLVMBuildTrunc(b, w->tok[u].out_index, kb->i32, ""); /* (the row, as wg_produce set it) */
-    LLVMValueRef vo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->buf, kb_i32(kb, SD_TILE), ""), j, ""), kb_i32(kb, 4), "");
+    LLVMValueRef vo =
+        LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->buf, kb_i32(kb, SD_TILE), ""), j, ""), kb_i32(kb, 4), "");
     kb_store(kb, LLVMBuildZExt(b, w->tok[u].valid, kb->i32, ""), kb_byte_ptr(kb, x->valid, kb_zext64(kb, vo)), 4);
   }
   kb_endif(kb, &f);
@@ -101,10 +102,12 @@ static void wg_prefetch(dsv4_kb *kb, const wg_ctx *x, const wgtile *r, const LLV
   LLVMValueRef dl = LLVMBuildICmp(b, LLVMIntULT, r->lane, kb_i32(kb, lines), "");
   LLVMValueRef sl = LLVMBuildICmp(b, LLVMIntEQ, r->lane, kb_i32(kb, lanes - 1), "");
   LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, r->lane), kb_i64(kb, 128), "");
-  at = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, at, kb_i64(kb, L->row_bytes - 1), ""), kb_i64(kb, L->row_bytes - 1), at, "");
+  at = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, at, kb_i64(kb, L->row_bytes - 1), ""),
+                       kb_i64(kb, L->row_bytes - 1), at, "");
   for (int u = 0; u < r->passes; u++) {
     LLVMValueRef id = kb_sext64(kb, idx[u]);
-    LLVMValueRef want = LLVMBuildAnd(b, sd_row_valid(kb, id, l->nb, l->bs), tail && lanes - 1 >= lines ? LLVMBuildOr(b, dl, sl, "") : dl, "");
+    LLVMValueRef want = LLVMBuildAnd(b, sd_row_valid(kb, id, l->nb, l->bs),
+                                     tail && lanes - 1 >= lines ? LLVMBuildOr(b, dl, sl, "") : dl, "");
     kb_if_t f = kb_if(kb, want, "prefetch");
     LLVMValueRef blk, row;
     kb_udivrem_fast(kb, id, l->bs, &blk, &row);
@@ -179,8 +182,9 @@ static void wg_produce(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, LLVMValueRe
   dsv4_kernel kd = *x->k;
   kd.tile.streaming = 0; /* two head groups read the same rows: keep them in the caches */
   for (int u0 = 0; u0 < r.passes; u0 += GROUP)
-    dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, sd_f32(kb, 1.0), &tok[u0], r.passes - u0 < GROUP ? r.passes - u0 : GROUP,
-                                   h && u0 == 0 ? wg_await_free : NULL, &w, 1);
+    dsv4_emit_dequant_tokens_split(kb, &kd, r.lane, l->bs, sd_f32(kb, 1.0), &tok[u0],
+                                   r.passes - u0 < GROUP ? r.passes - u0 : GROUP, h && u0 == 0 ? wg_await_free : NULL,
+                                   &w, 1);
   if (pf)
     wg_prefetch(kb, x, &r1, idx1);
 }
@@ -239,19 +243,26 @@ static void wg_copy_out(dsv4_kb *kb, const wg_ctx *x)
   /* rows of DV / 8 16-byte chunks, none with split-KV (partials went straight out) */
   LLVMValueRef S = kb_arg(kb, SD_splits), H = kb_arg(kb, SD_heads);
   LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
-  LLVMValueRef rows0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMValueRef rows0 =
+      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
   kb_loop_t cl;
-  kb_for(kb, &cl, kb_i32(kb, 0), LLVMBuildSelect(b, split, kb_i32(kb, 0), kb_i32(kb, x->heads * (DV / 8) / np), ""), 0, NULL);
+  kb_for(kb, &cl, kb_i32(kb, 0), LLVMBuildSelect(b, split, kb_i32(kb, 0), kb_i32(kb, x->heads * (DV / 8) / np), ""), 0,
+         NULL);
   {
     LLVMValueRef ch = LLVMBuildAdd(b, LLVMBuildMul(b, cl.iv, kb_i32(kb, np), ""), ptid, "chunk");
     LLVMValueRef row = LLVMBuildUDiv(b, ch, kb_i32(kb, DV / 8), "row");
     LLVMValueRef cc = kb_zext64(kb, LLVMBuildURem(b, ch, kb_i32(kb, DV / 8), ""));
     kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildAdd(b, h0, row, ""), H, ""), "row");
-    LLVMValueRef v = kb_load(kb, v4, kb_byte_ptr(kb, x->q_tile, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, wg_stage_row(x)), ""),
-                                                                      LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "")), 16);
-    LLVMValueRef oo = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildAdd(b, rows0, kb_zext64(kb, row), ""), kb_i64(kb, (long long)DV * 2), ""),
-                                   LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "");
+    LLVMValueRef v =
+        kb_load(kb, v4,
+                kb_byte_ptr(kb, x->q_tile,
+                            LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, wg_stage_row(x)), ""),
+                                         LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "")),
+                16);
+    LLVMValueRef oo = LLVMBuildAdd(
+        b, LLVMBuildMul(b, LLVMBuildAdd(b, rows0, kb_zext64(kb, row), ""), kb_i64(kb, (long long)DV * 2), ""),
+        LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "");
     kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_out), oo), 16);
     kb_endif(kb, &g);
   }
