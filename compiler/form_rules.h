@@ -12,6 +12,7 @@
 
 #include "dsv4_abi.h"
 #include "dsv4_layout.h"
+#include "kernel_geometry.h"
 
 /* sparse_decode's warp-matrix form: K rows a tile, warps a 16-head row
  * block (each takes a quarter of a tile's rows and of V). */

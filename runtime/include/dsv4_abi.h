@@ -5,6 +5,11 @@
  * the bundle writer (manifest) and the runtime (marshalling and checks), so a
  * bundle whose signature differs from what this runtime expects is refused
  * rather than launched with the wrong arguments.
+ *
+ * Installed, so it holds the file format and the call ABI only: the
+ * kernel geometry both sides share beyond it (tiles, the logits' tensor
+ * map, split-KV sizing) is in common/kernel_geometry.h, each form's in
+ * compiler/form_rules.h; neither is installed.
  */
 #ifndef DSV4_ABI_H
 #define DSV4_ABI_H
@@ -97,10 +102,11 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * grid = (ceil(heads / heads_per_cta), n_tokens, splits); the extra list is
  * absent when extra_topk is 0, the sink when has_sink is 0.  The warp-matrix
  * form splits a token's tiles over `splits` CTAs (split-KV): with splits > 1
- * each writes its partial state to work (dsv4_decode_work_floats()) and the
- * module's second kernel, <name>_combine (DSV4_ARGS_DECODE_COMBINE, grid
- * n_tokens * heads, dsv4_decode_combine_threads()), merges them into out and
- * lse.  The portable form ignores work and splits (always 1). */
+ * each writes its partial state to work (which the runtime sizes and
+ * lays out: common/kernel_geometry.h, not installed) and the module's
+ * second kernel, <name>_combine (DSV4_ARGS_DECODE_COMBINE, grid
+ * n_tokens * heads), merges them into out and lse.  The portable form
+ * ignores work and splits (always 1). */
 #define DSV4_ARGS_SPARSE_DECODE(A) \
   A(out, PTR)                      \
   A(lse, PTR)                      \
@@ -147,9 +153,10 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * warp-matrix form (each CTA all next_n <= DSV4_LOGITS_MAX_NEXT_N rows of
  * one batch entry); heads and head dim are the kernel's (spec),
  * context_lens is [B, next_n].  kv_map: NULL, or (CUDA, block_size a
- * multiple of 64) a tensor map of the cache's K rows in device memory,
- * dsv4_logits_kv_map() below, which the warpgroup form copies K by (TMA);
- * the other forms ignore it.  kv_map_fresh: 1 when the host wrote the map
+ * multiple of 64) a tensor map of the cache's K rows in device memory
+ * (the runtime builds it by its geometry rule, common/kernel_geometry.h,
+ * not installed), which the warpgroup form copies K by (TMA); the other
+ * forms ignore it.  kv_map_fresh: 1 when the host wrote the map
  * since its last launch (the kernel then acquires it before use). */
 #define DSV4_ARGS_PAGED_MQA_LOGITS(A) \
   A(logits, PTR)                      \
@@ -237,66 +244,10 @@ static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
 
 #define DSV4_MAX_ARGS 32
 
-/* Smallest power of two >= n. */
-static inline int dsv4_pow2ceil(int n)
-{
-  int p = 1;
-  while (p < n)
-    p *= 2;
-  return p;
-}
-
-/* sparse_decode's matrix forms walk K in tiles of this many rows: the
- * split-KV granularity the runtime sizes splits by. */
-#define DSV4_DECODE_TILE 64
 /* paged_mqa_logits' matrix forms (grid rule POSITIONS_BATCH): a CTA holds
  * every next_n row of one batch entry, so next_n is at most this
  * (DeepSeek-V4 uses 1 and 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
-/* The warpgroup form takes dims of one 64-byte swizzle atom or whole
- * 128-byte ones (up to 256); other widths get the warp form. */
-static inline int dsv4_logits_wg_shape_ok(int dim) { return dim == 64 || (dim % 128 == 0 && dim <= 256); }
-/* ... whose operands are K-major rows in swizzle spans of this many bytes
- * (one 64-byte atom for dim 64, else 128-byte ones). */
-static inline int dsv4_logits_wg_swizzle(int dim) { return dim < 128 ? 64 : 128; }
-/* kv_map's geometry for a cache of num_blocks blocks of block_size rows
- * (block_size a multiple of 64, block_stride bytes apart): the K values of
- * the layout's first segment, a rank-3 tensor of bytes (dim row bytes,
- * block_size rows of row_bytes, num_blocks blocks), read in boxes of 64
- * rows by the swizzle span of the warpgroup form's operands
- * (dsv4_logits_wg_swizzle: dim / span boxes a step).  Returns 0 where the layout
- * or the cache cannot have one (then kv_map is NULL). */
-static inline int dsv4_logits_kv_map(const dsv4_layout *l, long long block_size, long long block_stride,
-                                     long long num_blocks, uint64_t dims[3], uint64_t strides[2],
-                                     uint32_t box[3], int *swizzle)
-{
-  int sw = dsv4_logits_wg_swizzle(l->dim);
-  if (block_size % 64 || num_blocks < 1 || num_blocks > 0xFFFFFFFFll || l->row_bytes % 16 || block_stride % 16 ||
-      block_stride >= (1ll << 40) || /* (a tensor map's strides stay below 2^40 bytes) */
-      l->seg[0].offset % 16 || !dsv4_logits_wg_shape_ok(l->dim))
-    return 0;
-  dims[0] = (uint64_t)l->dim, dims[1] = (uint64_t)block_size, dims[2] = (uint64_t)num_blocks;
-  strides[0] = (uint64_t)l->row_bytes, strides[1] = (uint64_t)block_stride;
-  box[0] = (uint32_t)sw, box[1] = 64, box[2] = 1;
-  *swizzle = sw;
-  return 1;
-}
-
-/* Split-KV: at most this many splits a row; the combine kernel loads this
- * many splits of a row at once (more take another round of loads), and
- * the runtime's own split count stays within it. */
-#define DSV4_DECODE_MAX_SPLITS 64
-#define DSV4_DECODE_COMBINE_BATCH 8
-/* Split-KV work space (floats) and the combine kernel's CTA size: a row's
- * partials are acc[v_dim] per split, after all of them (m, l) per split.
- * A kernel with bf16 partials (the spec's tile.partials) packs the accs
- * at 2 bytes a value, (m, l) right after them, in the first part of the
- * same space: the runtime sizes for fp32, the module's two kernels agree
- * on the offsets. */
-static inline long long dsv4_decode_work_floats(long long tokens, long long heads, int splits, int v_dim)
-{
-  return tokens * heads * splits * (long long)(v_dim + 2);
-}
 
 /* ---- bundle file format (version 7), all integers little-endian ----------
  *

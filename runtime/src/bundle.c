@@ -13,6 +13,7 @@
 #include "bucket.h"
 #include "choice.h" /* rt_install_bundle_choices */
 #include "code_check.h"
+#include "kernel_geometry.h" /* dsv4_pow2ceil */
 #include "layout_check.h"
 #include "rt.h"
 

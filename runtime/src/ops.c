@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "choice.h" /* rt_call_shape, rt_tuned_kernel */
+#include "kernel_geometry.h" /* the logits' tensor map, split-KV sizing */
 #include "rt.h"
 
 #define I32_MAX 2147483647LL

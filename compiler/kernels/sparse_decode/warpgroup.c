@@ -17,29 +17,6 @@ enum {
 };
 #define WG_LAZY 8.0 /* base-2 headroom of the lazy running max */
 
-void sd_wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int threads)
-{
-  void (*f)(dsv4_kb *, int, int) = arrive ? kb->t->bar_arrive : kb->t->bar_sync;
-  kb_if_t g = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "bar0");
-  f(kb, base, threads);
-  kb_else(kb, &g);
-  f(kb, base + 1, threads);
-  kb_endif(kb, &g);
-}
-
-LLVMValueRef sd_wg_mbar(dsv4_kb *kb, const wg_ctx *x, int base, LLVMValueRef buf)
-{
-  return kb_byte_ptr(kb, x->mbars, LLVMBuildMul(kb->b, kb_zext64(kb, LLVMBuildAdd(kb->b, buf, kb_i32(kb, base), "")),
-                                                kb_i64(kb, 8), ""));
-}
-
-LLVMValueRef sd_wg_parity(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, int back)
-{
-  LLVMBuilderRef b = kb->b;
-  LLVMValueRef u = LLVMBuildLShr(b, LLVMBuildSub(b, i, x->lo, ""), kb_i32(kb, 1), "");
-  return LLVMBuildAnd(b, LLVMBuildAdd(b, u, kb_i32(kb, back), ""), kb_i32(kb, 1), "parity");
-}
-
 /* Arrive on barrier base + buf here and in the other CTA of the pair. */
 static void wg_release(dsv4_kb *kb, const wg_ctx *x, int base, LLVMValueRef buf)
 {

@@ -1,8 +1,10 @@
 /* warpgroup.h -- the warpgroup form of the sparse MLA decode (tile.matrix
  * where the target has wgmma: DSV4_FORM_WARPGROUP, and
  * DSV4_FORM_WARPGROUP_PAIR for CTA pairs), shared by its two files:
- * warpgroup.c (the entry, the consumer warpgroups) and
- * warpgroup_producers.c (the producer warps).  No other file includes it.
+ * warpgroup.c (the entry, the consumer warpgroups), which calls
+ * warpgroup_producers.c (the producer warps); the producers call nothing
+ * of warpgroup.c (the hand-offs both use are below).  No other file
+ * includes it.
  *
  * One CTA per (token, 64 heads), in three roles (form_rules.h fixes the
  * shape and the shared memory).  dsv4_decode_wg_producers() producer warps
@@ -94,16 +96,36 @@ static inline LLVMValueRef wg_buf(dsv4_kb *kb, LLVMValueRef region, LLVMValueRef
   return kb_byte_ptr(kb, region, LLVMBuildMul(kb->b, kb_zext64(kb, buf), kb_i64(kb, bytes), ""));
 }
 
+/* The hand-offs both roles use (here, so the producers need nothing of
+ * warpgroup.c). */
+
 /* bar.sync (arrive 0) or bar.arrive (arrive 1) on barrier base + buf (buf
  * i32 0 or 1, uniform: the barrier id must be an immediate). */
-void sd_wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int threads);
+static inline void sd_wg_bar(dsv4_kb *kb, int arrive, int base, LLVMValueRef buf, int threads)
+{
+  void (*f)(dsv4_kb *, int, int) = arrive ? kb->t->bar_arrive : kb->t->bar_sync;
+  kb_if_t g = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntEQ, buf, kb_i32(kb, 0), ""), "bar0");
+  f(kb, base, threads);
+  kb_else(kb, &g);
+  f(kb, base + 1, threads);
+  kb_endif(kb, &g);
+}
 
 /* Barrier object base + buf (pairs). */
-LLVMValueRef sd_wg_mbar(dsv4_kb *kb, const wg_ctx *x, int base, LLVMValueRef buf);
+static inline LLVMValueRef sd_wg_mbar(dsv4_kb *kb, const wg_ctx *x, int base, LLVMValueRef buf)
+{
+  return kb_byte_ptr(kb, x->mbars, LLVMBuildMul(kb->b, kb_zext64(kb, LLVMBuildAdd(kb->b, buf, kb_i32(kb, base), "")),
+                                                kb_i64(kb, 8), ""));
+}
 
 /* The parity of the phase of tile i's buffer that tile i (back 0) or tile
  * i - 2 (back 1) completes: its (i - lo) / 2-th use. */
-LLVMValueRef sd_wg_parity(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, int back);
+static inline LLVMValueRef sd_wg_parity(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, int back)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef u = LLVMBuildLShr(b, LLVMBuildSub(b, i, x->lo, ""), kb_i32(kb, 1), "");
+  return LLVMBuildAnd(b, LLVMBuildAdd(b, u, kb_i32(kb, back), ""), kb_i32(kb, 1), "parity");
+}
 
 /* The producers' role (warpgroup_producers.c): every tile into the K
  * buffers, then the staged output rows out. */
