@@ -125,9 +125,11 @@ static inline int dsv4_tile_value(const dsv4_tile *t, const dsv4_tile_field *f)
   return *(const int *)((const char *)t + f->slot);
 }
 
-/* The rows (each op's file). */
-extern const dsv4_op_rules dsv4_dequant_gather_rules, dsv4_paged_gather_rules, dsv4_kv_insert_rules,
-    dsv4_sparse_decode_rules, dsv4_paged_mqa_logits_rules, dsv4_topk_rules;
+/* The rows (each op's file), one an op of dsv4_abi.h's DSV4_OPS, named by
+ * its enum suffix: a new op without its row does not link. */
+#define X(e, s, d) extern const dsv4_op_rules dsv4_rules_##e;
+DSV4_OPS(X)
+#undef X
 /* gathers.c: the gather family's tile and its check (kv_insert takes both) */
 extern const dsv4_tile_field dsv4_gather_tile[];
 int dsv4_gather_check(const dsv4_kernel *k, dsv4_report *r);

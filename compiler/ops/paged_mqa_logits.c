@@ -95,7 +95,7 @@ static const dsv4_tile_field tile[] = {
     {NULL},
 };
 
-const dsv4_op_rules dsv4_paged_mqa_logits_rules = {
+const dsv4_op_rules dsv4_rules_PAGED_MQA_LOGITS = {
     .tile = tile,
     .fixed = {.tokens_per_thread = 1, .interleave = 1, .streaming = 1},
     .swept = "heads",

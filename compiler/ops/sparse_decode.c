@@ -133,7 +133,7 @@ static const dsv4_tile_field tile[] = {
     {NULL},
 };
 
-const dsv4_op_rules dsv4_sparse_decode_rules = {
+const dsv4_op_rules dsv4_rules_SPARSE_DECODE = {
     .tile = tile,
     .fixed = {.tokens_per_thread = 1, .streaming = 1},
     .swept = "v_dim",

@@ -26,7 +26,7 @@ static int topk_form(dsv4_choice *c)
   return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
 }
 
-const dsv4_op_rules dsv4_topk_rules = {
+const dsv4_op_rules dsv4_rules_TOPK = {
     .tile = tile,
     .fixed = {.values_per_thread = 1, .tokens_per_thread = 1, .interleave = 1},
     .swept = "k",
