@@ -24,6 +24,14 @@ const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name)
   return NULL;
 }
 
+int dsv4_op_kernel_fields(const char **names, int n, int max)
+{
+  for (int o = 1; o < DSV4_OP_COUNT; o++)
+    for (const char *const *f = dsv4_op_rules_of((dsv4_op)o)->fields; f && *f && n < max; f++)
+      names[n++] = *f;
+  return n;
+}
+
 int dsv4_reject(dsv4_report *r, const char *field, const char *fmt, ...)
 {
   char msg[512];

@@ -92,6 +92,7 @@ int dsv4_choice_record(dsv4_choice *c, int form);
  * the arch's limits). */
 typedef struct {
   const dsv4_tile_field *tile;
+  const char *const *fields; /* the kernel{} fields the op takes besides the shared ones (NULL-ended; NULL: none) */
   dsv4_tile fixed;
   const char *swept, *swept_tag;
   int (*check_tile)(const dsv4_kernel *k, dsv4_report *r);
@@ -116,6 +117,9 @@ int dsv4_logits_row_warp_maps(const dsv4_kernel *k, int threads);
 
 /* Op op's row (NULL for DSV4_OP_NONE or out of range). */
 const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op);
+/* The kernel fields of every op (each rules' `fields`), in op order, put
+ * at names[n] on; returns the new count (at most max: the rest dropped). */
+int dsv4_op_kernel_fields(const char **names, int n, int max);
 /* The tile field of op named name, or NULL. */
 const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name);
 /* The tile slot field f is kept in. */

@@ -97,6 +97,7 @@ static const dsv4_tile_field tile[] = {
 
 const dsv4_op_rules dsv4_rules_PAGED_MQA_LOGITS = {
     .tile = tile,
+    .fields = (const char *const[]){"heads", NULL},
     .fixed = {.tokens_per_thread = 1, .interleave = 1, .streaming = 1},
     .swept = "heads",
     .swept_tag = "nh",

@@ -135,6 +135,7 @@ static const dsv4_tile_field tile[] = {
 
 const dsv4_op_rules dsv4_rules_SPARSE_DECODE = {
     .tile = tile,
+    .fields = (const char *const[]){"v_dim", NULL},
     .fixed = {.tokens_per_thread = 1, .streaming = 1},
     .swept = "v_dim",
     .swept_tag = "vd",

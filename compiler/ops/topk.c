@@ -28,6 +28,7 @@ static int topk_form(dsv4_choice *c)
 
 const dsv4_op_rules dsv4_rules_TOPK = {
     .tile = tile,
+    .fields = (const char *const[]){"k", NULL},
     .fixed = {.values_per_thread = 1, .tokens_per_thread = 1, .interleave = 1},
     .swept = "k",
     .swept_tag = "k",

@@ -468,8 +468,9 @@ static void nil_layout(cursor *k)
 /* One kernel{} table (on the stack top) into the plan. */
 int sc_check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name",  "op",    "layout", "tile", "targets", "rope", "q",
-                                      "quant", "v_dim", "heads",  "k",    "sweep",   NULL};
+  const char *known[32] = {"name", "op", "layout", "tile", "targets"}; /* the shared fields, each op's, sweep */
+  int nknown = dsv4_op_kernel_fields(known, 5, 30);
+  known[nknown++] = "sweep";
   dsv4_plan *p = c->plan;
   dsv4_kernel *kn = &p->kernels[p->nkernels == DSV4_MAX_KERNELS ? 0 : p->nkernels];
   char kfile[DSV4_PATH_MAX] = "";
