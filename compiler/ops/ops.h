@@ -59,6 +59,21 @@ typedef struct dsv4_tile_field {
 
 #define DSV4_TILE_FIELDS_MAX 16
 
+/* An op's integer kernel{} field besides the tile (sparse_decode's v_dim,
+ * the logits' heads, topk's k): its name, whether the spec must give it,
+ * bounds and default (DSV4_KF_DIM: the layout's dims), the dsv4_kernel
+ * slot it is kept in, whether the checker reads it after the tile (else
+ * before: the tile's threads depend on it), and the rule run once it is
+ * read without error (NULL: none).  Another op's kernel given it is an error. */
+#define DSV4_KF_DIM (-1)
+typedef struct dsv4_kernel_field {
+  const char *name;
+  int required, lo, hi, def;
+  size_t slot; /* offsetof(dsv4_kernel, ...) */
+  int after_tile;
+  int (*rule)(const dsv4_kernel *k, dsv4_report *r);
+} dsv4_kernel_field;
+
 /* What choose_form knows of a target: its row in the capability table
  * (targets/caps.c, through caps.h's questions). */
 typedef struct {
@@ -93,6 +108,7 @@ int dsv4_choice_record(dsv4_choice *c, int form);
 typedef struct {
   const dsv4_tile_field *tile;
   const char *const *fields; /* the kernel{} fields the op takes besides the shared ones (NULL-ended; NULL: none) */
+  const dsv4_kernel_field *kint; /* the one of them read as an integer by its row (NULL: none) */
   dsv4_tile fixed;
   const char *swept, *swept_tag;
   int (*check_tile)(const dsv4_kernel *k, dsv4_report *r);

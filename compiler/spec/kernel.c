@@ -293,61 +293,24 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
-/* The logits kernel's heads and what it needs of the layout: every value
- * e4m3 in one segment with one scale per token (applied after the head
- * sum, docs/ops.md section 4). */
-static int check_logits(cursor *k, dsv4_kernel *kn)
+/* Each op's integer kernel field (its rules' kint: ops.h) the checker
+ * reads at this point (after: after the tile, else before), in op order:
+ * read and ruled for the kernel's op, an error where another op's kernel
+ * gives it. */
+static int check_op_ints(cursor *k, dsv4_kernel *kn, int after)
 {
-  int has, bad = 0;
-  if (op_field(k, kn, DSV4_OP_PAGED_MQA_LOGITS, "heads", &has, &bad))
-    return bad;
-  const dsv4_layout *l = &kn->layout;
-  bad = sc_get_int(k, "heads", 1, 1, 1024, 0, &kn->heads);
-  const dsv4_segment *s = &l->seg[0];
-  if (!bad && (l->nseg != 1 || s->type != DSV4_DT_E4M3 || s->d0 != 0 || s->d1 != l->dim || s->scale_tensor ||
-               s->scale_type != DSV4_DT_F32 || s->scale_group != l->dim || l->dim % 16)) {
-    FERR(k, "layout", "'%s': the logits kernel reads one e4m3 segment over all dims (a multiple of 16) with one fp32 "
-         "scale per token, like indexer_fp8", l->name);
-    bad = 1;
-  }
-  return bad;
-}
-
-/* The top-k kernel's K. */
-static int check_topk(cursor *k, dsv4_kernel *kn)
-{
-  int has, bad = 0;
-  if (op_field(k, kn, DSV4_OP_TOPK, "k", &has, &bad))
-    return bad;
-  return sc_get_int(k, "k", 1, 1, 65536, 0, &kn->topk);
-}
-
-/* The decode kernel's v_dim: the first v_dim dims of K are V (576 / 512 for
- * DSv3.2); lanes of V are whole lanes, and a row's lanes one reduction group. */
-static int check_decode(cursor *k, dsv4_kernel *kn)
-{
-  int has, bad = 0;
-  if (op_field(k, kn, DSV4_OP_SPARSE_DECODE, "v_dim", &has, &bad))
-    return bad;
-  const dsv4_layout *l = &kn->layout;
-  int v = kn->tile.values_per_thread;
-  bad = sc_get_int(k, "v_dim", 0, 1, 4096, l->dim, &kn->v_dim);
-  if (!bad && (kn->v_dim > l->dim || kn->v_dim % v)) {
-    FERR(k, "v_dim", "= %d must be at most the layout's %d dims and a multiple of values_per_thread %d", kn->v_dim,
-         l->dim, v);
-    bad = 1;
-  }
-  if (!bad && kn->tile.matrix && kn->v_dim % (16 * DSV4_DECODE_WARPS)) {
-    FERR(k, "v_dim", "= %d: tile.matrix needs a multiple of %d (%d parts of 16-dim n-tile pairs)", kn->v_dim,
-         16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
-    bad = 1;
-  }
-  /* which matrix form (and whether tile.pair and tile.prefetch have
-   * one to apply to) is choose_form's, per target (compiler/ops/sparse_decode.c) */
-  if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
-    FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
-         "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
-    bad = 1;
+  int bad = 0;
+  for (int o = 1; o < DSV4_OP_COUNT && !bad; o++) {
+    const dsv4_kernel_field *f = dsv4_op_rules_of((dsv4_op)o)->kint;
+    int has;
+    if (!f || f->after_tile != after || op_field(k, kn, (dsv4_op)o, f->name, &has, &bad))
+      continue;
+    int32_t *slot = (int32_t *)((char *)kn + f->slot);
+    bad = sc_get_int(k, f->name, f->required, f->lo, f->hi, f->def == DSV4_KF_DIM ? kn->layout.dim : f->def, slot);
+    if (!bad && f->rule) {
+      spec_report rep = {{report_at}, k, NULL};
+      bad = f->rule(kn, &rep.r);
+    }
   }
   return bad;
 }
@@ -533,15 +496,13 @@ int sc_check_kernel(checker *c, int idx)
   lua_pop(c->L, 1);
   bad |= check_targets(&k, kn);
   if (!bad)
-    bad |= check_logits(&k, kn);
-  if (!bad)
-    bad |= check_topk(&k, kn);
+    bad |= check_op_ints(&k, kn, 0);
   if (!bad)
     bad |= check_tile(&k, kn);
   if (!bad)
     bad |= check_writer(&k, kn);
   if (!bad)
-    bad |= check_decode(&k, kn);
+    bad |= check_op_ints(&k, kn, 1);
   if (!bad)
     bad |= choose_forms(&k, kn);
   if (!bad) {
