@@ -10,6 +10,8 @@
 #ifndef DSV4_FORM_RULES_H
 #define DSV4_FORM_RULES_H
 
+#include <stddef.h>
+
 #include "dsv4_abi.h"
 #include "dsv4_layout.h"
 #include "kernel_geometry.h"
@@ -77,30 +79,6 @@ static inline int dsv4_decode_wg_shape_ok(int dim, int v_dim, int heads_per_cta)
 }
 static inline int dsv4_decode_combine_threads(int v_dim) { return (v_dim / 4 + 31) / 32 * 32; }
 
-/* Threads per CTA of an op's kernel in a form: the rule choose_form
- * (compiler/ops/) records in the launch record.  The gathers give each token dim/vpt lanes; the
- * writer pads a token's lanes to a power of two so that scale groups are
- * aligned thread groups. */
-static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,
-                                  int form)
-{
-  if (vpt <= 0 || tokens_per_thread <= 0)
-    return 0;
-  if (op == DSV4_OP_SPARSE_DECODE && (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR))
-    return dsv4_decode_wg_threads(form);
-  if (op == DSV4_OP_SPARSE_DECODE && form == DSV4_FORM_WARP) /* DSV4_DECODE_WARPS warps per 16 heads */
-    return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP))
-    return DSV4_LOGITS_WARPS * 32; /* (the row warp-matrix form keeps the portable geometry) */
-  if (op == DSV4_OP_PAGED_MQA_LOGITS) /* vpt = heads per thread: a position's head groups */
-    return tokens_per_cta * (heads / vpt);
-  if (op == DSV4_OP_TOPK) /* tokens_per_cta = threads working on one row */
-    return tokens_per_cta;
-  if (op == DSV4_OP_KV_INSERT || op == DSV4_OP_SPARSE_DECODE) /* decode: tokens_per_cta = heads per CTA */
-    return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
-  return dim / vpt * (tokens_per_cta / tokens_per_thread);
-}
-
 /* The warp-matrix form of sparse_decode (tile.matrix) stages, in dynamic
  * shared memory: q (heads_per_cta rows) and one tile of DSV4_DECODE_TILE
  * dequantized K rows (bf16, rows padded by 16 bytes so that the 8 rows one
@@ -125,6 +103,104 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
          DSV4_DECODE_TILE * 8 + dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
 }
 
+
+/* Each op's geometry in a form: threads per CTA (the rule choose_form,
+ * compiler/ops/, records in the launch record), whether the form takes the
+ * shape (NULL: every shape), and its dynamic shared memory (NULL: none).
+ * dsv4_op_geometry_of indexes them by op from DSV4_OPS: a new op is its
+ * DSV4_GEOMETRY_<OP> row here, or the header does not compile.  vpt and
+ * tokens_per_thread are positive (dsv4_op_threads holds them). */
+typedef struct {
+  int (*threads)(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads);
+  int (*takes)(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim);
+  int (*shared_bytes)(int form, const dsv4_layout *l, int tokens_per_cta);
+} dsv4_op_geometry;
+
+/* The gathers give each token dim/vpt lanes. */
+static inline int dsv4_gather_threads(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread,
+                                      int heads)
+{
+  return dim / vpt * (tokens_per_cta / tokens_per_thread);
+}
+/* The writer pads a token's lanes to a power of two so that scale groups
+ * are aligned thread groups. */
+static inline int dsv4_insert_threads(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread,
+                                      int heads)
+{
+  return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
+}
+static inline int dsv4_decode_wg_form(int form)
+{
+  return form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR;
+}
+/* sparse_decode: tokens_per_cta = heads per CTA; the warp form has
+ * DSV4_DECODE_WARPS warps per 16 heads, the portable one the writer's lanes */
+static inline int dsv4_decode_threads(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread,
+                                      int heads)
+{
+  if (dsv4_decode_wg_form(form))
+    return dsv4_decode_wg_threads(form);
+  if (form == DSV4_FORM_WARP)
+    return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
+  return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
+}
+/* the warpgroup forms: 64 heads a CTA, V of 512 dims */
+static inline int dsv4_decode_takes(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim)
+{
+  return !dsv4_decode_wg_form(form) || dsv4_decode_wg_shape_ok(l->dim, v_dim, tokens_per_cta);
+}
+static inline int dsv4_decode_form_shared_bytes(int form, const dsv4_layout *l, int tokens_per_cta)
+{
+  return form != DSV4_FORM_PORTABLE ? dsv4_decode_shared_bytes(l, tokens_per_cta, form) : 0;
+}
+static inline int dsv4_logits_batch_form(int form) { return form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP; }
+/* paged_mqa_logits: the batch forms DSV4_LOGITS_WARPS warps (the row
+ * warp-matrix form keeps the portable geometry); vpt = heads per thread:
+ * a position's head groups */
+static inline int dsv4_logits_threads(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread,
+                                      int heads)
+{
+  return dsv4_logits_batch_form(form) ? DSV4_LOGITS_WARPS * 32 : tokens_per_cta * (heads / vpt);
+}
+/* the batch forms: a step of whole DSV4_LOGITS_WARPS * 32 positions, as
+ * the spec checker holds tokens_per_cta */
+static inline int dsv4_logits_takes(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim)
+{
+  return !dsv4_logits_batch_form(form) || tokens_per_cta % (DSV4_LOGITS_WARPS * 32) == 0;
+}
+/* topk: tokens_per_cta = threads working on one row */
+static inline int dsv4_topk_threads(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads)
+{
+  return tokens_per_cta;
+}
+
+#define DSV4_GEOMETRY_DEQUANT_GATHER {dsv4_gather_threads, NULL, NULL}
+#define DSV4_GEOMETRY_PAGED_GATHER {dsv4_gather_threads, NULL, NULL}
+#define DSV4_GEOMETRY_KV_INSERT {dsv4_insert_threads, NULL, NULL}
+#define DSV4_GEOMETRY_SPARSE_DECODE {dsv4_decode_threads, dsv4_decode_takes, dsv4_decode_form_shared_bytes}
+#define DSV4_GEOMETRY_PAGED_MQA_LOGITS {dsv4_logits_threads, dsv4_logits_takes, NULL}
+#define DSV4_GEOMETRY_TOPK {dsv4_topk_threads, NULL, NULL}
+
+/* Op op's geometry (an op out of range: the gathers'). */
+static inline const dsv4_op_geometry *dsv4_op_geometry_of(int op)
+{
+  static const dsv4_op_geometry rows[DSV4_OP_COUNT] = {
+#define X(e, s, d) [DSV4_OP_##e] = DSV4_GEOMETRY_##e,
+      DSV4_OPS(X)
+#undef X
+  };
+  static const dsv4_op_geometry other = DSV4_GEOMETRY_DEQUANT_GATHER;
+  return op > DSV4_OP_NONE && op < DSV4_OP_COUNT ? &rows[op] : &other;
+}
+
+/* Threads per CTA of an op's kernel in a form (0: none maps). */
+static inline int dsv4_op_threads(int op, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads,
+                                  int form)
+{
+  if (vpt <= 0 || tokens_per_thread <= 0)
+    return 0;
+  return dsv4_op_geometry_of(op)->threads(form, dim, vpt, tokens_per_cta, tokens_per_thread, heads);
+}
 
 /* The forms each op has, with the grid rule each launches by and its
  * companion kernel: the one table of op -> form -> grid.  The compiler's
@@ -189,18 +265,14 @@ static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int v
                                    int tokens_per_thread, int heads, int v_dim, dsv4_launch *out)
 {
   dsv4_form_row row = dsv4_form_of((uint32_t)op, (uint32_t)form);
-  int matrix = op == DSV4_OP_SPARSE_DECODE && form != DSV4_FORM_PORTABLE;
   if (!row.grid)
     return 1;
-  if (op == DSV4_OP_SPARSE_DECODE && (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR) &&
-      !dsv4_decode_wg_shape_ok(l->dim, v_dim, tokens_per_cta))
-    return 1;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP) &&
-      tokens_per_cta % (DSV4_LOGITS_WARPS * 32))
+  const dsv4_op_geometry *g = dsv4_op_geometry_of(op);
+  if (g->takes && !g->takes(form, l, tokens_per_cta, v_dim))
     return 1;
   out->form = (uint32_t)form;
   out->threads = (uint32_t)dsv4_op_threads(op, l->dim, vpt, tokens_per_cta, tokens_per_thread, heads, form);
-  out->shared_bytes = matrix ? (uint32_t)dsv4_decode_shared_bytes(l, tokens_per_cta, form) : 0;
+  out->shared_bytes = g->shared_bytes ? (uint32_t)g->shared_bytes(form, l, tokens_per_cta) : 0;
   out->cluster = form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1;
   out->grid = row.grid;
   out->second = row.second;

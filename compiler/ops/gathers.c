@@ -62,7 +62,7 @@ static int gather_form(dsv4_choice *c)
   return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
 }
 
-const dsv4_op_rules dsv4_dequant_gather_rules = {
+const dsv4_op_rules dsv4_rules_DEQUANT_GATHER = {
     .tile = dsv4_gather_tile, .check_tile = dsv4_gather_check, .choose_form = gather_form};
-const dsv4_op_rules dsv4_paged_gather_rules = {
+const dsv4_op_rules dsv4_rules_PAGED_GATHER = {
     .tile = dsv4_gather_tile, .check_tile = dsv4_gather_check, .choose_form = gather_form};

@@ -8,5 +8,7 @@ static int kv_insert_form(dsv4_choice *c)
   return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
 }
 
-const dsv4_op_rules dsv4_kv_insert_rules = {
-    .tile = dsv4_gather_tile, .check_tile = dsv4_gather_check, .choose_form = kv_insert_form};
+static const char *const fields[] = {"rope", "q", "quant", NULL};
+
+const dsv4_op_rules dsv4_rules_KV_INSERT = {
+    .tile = dsv4_gather_tile, .fields = fields, .check_tile = dsv4_gather_check, .choose_form = kv_insert_form};

@@ -1,4 +1,4 @@
-/* ops.c -- the ops' rows of rules (ops.h), indexed by op. */
+/* ops.c -- the ops' rows of rules (ops.h), indexed by op from DSV4_OPS. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,12 +8,9 @@
 const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op)
 {
   static const dsv4_op_rules *const rows[DSV4_OP_COUNT] = {
-      [DSV4_OP_DEQUANT_GATHER] = &dsv4_dequant_gather_rules,
-      [DSV4_OP_PAGED_GATHER] = &dsv4_paged_gather_rules,
-      [DSV4_OP_KV_INSERT] = &dsv4_kv_insert_rules,
-      [DSV4_OP_SPARSE_DECODE] = &dsv4_sparse_decode_rules,
-      [DSV4_OP_PAGED_MQA_LOGITS] = &dsv4_paged_mqa_logits_rules,
-      [DSV4_OP_TOPK] = &dsv4_topk_rules,
+#define X(e, s, d) [DSV4_OP_##e] = &dsv4_rules_##e,
+      DSV4_OPS(X)
+#undef X
   };
   return (unsigned)op < DSV4_OP_COUNT ? rows[op] : NULL;
 }
@@ -25,6 +22,14 @@ const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name)
     if (!strcmp(f->name, name))
       return f;
   return NULL;
+}
+
+int dsv4_op_kernel_fields(const char **names, int n, int max)
+{
+  for (int o = 1; o < DSV4_OP_COUNT; o++)
+    for (const char *const *f = dsv4_op_rules_of((dsv4_op)o)->fields; f && *f && n < max; f++)
+      names[n++] = *f;
+  return n;
 }
 
 int dsv4_reject(dsv4_report *r, const char *field, const char *fmt, ...)

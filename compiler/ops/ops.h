@@ -59,6 +59,21 @@ typedef struct dsv4_tile_field {
 
 #define DSV4_TILE_FIELDS_MAX 16
 
+/* An op's integer kernel{} field besides the tile (sparse_decode's v_dim,
+ * the logits' heads, topk's k): its name, whether the spec must give it,
+ * bounds and default (DSV4_KF_DIM: the layout's dims), the dsv4_kernel
+ * slot it is kept in, whether the checker reads it after the tile (else
+ * before: the tile's threads depend on it), and the rule run once it is
+ * read without error (NULL: none).  Another op's kernel given it is an error. */
+#define DSV4_KF_DIM (-1)
+typedef struct dsv4_kernel_field {
+  const char *name;
+  int required, lo, hi, def;
+  size_t slot; /* offsetof(dsv4_kernel, ...) */
+  int after_tile;
+  int (*rule)(const dsv4_kernel *k, dsv4_report *r);
+} dsv4_kernel_field;
+
 /* What choose_form knows of a target: its row in the capability table
  * (targets/caps.c, through caps.h's questions). */
 typedef struct {
@@ -92,6 +107,8 @@ int dsv4_choice_record(dsv4_choice *c, int form);
  * the arch's limits). */
 typedef struct {
   const dsv4_tile_field *tile;
+  const char *const *fields; /* the kernel{} fields the op takes besides the shared ones (NULL-ended; NULL: none) */
+  const dsv4_kernel_field *kint; /* the one of them read as an integer by its row (NULL: none) */
   dsv4_tile fixed;
   const char *swept, *swept_tag;
   int (*check_tile)(const dsv4_kernel *k, dsv4_report *r);
@@ -116,6 +133,9 @@ int dsv4_logits_row_warp_maps(const dsv4_kernel *k, int threads);
 
 /* Op op's row (NULL for DSV4_OP_NONE or out of range). */
 const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op);
+/* The kernel fields of every op (each rules' `fields`), in op order, put
+ * at names[n] on; returns the new count (at most max: the rest dropped). */
+int dsv4_op_kernel_fields(const char **names, int n, int max);
 /* The tile field of op named name, or NULL. */
 const dsv4_tile_field *dsv4_tile_field_of(dsv4_op op, const char *name);
 /* The tile slot field f is kept in. */
@@ -125,9 +145,11 @@ static inline int dsv4_tile_value(const dsv4_tile *t, const dsv4_tile_field *f)
   return *(const int *)((const char *)t + f->slot);
 }
 
-/* The rows (each op's file). */
-extern const dsv4_op_rules dsv4_dequant_gather_rules, dsv4_paged_gather_rules, dsv4_kv_insert_rules,
-    dsv4_sparse_decode_rules, dsv4_paged_mqa_logits_rules, dsv4_topk_rules;
+/* The rows (each op's file), one an op of dsv4_abi.h's DSV4_OPS, named by
+ * its enum suffix: a new op without its row does not link. */
+#define X(e, s, d) extern const dsv4_op_rules dsv4_rules_##e;
+DSV4_OPS(X)
+#undef X
 /* gathers.c: the gather family's tile and its check (kv_insert takes both) */
 extern const dsv4_tile_field dsv4_gather_tile[];
 int dsv4_gather_check(const dsv4_kernel *k, dsv4_report *r);

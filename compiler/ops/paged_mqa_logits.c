@@ -95,8 +95,29 @@ static const dsv4_tile_field tile[] = {
     {NULL},
 };
 
-const dsv4_op_rules dsv4_paged_mqa_logits_rules = {
+/* What the logits kernel needs of the layout: every value e4m3 in one
+ * segment with one scale per token (applied after the head sum,
+ * docs/ops.md section 4). */
+static int logits_layout_check(const dsv4_kernel *k, dsv4_report *r)
+{
+  const dsv4_layout *l = &k->layout;
+  const dsv4_segment *s = &l->seg[0];
+  if (l->nseg != 1 || s->type != DSV4_DT_E4M3 || s->d0 != 0 || s->d1 != l->dim || s->scale_tensor ||
+      s->scale_type != DSV4_DT_F32 || s->scale_group != l->dim || l->dim % 16)
+    return dsv4_reject(r, "layout",
+                       "'%s': the logits kernel reads one e4m3 segment over all dims (a multiple of 16) "
+                       "with one fp32 scale per token, like indexer_fp8",
+                       l->name);
+  return 0;
+}
+
+/* heads: read before the tile (a thread's heads divide it) */
+static const dsv4_kernel_field heads = {"heads", 1, 1, 1024, 0, offsetof(dsv4_kernel, heads), 0, logits_layout_check};
+
+const dsv4_op_rules dsv4_rules_PAGED_MQA_LOGITS = {
+    .kint = &heads,
     .tile = tile,
+    .fields = (const char *const[]){"heads", NULL},
     .fixed = {.tokens_per_thread = 1, .interleave = 1, .streaming = 1},
     .swept = "heads",
     .swept_tag = "nh",

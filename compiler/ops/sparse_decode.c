@@ -133,8 +133,35 @@ static const dsv4_tile_field tile[] = {
     {NULL},
 };
 
-const dsv4_op_rules dsv4_sparse_decode_rules = {
+/* v_dim: the first v_dim dims of K are V (576 / 512 for DSv3.2); lanes of
+ * V are whole lanes, and a row's lanes one reduction group. */
+static int v_dim_check(const dsv4_kernel *k, dsv4_report *r)
+{
+  const dsv4_layout *l = &k->layout;
+  int v = k->tile.values_per_thread;
+  if (k->v_dim > l->dim || k->v_dim % v)
+    return dsv4_reject(r, "v_dim", "= %d must be at most the layout's %d dims and a multiple of values_per_thread %d",
+                       k->v_dim, l->dim, v);
+  if (k->tile.matrix && k->v_dim % (16 * DSV4_DECODE_WARPS))
+    return dsv4_reject(r, "v_dim", "= %d: tile.matrix needs a multiple of %d (%d parts of 16-dim n-tile pairs)",
+                       k->v_dim, 16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
+  /* which matrix form (and whether tile.pair and tile.prefetch have
+   * one to apply to) is choose_form's, per target (sparse_decode_form) */
+  if (!k->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32)
+    return dsv4_reject(r, "tile",
+                       "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide "
+                       "reduction: raise values_per_thread",
+                       l->dim / v, dsv4_pow2ceil(l->dim / v));
+  return 0;
+}
+
+/* v_dim: read after the tile (its bounds are in values_per_thread) */
+static const dsv4_kernel_field v_dim = {"v_dim", 0, 1, 4096, DSV4_KF_DIM, offsetof(dsv4_kernel, v_dim), 1, v_dim_check};
+
+const dsv4_op_rules dsv4_rules_SPARSE_DECODE = {
+    .kint = &v_dim,
     .tile = tile,
+    .fields = (const char *const[]){"v_dim", NULL},
     .fixed = {.tokens_per_thread = 1, .streaming = 1},
     .swept = "v_dim",
     .swept_tag = "vd",

@@ -26,8 +26,13 @@ static int topk_form(dsv4_choice *c)
   return dsv4_choice_record(c, DSV4_FORM_PORTABLE);
 }
 
-const dsv4_op_rules dsv4_topk_rules = {
+/* k: K, read before the tile */
+static const dsv4_kernel_field topk_k = {"k", 1, 1, 65536, 0, offsetof(dsv4_kernel, topk), 0, NULL};
+
+const dsv4_op_rules dsv4_rules_TOPK = {
+    .kint = &topk_k,
     .tile = tile,
+    .fields = (const char *const[]){"k", NULL},
     .fixed = {.values_per_thread = 1, .tokens_per_thread = 1, .interleave = 1},
     .swept = "k",
     .swept_tag = "k",

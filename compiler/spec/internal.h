@@ -8,7 +8,8 @@
  *             rules, compiler/ops/), the kernel fields of each op
  *   sweep.c   a kernel{}'s sweep: its variants, each checked by kernel.c
  *   sandbox.c the bounded Lua sandbox (sandbox.h)
- *   spec.c    dsv4_spec_load: the sandbox, then the checks
+ *   spec.c    dsv4_spec_load: the sandbox, then the checks (each kernel{} table frozen,
+ *             then handed to sweep.c or kernel.c: neither calls back into the other's caller)
  *   dump.c    --emit plan
  */
 #ifndef DSV4_SPEC_INTERNAL_H
@@ -84,14 +85,17 @@ int sc_get_dtype(cursor *k, const char *key, int required, unsigned mask, int32_
 int sc_table_pos(checker *c, int idx, char *file, size_t n, int *line);
 /* layout.c */
 int sc_check_layout_table(checker *c, int idx, const char *owner, dsv4_layout *l);
-/* kernel.c: one kernel{} table; every queued one (through lua_pcall) */
+/* kernel.c: one kernel{} table (sweep.c checks each variant by it; kernel.c
+ * calls nothing of sweep.c) */
 int sc_check_kernel(checker *c, int idx);
-int sc_check_all(lua_State *L);
 void sc_tile_fields(dsv4_op op, const char **names); /* NULL-ended; DSV4_TILE_FIELDS_MAX + 1 */
 /* sweep.c: whether the kernel{} table at idx has a sweep field; its
  * expansion into checked variants; the spec's hash (spec.c calls it) */
 int sc_has_sweep(checker *c, int idx);
 int sc_check_sweep(checker *c, int idx);
 void sc_spec_hash(checker *c, const char *path);
+/* spec.c: every queued kernel{} table, frozen, then checked by sweep.c or
+ * kernel.c (through lua_pcall) */
+int sc_check_all(lua_State *L);
 
 #endif

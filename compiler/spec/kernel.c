@@ -293,61 +293,24 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
-/* The logits kernel's heads and what it needs of the layout: every value
- * e4m3 in one segment with one scale per token (applied after the head
- * sum, docs/ops.md section 4). */
-static int check_logits(cursor *k, dsv4_kernel *kn)
+/* Each op's integer kernel field (its rules' kint: ops.h) the checker
+ * reads at this point (after: after the tile, else before), in op order:
+ * read and ruled for the kernel's op, an error where another op's kernel
+ * gives it. */
+static int check_op_ints(cursor *k, dsv4_kernel *kn, int after)
 {
-  int has, bad = 0;
-  if (op_field(k, kn, DSV4_OP_PAGED_MQA_LOGITS, "heads", &has, &bad))
-    return bad;
-  const dsv4_layout *l = &kn->layout;
-  bad = sc_get_int(k, "heads", 1, 1, 1024, 0, &kn->heads);
-  const dsv4_segment *s = &l->seg[0];
-  if (!bad && (l->nseg != 1 || s->type != DSV4_DT_E4M3 || s->d0 != 0 || s->d1 != l->dim || s->scale_tensor ||
-               s->scale_type != DSV4_DT_F32 || s->scale_group != l->dim || l->dim % 16)) {
-    FERR(k, "layout", "'%s': the logits kernel reads one e4m3 segment over all dims (a multiple of 16) with one fp32 "
-         "scale per token, like indexer_fp8", l->name);
-    bad = 1;
-  }
-  return bad;
-}
-
-/* The top-k kernel's K. */
-static int check_topk(cursor *k, dsv4_kernel *kn)
-{
-  int has, bad = 0;
-  if (op_field(k, kn, DSV4_OP_TOPK, "k", &has, &bad))
-    return bad;
-  return sc_get_int(k, "k", 1, 1, 65536, 0, &kn->topk);
-}
-
-/* The decode kernel's v_dim: the first v_dim dims of K are V (576 / 512 for
- * DSv3.2); lanes of V are whole lanes, and a row's lanes one reduction group. */
-static int check_decode(cursor *k, dsv4_kernel *kn)
-{
-  int has, bad = 0;
-  if (op_field(k, kn, DSV4_OP_SPARSE_DECODE, "v_dim", &has, &bad))
-    return bad;
-  const dsv4_layout *l = &kn->layout;
-  int v = kn->tile.values_per_thread;
-  bad = sc_get_int(k, "v_dim", 0, 1, 4096, l->dim, &kn->v_dim);
-  if (!bad && (kn->v_dim > l->dim || kn->v_dim % v)) {
-    FERR(k, "v_dim", "= %d must be at most the layout's %d dims and a multiple of values_per_thread %d", kn->v_dim,
-         l->dim, v);
-    bad = 1;
-  }
-  if (!bad && kn->tile.matrix && kn->v_dim % (16 * DSV4_DECODE_WARPS)) {
-    FERR(k, "v_dim", "= %d: tile.matrix needs a multiple of %d (%d parts of 16-dim n-tile pairs)", kn->v_dim,
-         16 * DSV4_DECODE_WARPS, DSV4_DECODE_WARPS);
-    bad = 1;
-  }
-  /* which matrix form (and whether tile.pair and tile.prefetch have
-   * one to apply to) is choose_form's, per target (compiler/ops/sparse_decode.c) */
-  if (!bad && !kn->tile.matrix && dsv4_pow2ceil(l->dim / v) > 32) {
-    FERR(k, "tile", "gives %d lanes a head (padded to %d); a head's lanes must fit one 32-wide reduction: raise "
-         "values_per_thread", l->dim / v, dsv4_pow2ceil(l->dim / v));
-    bad = 1;
+  int bad = 0;
+  for (int o = 1; o < DSV4_OP_COUNT && !bad; o++) {
+    const dsv4_kernel_field *f = dsv4_op_rules_of((dsv4_op)o)->kint;
+    int has;
+    if (!f || f->after_tile != after || op_field(k, kn, (dsv4_op)o, f->name, &has, &bad))
+      continue;
+    int32_t *slot = (int32_t *)((char *)kn + f->slot);
+    bad = sc_get_int(k, f->name, f->required, f->lo, f->hi, f->def == DSV4_KF_DIM ? kn->layout.dim : f->def, slot);
+    if (!bad && f->rule) {
+      spec_report rep = {{report_at}, k, NULL};
+      bad = f->rule(kn, &rep.r);
+    }
   }
   return bad;
 }
@@ -468,8 +431,9 @@ static void nil_layout(cursor *k)
 /* One kernel{} table (on the stack top) into the plan. */
 int sc_check_kernel(checker *c, int idx)
 {
-  static const char *const known[] = {"name",  "op",    "layout", "tile", "targets", "rope", "q",
-                                      "quant", "v_dim", "heads",  "k",    "sweep",   NULL};
+  const char *known[32] = {"name", "op", "layout", "tile", "targets"}; /* the shared fields, each op's, sweep */
+  int nknown = dsv4_op_kernel_fields(known, 5, 30);
+  known[nknown++] = "sweep";
   dsv4_plan *p = c->plan;
   dsv4_kernel *kn = &p->kernels[p->nkernels == DSV4_MAX_KERNELS ? 0 : p->nkernels];
   char kfile[DSV4_PATH_MAX] = "";
@@ -532,15 +496,13 @@ int sc_check_kernel(checker *c, int idx)
   lua_pop(c->L, 1);
   bad |= check_targets(&k, kn);
   if (!bad)
-    bad |= check_logits(&k, kn);
-  if (!bad)
-    bad |= check_topk(&k, kn);
+    bad |= check_op_ints(&k, kn, 0);
   if (!bad)
     bad |= check_tile(&k, kn);
   if (!bad)
     bad |= check_writer(&k, kn);
   if (!bad)
-    bad |= check_decode(&k, kn);
+    bad |= check_op_ints(&k, kn, 1);
   if (!bad)
     bad |= choose_forms(&k, kn);
   if (!bad) {
@@ -553,94 +515,4 @@ int sc_check_kernel(checker *c, int idx)
       p->layouts[p->nlayouts++] = kn->layout;
   }
   return bad;
-}
-
-#define FREEZE_DEPTH 16 /* tables deeper than the checker reads (kernel.layout.segments[i].scale) stay shared */
-
-/* Push a copy of the value at stack index idx (absolute): a table is
- * copied with its fields copied likewise (keys as they are), keeping its
- * metatable and its layout{} / kernel{} position; other values are pushed
- * as they are.  seen (a stack index) maps each table copied to its copy,
- * so shared tables stay shared and cycles end.  A metatable with __gc is
- * not put on a copy (Lua would then finalize it outside the budget): that
- * table is kept as it is. */
-static void push_frozen(lua_State *L, int idx, int seen, int depth)
-{
-  luaL_checkstack(L, 8, "the spec's tables nest too deeply");
-  if (lua_type(L, idx) != LUA_TTABLE || depth == 0) {
-    lua_pushvalue(L, idx);
-    return;
-  }
-  lua_pushvalue(L, idx);
-  if (lua_rawget(L, seen) != LUA_TNIL)
-    return; /* copied already */
-  lua_pop(L, 1);
-  int mt = lua_getmetatable(L, idx);
-  if (mt && (lua_pushliteral(L, "__gc"), lua_rawget(L, -2) != LUA_TNIL)) {
-    lua_pop(L, 2);
-    lua_pushvalue(L, idx);
-    return;
-  }
-  if (mt)
-    lua_pop(L, 2); /* __gc's nil and the metatable (fetched again below) */
-  lua_newtable(L);
-  int copy = lua_gettop(L);
-  lua_pushvalue(L, idx);
-  lua_pushvalue(L, copy);
-  lua_rawset(L, seen);
-  if (lua_getmetatable(L, idx))
-    lua_setmetatable(L, copy);
-  lua_getfield(L, LUA_REGISTRYINDEX, POS_KEY);
-  lua_pushvalue(L, idx);
-  if (lua_rawget(L, -2) != LUA_TNIL) {
-    lua_pushvalue(L, copy);
-    lua_insert(L, -2);
-    lua_rawset(L, -3);
-  } else
-    lua_pop(L, 1);
-  lua_pop(L, 1);
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    int v = lua_gettop(L);
-    lua_pushvalue(L, v - 1);
-    push_frozen(L, v, seen, depth - 1);
-    lua_rawset(L, copy);
-    lua_pop(L, 1);
-  }
-}
-
-/* Check every queued kernel{} table (called through lua_pcall).  The
- * tables are copied first, all of them, before any is checked: a sweep's
- * constraints run during the check, and a constraint writing into the
- * spec's tables through an upvalue (a swept list, the tile, a layout)
- * must not change what this or any later kernel is built from. */
-int sc_check_all(lua_State *L)
-{
-  checker *c = lua_touserdata(L, 1);
-  int rc = 0;
-  lua_getfield(L, LUA_REGISTRYINDEX, KERNELS_KEY);
-  int list = lua_gettop(L);
-  int n = (int)lua_rawlen(L, list);
-  if (n == 0) {
-    dsv4_error(c->d, c->plan->file, 0, "the spec declares no kernel (call kernel { ... })");
-    rc = 1;
-  }
-  lua_newtable(L);
-  int seen = lua_gettop(L);
-  lua_createtable(L, n, 0);
-  int frozen = lua_gettop(L);
-  for (int i = 1; i <= n; i++) {
-    lua_rawgeti(L, list, i);
-    push_frozen(L, lua_gettop(L), seen, FREEZE_DEPTH);
-    lua_rawseti(L, frozen, i);
-    lua_pop(L, 1);
-  }
-  for (int i = 1; i <= n; i++) {
-    lua_rawgeti(L, frozen, i);
-    /* a kernel{} with a sweep stands for its variants (sweep.c) */
-    rc |= sc_has_sweep(c, lua_gettop(L)) ? sc_check_sweep(c, lua_gettop(L)) : sc_check_kernel(c, lua_gettop(L));
-    lua_pop(L, 1);
-  }
-  lua_pushinteger(L, rc);
-  return 1;
 }

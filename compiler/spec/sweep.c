@@ -334,7 +334,16 @@ static int read_constraints(expansion *e, int bad)
   lua_State *L = e->c->L;
   checker *c = e->c;
   if (!bad && e->ns == 0) {
-    FERR(&e->k, "sweep", "sweeps no field (give sweep.tile.<field> = { values }, or v_dim, heads or k)");
+    char fields[128] = ""; /* the ops' swept kernel fields: "v_dim, heads or k" */
+    const char *last = NULL;
+    for (int o = 1; o < DSV4_OP_COUNT; o++) {
+      const char *f = dsv4_op_rules_of((dsv4_op)o)->swept;
+      if (f && last)
+        snprintf(fields + strlen(fields), sizeof fields - strlen(fields), "%s%s", fields[0] ? ", " : "", last);
+      last = f ? f : last;
+    }
+    FERR(&e->k, "sweep", "sweeps no field (give sweep.tile.<field> = { values }, or %s%s%s)", fields,
+         fields[0] ? " or " : "", last ? last : "");
     c->structural++, bad = 1;
   }
   if (bad)
@@ -592,7 +601,12 @@ static int expand(expansion *e)
 /* A kernel{} with a sweep: its variants, in steps (above). */
 int sc_check_sweep(checker *c, int idx)
 {
-  static const char *const sweep_known[] = {"tile", "v_dim", "heads", "k", "constraints", NULL};
+  const char *sweep_known[DSV4_OP_COUNT + 3] = {"tile"}; /* the tile, each op's swept field, the constraints */
+  int nknown = 1;
+  for (int o = 1; o < DSV4_OP_COUNT; o++)
+    if (dsv4_op_rules_of((dsv4_op)o)->swept)
+      sweep_known[nknown++] = dsv4_op_rules_of((dsv4_op)o)->swept;
+  sweep_known[nknown] = "constraints";
   expansion e = {.c = c, .idx = idx, .top = lua_gettop(c->L), .real = c->d};
   sc_table_pos(c, idx, e.file, sizeof e.file, &e.line);
   e.k = (cursor){.c = c, .idx = idx, .file = e.file, .line = e.line, .what = "kernel"};
