@@ -29,6 +29,7 @@
 #include "dsv4_abi.h"
 #include "dsv4rt.h"
 #include "../check.h"
+#include "../../common/files.h" /* dsv4_tune_read_file: the whole-file read libdsv4rt uses */
 
 static int passed, failed;
 
@@ -37,19 +38,9 @@ enum { RAN = 0, REFUSED_OPEN = 10, REFUSED_LAUNCH = 11, NO_DEVICE = 77, CHILD_FA
 
 static uint8_t *read_file(const char *path, size_t *size)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  uint8_t *p = NULL;
-  long n = -1;
-  if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (p = malloc((size_t)n)) &&
-      fread(p, 1, (size_t)n, f) != (size_t)n) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  *size = n > 0 ? (size_t)n : 0;
-  return p;
+  char *text = NULL;
+  *size = 0;
+  return dsv4_tune_read_file(path, &text, size) ? NULL : (uint8_t *)text;
 }
 
 static void fix_crc(uint8_t *img, size_t size)

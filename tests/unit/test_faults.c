@@ -37,6 +37,7 @@
 #include "dsv4_ref.h"
 #include "dsv4rt.h"
 #include "../check.h"
+#include "../../common/files.h" /* dsv4_tune_read_file: the whole-file read libdsv4rt uses */
 
 /* Where the bundle header keeps its checksum and where the checksummed
  * bytes start (dsv4_abi.h: the header's fields after it, then the rest). */
@@ -169,19 +170,9 @@ static void allocation_rows(dsv4rt_context *ctx, const char *be)
 /* The whole file at path (malloc'd; *size), or NULL. */
 static uint8_t *read_file(const char *path, size_t *size)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  uint8_t *p = NULL;
-  long n = -1;
-  if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (p = malloc((size_t)n)) &&
-      fread(p, 1, (size_t)n, f) != (size_t)n) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  *size = n > 0 ? (size_t)n : 0;
-  return p;
+  char *text = NULL;
+  *size = 0;
+  return dsv4_tune_read_file(path, &text, size) ? NULL : (uint8_t *)text;
 }
 
 static uint32_t rd32(const uint8_t *p)
