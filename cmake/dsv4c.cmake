@@ -9,10 +9,10 @@
 # them) or the dsv4c binary changes, writing the loose artifacts and
 # <spec-stem>.dsv4b into OUTPUT_DIR (default ${CMAKE_CURRENT_BINARY_DIR}/<name>).
 # INCLUDE_DIRS are passed as -I: the folders include() may search after the
-# spec's own (it never resolves outside them); DSV4C_SPECS_DIR, the shipped
-# specs (layouts.lua and the rest), is always searched last, so a spec may
-# `include "layouts.lua"` as the shipped ones do, and its .lua files are
-# dependencies of every dsv4c_add_kernels target.
+# spec's own (it never resolves outside them); dsv4c itself searches its
+# shipped specs (DSV4C_SPECS_DIR: layouts.lua and the rest) last, so a spec
+# may `include "layouts.lua"` as the shipped ones do, and their .lua files
+# are dependencies of every dsv4c_add_kernels target.
 # The bundle's path is the target property DSV4C_BUNDLE.
 #
 # EMBED: dsv4c also writes (--emit c) <id>_kernels.c, the bundle's bytes as
@@ -61,7 +61,7 @@ function(dsv4c_add_kernels name)
     endif()
   endif()
   set(iflags)
-  foreach(dir ${A_INCLUDE_DIRS} ${DSV4C_SPECS_DIR})
+  foreach(dir ${A_INCLUDE_DIRS})
     list(APPEND iflags -I ${dir})
   endforeach()
   file(GLOB shipped_specs ${DSV4C_SPECS_DIR}/*.lua)
