@@ -11,7 +11,7 @@
 
 #include "dsv4_abi.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
+_Static_assert(sizeof(dsv4_bundle_entry) == 624, "bundle entry layout changed: bump DSV4_BUNDLE_VERSION");
 _Static_assert(sizeof(dsv4_bundle_choice) == 160, "choice record layout changed: bump DSV4_BUNDLE_VERSION");
 _Static_assert(sizeof(dsv4_bundle_entry) % DSV4_BUNDLE_ALIGN == 0 &&
                    sizeof(dsv4_bundle_choice) % DSV4_BUNDLE_ALIGN == 0,

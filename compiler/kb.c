@@ -203,8 +203,8 @@ LLVMValueRef kb_load_if(dsv4_kb *kb, LLVMValueRef cond, LLVMTypeRef ty, LLVMValu
   return kb_phi(kb, v, got, otherwise, pre);
 }
 
-void kb_stage_rows(dsv4_kb *kb, LLVMValueRef src, LLVMValueRef off, long long total, LLVMValueRef valid, int row_bytes,
-                   int dst_stride, LLVMValueRef dst, LLVMValueRef tid, int threads)
+void kb_stage_rows(dsv4_kb *kb, LLVMValueRef src, LLVMValueRef off, LLVMValueRef src_stride, long long total,
+                   LLVMValueRef valid, int row_bytes, int dst_stride, LLVMValueRef dst, LLVMValueRef tid, int threads)
 {
   LLVMBuilderRef b = kb->b;
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
@@ -212,7 +212,11 @@ void kb_stage_rows(dsv4_kb *kb, LLVMValueRef src, LLVMValueRef off, long long to
     LLVMValueRef o = LLVMBuildAdd(b, kb_i64(kb, c0), LLVMBuildMul(b, kb_zext64(kb, tid), kb_i64(kb, 16), ""), "");
     LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, o, kb_i64(kb, total), "");
     LLVMValueRef rd = valid ? LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLT, o, valid, ""), "") : in;
-    LLVMValueRef v = kb_load_if(kb, rd, v4, src, LLVMBuildAdd(b, off, o, ""), 16, LLVMConstNull(v4));
+    LLVMValueRef at = o;
+    if (src_stride)
+      at = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, o, kb_i64(kb, row_bytes), ""), src_stride, ""),
+                        LLVMBuildURem(b, o, kb_i64(kb, row_bytes), ""), "");
+    LLVMValueRef v = kb_load_if(kb, rd, v4, src, LLVMBuildAdd(b, off, at, ""), 16, LLVMConstNull(v4));
     kb_if_t f = kb_if(kb, in, "stage");
     LLVMValueRef so =
         LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, o, kb_i64(kb, row_bytes), ""), kb_i64(kb, dst_stride), ""),

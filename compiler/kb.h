@@ -251,10 +251,12 @@ LLVMValueRef kb_load_if(dsv4_kb *kb, LLVMValueRef cond, LLVMTypeRef ty, LLVMValu
 /* Stage `total` bytes (a multiple of 16) from global src + off (i64) into
  * shared memory at dst as rows of row_bytes at stride dst_stride (padding
  * rows against bank conflicts), 16 bytes a thread at a time over the CTA's
- * `threads` threads (tid its index).  Bytes at or past valid (i64; NULL:
- * all) are not read and land as zeros.  No barrier. */
-void kb_stage_rows(dsv4_kb *kb, LLVMValueRef src, LLVMValueRef off, long long total, LLVMValueRef valid, int row_bytes,
-                   int dst_stride, LLVMValueRef dst, LLVMValueRef tid, int threads);
+ * `threads` threads (tid its index).  The source rows lie src_stride bytes
+ * apart (i64, a multiple of 16; NULL: row_bytes, packed).  Bytes at or
+ * past valid (i64, counted packed; NULL: all) are not read and land as
+ * zeros.  No barrier. */
+void kb_stage_rows(dsv4_kb *kb, LLVMValueRef src, LLVMValueRef off, LLVMValueRef src_stride, long long total,
+                   LLVMValueRef valid, int row_bytes, int dst_stride, LLVMValueRef dst, LLVMValueRef tid, int threads);
 
 /* Structured control flow: if (cond) { ... } [else { ... }] */
 typedef struct {

@@ -106,7 +106,13 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * lays out: common/kernel_geometry.h, not installed) and the module's
  * second kernel, <name>_combine (DSV4_ARGS_DECODE_COMBINE, grid
  * n_tokens * heads), merges them into out and lse.  The portable form
- * ignores work and splits (always 1). */
+ * ignores work and splits (always 1).
+ * Token t is position t % seq_q of batch entry t / seq_q, and every
+ * token-major argument is addressed through its strides in elements (the
+ * last dim packed): q[t, h] at (t / seq_q) q_sb + (t % seq_q) q_ss + h q_sh,
+ * out and lse alike, a list's row and length at its _sb, _ss (lengths one a
+ * batch entry: lens_ss = 0).  The runtime passes packed strides for packed
+ * arguments; the work space stays packed [n_tokens, heads]. */
 #define DSV4_ARGS_SPARSE_DECODE(A) \
   A(out, PTR)                      \
   A(lse, PTR)                      \
@@ -132,11 +138,30 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(softmax_scale, F32)            \
   A(tensor_scale, F32)             \
   A(work, PTR)                     \
-  A(splits, I32)
+  A(splits, I32)                   \
+  A(seq_q, I32)                    \
+  A(q_sb, I64)                     \
+  A(q_ss, I64)                     \
+  A(q_sh, I64)                     \
+  A(out_sb, I64)                   \
+  A(out_ss, I64)                   \
+  A(out_sh, I64)                   \
+  A(lse_sb, I64)                   \
+  A(lse_ss, I64)                   \
+  A(lse_sh, I64)                   \
+  A(indices_sb, I64)               \
+  A(indices_ss, I64)               \
+  A(lens_sb, I64)                  \
+  A(lens_ss, I64)                  \
+  A(extra_indices_sb, I64)         \
+  A(extra_indices_ss, I64)         \
+  A(extra_lens_sb, I64)            \
+  A(extra_lens_ss, I64)
 
 /* The combine kernel of sparse_decode's split-KV: per (token, head) row the
  * splits' partial (m, l, unnormalized acc) states from work, merged with the
- * sink and tensor scale as the one-CTA form finishes a row. */
+ * sink and tensor scale as the one-CTA form finishes a row; out and lse
+ * through sparse_decode's strides. */
 #define DSV4_ARGS_DECODE_COMBINE(A) \
   A(out, PTR)                       \
   A(lse, PTR)                       \
@@ -146,7 +171,14 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(heads, I32)                     \
   A(splits, I32)                    \
   A(has_sink, I32)                  \
-  A(tensor_scale, F32)
+  A(tensor_scale, F32)              \
+  A(seq_q, I32)                     \
+  A(out_sb, I64)                    \
+  A(out_ss, I64)                    \
+  A(out_sh, I64)                    \
+  A(lse_sb, I64)                    \
+  A(lse_ss, I64)                    \
+  A(lse_sh, I64)
 
 /* paged_mqa_logits(logits, q, cache, weights, context_lens, block_table, ...)
  * grid = (ceil(L / tokens_per_cta), rows = B * next_n), or B for the
@@ -242,14 +274,14 @@ static inline int dsv4_op_args(int op, unsigned char *kinds, const char **names)
 /* An op that reads no cache (its kernels carry no layout). */
 static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
 
-#define DSV4_MAX_ARGS 32
+#define DSV4_MAX_ARGS 64 /* (bundle version 8: sparse_decode's strides made it 43) */
 
 /* paged_mqa_logits' matrix forms (grid rule POSITIONS_BATCH): a CTA holds
  * every next_n row of one batch entry, so next_n is at most this
  * (DeepSeek-V4 uses 1 and 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
 
-/* ---- bundle file format (version 7), all integers little-endian ----------
+/* ---- bundle file format (version 8), all integers little-endian ----------
  *
  *   header   (32 bytes)
  *            @0   magic "DSV4BNDL"                  (every version)
@@ -279,8 +311,9 @@ static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
  * 5: the checksum covers the header's fields (count, size) too, every
  * field is range-checked and every byte accounted for; 6: each entry holds
  * its launch record (dsv4_launch); 7: the choice records (dsv4_bundle_choice,
- * their count in the header's former reserved word) */
-#define DSV4_BUNDLE_VERSION 7u
+ * their count in the header's former reserved word); 8: 64 argument kinds
+ * an entry (sparse_decode's strided arguments) */
+#define DSV4_BUNDLE_VERSION 8u
 #define DSV4_BUNDLE_HEADER_BYTES 32
 #define DSV4_BUNDLE_AT_VERSION 8
 #define DSV4_BUNDLE_AT_CRC 12

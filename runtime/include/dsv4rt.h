@@ -373,9 +373,9 @@ DSV4RT_API dsv4rt_status dsv4rt_kv_insert(dsv4rt_bundle *b, const dsv4rt_kv_inse
  * lists (position j < min(lens[t], topk), value != -1), the sink only in
  * the denominator.  out = 0 and lse = +inf when no entry is valid. */
 typedef struct dsv4rt_sparse_decode_args {
-  dsv4rt_buffer *out;           /* [n_tokens, heads, v_dim] bf16 */
-  dsv4rt_buffer *lse;           /* [n_tokens, heads] f32, natural log, without the sink */
-  dsv4rt_buffer *q;             /* [n_tokens, heads, dim] bf16 */
+  dsv4rt_buffer *out;           /* [n_tokens, heads, v_dim] bf16 (or out_strides) */
+  dsv4rt_buffer *lse;           /* [n_tokens, heads] f32, natural log, without the sink (or lse_strides) */
+  dsv4rt_buffer *q;             /* [n_tokens, heads, dim] bf16 (or q_strides) */
   int64_t n_tokens, heads;
   dsv4rt_buffer *cache;         /* the main (SWA) cache */
   int64_t num_blocks, block_size, block_stride;
@@ -390,6 +390,17 @@ typedef struct dsv4rt_sparse_decode_args {
   dsv4rt_buffer *attn_sink;     /* [heads] f32, or NULL (no sink) */
   float softmax_scale;
   float tensor_scale;           /* kv_scale of a per-tensor layout; else unused */
+  /* Batched, strided arguments (FlashMLA's [batch, s_q, ...] views), read
+   * where they lie: token t is position t % seq_q of batch entry t / seq_q
+   * (seq_q 0: 1; n_tokens a multiple of it), and each token-major argument
+   * lies at its strides, in elements: batch entry, position (and head), its
+   * last dim packed.  An argument whose strides are all 0 is packed as
+   * above.  lens_strides {1, 0}: one length a batch entry (FlashMLA's
+   * topk_length [b]).  q's and out's strides are multiples of 8 (16-byte
+   * rows); out's and lse's never make two elements share an address. */
+  int64_t seq_q;
+  int64_t q_strides[3], out_strides[3], lse_strides[3];
+  int64_t indices_strides[2], lens_strides[2], extra_indices_strides[2], extra_lens_strides[2];
 } dsv4rt_sparse_decode_args;
 
 DSV4RT_API dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_args *a,

@@ -17,7 +17,7 @@
 #include "layout_check.h"
 #include "rt.h"
 
-_Static_assert(sizeof(dsv4_bundle_entry) == 592, "bundle entry layout differs from the writer's");
+_Static_assert(sizeof(dsv4_bundle_entry) == 624, "bundle entry layout differs from the writer's");
 _Static_assert(sizeof(dsv4_bundle_choice) == 160, "choice record layout differs from the writer's");
 _Static_assert(DSV4_CHOICE_DIMS == DSV4_SHAPE_DIMS, "a choice record's bucket is a shape bucket");
 

@@ -302,39 +302,158 @@ static dsv4rt_status contents_insert(const call *c, const dsv4rt_kv_insert_args 
   return s;
 }
 
+/* sparse_decode's token-major arguments as the kernel addresses them:
+ * tokens per batch entry, and each argument's strides in elements (batch
+ * entry, position, head), packed ones filled in (dsv4rt.h). */
+typedef struct {
+  int64_t sq, q[3], out[3], lse[3], ind[2], lens[2], xind[2], xlens[2];
+} decode_view;
+
+static int all_zero(const int64_t *v, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (v[i])
+      return 0;
+  return 1;
+}
+
+/* v = given, or the packed strides of [B, S, inner...] (n of them; row:
+ * the elements of one position). */
+static void strides_or_packed(int64_t *v, const int64_t *given, int n, int64_t S, int64_t row, int64_t inner)
+{
+  if (!all_zero(given, n)) {
+    memcpy(v, given, (size_t)n * sizeof *v);
+    return;
+  }
+  v[0] = S * row, v[1] = row;
+  if (n == 3)
+    v[2] = inner;
+}
+
+static void decode_view_of(const call *c, const dsv4rt_sparse_decode_args *a, decode_view *w)
+{
+  int64_t S = a->seq_q > 0 ? a->seq_q : 1, H = a->heads;
+  w->sq = S;
+  strides_or_packed(w->q, a->q_strides, 3, S, H * c->l->dim, c->l->dim);
+  strides_or_packed(w->out, a->out_strides, 3, S, H * c->en->v_dim, c->en->v_dim);
+  strides_or_packed(w->lse, a->lse_strides, 3, S, H, 1);
+  strides_or_packed(w->ind, a->indices_strides, 2, S, a->topk, 0);
+  strides_or_packed(w->lens, a->lens_strides, 2, S, 1, 0);
+  strides_or_packed(w->xind, a->extra_indices_strides, 2, S, a->extra_topk, 0);
+  strides_or_packed(w->xlens, a->extra_lens_strides, 2, S, 1, 0);
+}
+
+/* Elements from an argument's first to one past its last: B batch
+ * entries of S positions (of H heads when st has three strides), each a
+ * packed run of `inner`. */
+static long double reach(int64_t B, int64_t S, int64_t H, const int64_t *st, int n, int64_t inner)
+{
+  if (B == 0 || inner == 0)
+    return 0;
+  long double r = (long double)(B - 1) * st[0] + (long double)(S - 1) * st[1] + inner;
+  return n == 3 ? r + (long double)(H - 1) * st[2] : r;
+}
+
+/* Strides of one argument: each in [0, 2^40], a multiple of `mult`; for
+ * an output (distinct), no two of its elements at one address: ordered by
+ * stride, each dim of extent > 1 steps past all the ones inside it. */
+static dsv4rt_status check_strides(const call *c, const char *name, const int64_t *st, int n, const int64_t *ext,
+                                   int64_t inner, int mult, int distinct)
+{
+  char nm[48];
+  dsv4rt_status s;
+  for (int i = 0; i < n; i++) {
+    snprintf(nm, sizeof nm, "%s_strides[%d]", name, i);
+    if ((s = need_range(c, nm, st[i], 0, 1LL << 40)))
+      return s;
+    if (st[i] % mult)
+      return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED, "%s: %s = %lld is not a multiple of %d (16-byte rows)", c->fn,
+                     nm, (long long)st[i], mult);
+  }
+  if (!distinct)
+    return DSV4RT_OK;
+  int used[3] = {0, 0, 0};
+  long double span = inner;
+  for (int k = 0; k < n; k++) {
+    int m = -1;
+    for (int i = 0; i < n; i++)
+      if (!used[i] && ext[i] > 1 && (m < 0 || st[i] < st[m]))
+        m = i;
+    if (m < 0)
+      break;
+    used[m] = 1;
+    if (st[m] < span)
+      return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE,
+                     "%s: %s_strides[%d] = %lld overlaps the %.0Lf elements inside it: two elements of %s would share "
+                     "an address",
+                     c->fn, name, m, (long long)st[m], span, name);
+    span = (long double)st[m] * (ext[m] - 1) + span;
+  }
+  return DSV4RT_OK;
+}
+
+/* seq_q and every argument's strides (decode_view_of's w). */
+static dsv4rt_status check_decode_view(const call *c, const dsv4rt_sparse_decode_args *a, const decode_view *w)
+{
+  dsv4rt_status s;
+  if ((s = need_range(c, "seq_q", a->seq_q, 0, 65535)))
+    return s;
+  if (a->n_tokens % w->sq)
+    return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: n_tokens = %lld is not a multiple of seq_q = %lld", c->fn,
+                   (long long)a->n_tokens, (long long)w->sq);
+  int64_t ext[3] = {a->n_tokens / w->sq, w->sq, a->heads};
+  int x = a->extra_cache != NULL;
+  if ((s = check_strides(c, "q", w->q, 3, ext, c->l->dim, 8, 0)) ||
+      (s = check_strides(c, "out", w->out, 3, ext, c->en->v_dim, 8, 1)) ||
+      (s = check_strides(c, "lse", w->lse, 3, ext, 1, 1, 1)) ||
+      (s = check_strides(c, "indices", w->ind, 2, ext, a->topk, 1, 0)) ||
+      (s = check_strides(c, "lens", w->lens, 2, ext, 1, 1, 0)) ||
+      (x && (s = check_strides(c, "extra_indices", w->xind, 2, ext, a->extra_topk, 1, 0))) ||
+      (x && (s = check_strides(c, "extra_lens", w->xlens, 2, ext, 1, 1, 0))))
+    return s;
+  return DSV4RT_OK;
+}
+
 /* One index list of the decode: lengths in [0, topk] (read only when
  * topk > 0), and each listed entry -1 or a slot of its cache. */
 static dsv4rt_status contents_list(const call *c, dsv4rt_buffer *idx, dsv4rt_buffer *lens, int64_t T, int64_t topk,
-                                   int64_t nslots, const char *iname, const char *lname, const char *kname)
+                                   int64_t nslots, const char *iname, const char *lname, const char *kname,
+                                   const int64_t *ist, const int64_t *lst, int64_t sq)
 {
-  if (topk == 0)
+  if (topk == 0 || T == 0)
     return DSV4RT_OK;
   dsv4rt_status s;
-  int32_t *l = fetch(c, lens, T, 4, &s);
-  int32_t *v = l ? fetch(c, idx, T * topk, 4, &s) : NULL;
-  if (v)
+  int32_t *lv = fetch(c, lens, (int64_t)reach(T / sq, sq, 1, lst, 2, 1), 4, &s);
+  int32_t *v = lv ? fetch(c, idx, (int64_t)reach(T / sq, sq, 1, ist, 2, topk), 4, &s) : NULL;
+  int32_t *l = v ? calloc((size_t)T, 4) : NULL;
+  if (v && !l)
+    s = rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_MEMORY, "%s: out of host memory for a content check", c->fn);
+  for (int64_t t = 0; l && t < T; t++)
+    l[t] = lv[t / sq * lst[0] + t % sq * lst[1]];
+  if (l)
     s = check_lens(c, l, T, topk, lname, kname);
   char m[256];
-  for (int64_t t = 0; v && t < T && !s; t++)
+  for (int64_t t = 0; l && t < T && !s; t++)
     for (int64_t j = 0; j < l[t] && !s; j++) {
-      int32_t x = v[t * topk + j];
+      int32_t x = v[t / sq * ist[0] + t % sq * ist[1] + j];
       if (x != -1 && (x < 0 || x >= nslots))
         snprintf(m, sizeof m, "%s[%lld, %lld] = %d is neither -1 nor one of the cache's %lld slots", iname,
                  (long long)t, (long long)j, x, (long long)nslots),
             s = bad(c, m);
     }
-  free(l), free(v);
+  free(l), free(lv), free(v);
   return s;
 }
 
 /* Both index lists of the decode (the extra one where there is an extra cache). */
-static dsv4rt_status contents_decode(const call *c, const dsv4rt_sparse_decode_args *a)
+static dsv4rt_status contents_decode(const call *c, const dsv4rt_sparse_decode_args *a, const decode_view *w)
 {
   dsv4rt_status s = contents_list(c, a->indices, a->lens, a->n_tokens, a->topk, a->num_blocks * a->block_size,
-                                  "indices", "lens", "topk");
+                                  "indices", "lens", "topk", w->ind, w->lens, w->sq);
   if (!s && a->extra_cache)
     s = contents_list(c, a->extra_indices, a->extra_lens, a->n_tokens, a->extra_topk,
-                      a->extra_num_blocks * a->extra_block_size, "extra_indices", "extra_lens", "extra_topk");
+                      a->extra_num_blocks * a->extra_block_size, "extra_indices", "extra_lens", "extra_topk", w->xind,
+                      w->xlens, w->sq);
   return s;
 }
 
@@ -576,23 +695,27 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
 {
   call c;
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_SPARSE_DECODE, opts, "dsv4rt_sparse_decode");
+  decode_view w;
   if (s || (s = check_decode_scalars(&c, a, opts)))
     return s;
-  int64_t T = a->n_tokens, H = a->heads, vd = c.en->v_dim;
+  decode_view_of(&c, a, &w);
+  if ((s = check_decode_view(&c, a, &w)))
+    return s;
+  int64_t T = a->n_tokens, H = a->heads, vd = c.en->v_dim, B = T / w.sq, P = w.sq;
   int extra = a->extra_cache != NULL, x = extra ? IN : OFF;
   barg v[] = {
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, IN},
-      {"q", a->q, (long double)T * H * c.l->dim * 2, 16, IN},
-      {"out", a->out, (long double)T * H * vd * 2, 16, OUT},
-      {"lse", a->lse, (long double)T * H * 4, 4, OUT},
-      {"indices", a->indices, (long double)T * a->topk * 4, 4, IN},
-      {"lens", a->lens, (long double)T * 4, 4, IN},
+      {"q", a->q, reach(B, P, H, w.q, 3, c.l->dim) * 2, 16, IN},
+      {"out", a->out, reach(B, P, H, w.out, 3, vd) * 2, 16, OUT},
+      {"lse", a->lse, reach(B, P, H, w.lse, 3, 1) * 4, 4, OUT},
+      {"indices", a->indices, reach(B, P, 1, w.ind, 2, a->topk) * 4, 4, IN},
+      {"lens", a->lens, reach(B, P, 1, w.lens, 2, 1) * 4, 4, IN},
       {"attn_sink", a->attn_sink, (long double)H * 4, 4, OPT},
       {"extra_cache", a->extra_cache, cache_bytes(a->extra_num_blocks, a->extra_block_stride), c.l->align, x},
-      {"extra_indices", a->extra_indices, (long double)T * a->extra_topk * 4, 4, x},
-      {"extra_lens", a->extra_lens, (long double)T * 4, 4, x},
+      {"extra_indices", a->extra_indices, reach(B, P, 1, w.xind, 2, a->extra_topk) * 4, 4, x},
+      {"extra_lens", a->extra_lens, reach(B, P, 1, w.xlens, 2, 1) * 4, 4, x},
   };
-  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_decode(&c, a))))
+  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_decode(&c, a, &w))))
     return s;
   int64_t S = decode_splits(&c, a, opts);
   dsv4rt_buffer *work = NULL;
@@ -625,6 +748,24 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       [DSV4_A_SPARSE_DECODE_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
       [DSV4_A_SPARSE_DECODE_work] = {DSV4_ARG_PTR, {.buf = work}},
       [DSV4_A_SPARSE_DECODE_splits] = {DSV4_ARG_I32, {.i32 = (int32_t)S}},
+      [DSV4_A_SPARSE_DECODE_seq_q] = {DSV4_ARG_I32, {.i32 = (int32_t)P}},
+      [DSV4_A_SPARSE_DECODE_q_sb] = {DSV4_ARG_I64, {.i64 = w.q[0]}},
+      [DSV4_A_SPARSE_DECODE_q_ss] = {DSV4_ARG_I64, {.i64 = w.q[1]}},
+      [DSV4_A_SPARSE_DECODE_q_sh] = {DSV4_ARG_I64, {.i64 = w.q[2]}},
+      [DSV4_A_SPARSE_DECODE_out_sb] = {DSV4_ARG_I64, {.i64 = w.out[0]}},
+      [DSV4_A_SPARSE_DECODE_out_ss] = {DSV4_ARG_I64, {.i64 = w.out[1]}},
+      [DSV4_A_SPARSE_DECODE_out_sh] = {DSV4_ARG_I64, {.i64 = w.out[2]}},
+      [DSV4_A_SPARSE_DECODE_lse_sb] = {DSV4_ARG_I64, {.i64 = w.lse[0]}},
+      [DSV4_A_SPARSE_DECODE_lse_ss] = {DSV4_ARG_I64, {.i64 = w.lse[1]}},
+      [DSV4_A_SPARSE_DECODE_lse_sh] = {DSV4_ARG_I64, {.i64 = w.lse[2]}},
+      [DSV4_A_SPARSE_DECODE_indices_sb] = {DSV4_ARG_I64, {.i64 = w.ind[0]}},
+      [DSV4_A_SPARSE_DECODE_indices_ss] = {DSV4_ARG_I64, {.i64 = w.ind[1]}},
+      [DSV4_A_SPARSE_DECODE_lens_sb] = {DSV4_ARG_I64, {.i64 = w.lens[0]}},
+      [DSV4_A_SPARSE_DECODE_lens_ss] = {DSV4_ARG_I64, {.i64 = w.lens[1]}},
+      [DSV4_A_SPARSE_DECODE_extra_indices_sb] = {DSV4_ARG_I64, {.i64 = extra ? w.xind[0] : 0}},
+      [DSV4_A_SPARSE_DECODE_extra_indices_ss] = {DSV4_ARG_I64, {.i64 = extra ? w.xind[1] : 0}},
+      [DSV4_A_SPARSE_DECODE_extra_lens_sb] = {DSV4_ARG_I64, {.i64 = extra ? w.xlens[0] : 0}},
+      [DSV4_A_SPARSE_DECODE_extra_lens_ss] = {DSV4_ARG_I64, {.i64 = extra ? w.xlens[1] : 0}},
   };
   uint32_t grid[3] = {(uint32_t)((H + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta), (uint32_t)T, (uint32_t)S};
   /* CTA pairs (tile.pair): a token's head groups two by two, an odd last
@@ -643,6 +784,13 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
       [DSV4_A_DECODE_COMBINE_splits] = {DSV4_ARG_I32, {.i32 = (int32_t)S}},
       [DSV4_A_DECODE_COMBINE_has_sink] = {DSV4_ARG_I32, {.i32 = a->attn_sink != NULL}},
       [DSV4_A_DECODE_COMBINE_tensor_scale] = {DSV4_ARG_F32, {.f32 = a->tensor_scale}},
+      [DSV4_A_DECODE_COMBINE_seq_q] = {DSV4_ARG_I32, {.i32 = (int32_t)P}},
+      [DSV4_A_DECODE_COMBINE_out_sb] = {DSV4_ARG_I64, {.i64 = w.out[0]}},
+      [DSV4_A_DECODE_COMBINE_out_ss] = {DSV4_ARG_I64, {.i64 = w.out[1]}},
+      [DSV4_A_DECODE_COMBINE_out_sh] = {DSV4_ARG_I64, {.i64 = w.out[2]}},
+      [DSV4_A_DECODE_COMBINE_lse_sb] = {DSV4_ARG_I64, {.i64 = w.lse[0]}},
+      [DSV4_A_DECODE_COMBINE_lse_ss] = {DSV4_ARG_I64, {.i64 = w.lse[1]}},
+      [DSV4_A_DECODE_COMBINE_lse_sh] = {DSV4_ARG_I64, {.i64 = w.lse[2]}},
   };
   uint32_t cgrid[3] = {(uint32_t)(T * H), 1, 1};
   return rt_launch2(b, c.e, cgrid, cargs, COUNT(cargs));

@@ -49,8 +49,8 @@ static void row_mma_q(dsv4_kb *kb, row_mma_state *s, LLVMValueRef tid)
   int H = k->heads, D = k->layout.dim, MT = H / 16, KS = D / 32;
   int QS = D + 16; /* padded rows: the 8 rows a fragment load touches hit 8 bank groups */
   LLVMValueRef qs = kb_shared_array(kb, kb->i8, H * QS, "dsv4_q");
-  kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, s->r64, kb_i64(kb, (long long)H * D), ""), (long long)H * D, NULL,
-                D, QS, qs, tid, dsv4_gen_threads(kb, k));
+  kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, s->r64, kb_i64(kb, (long long)H * D), ""), NULL,
+                (long long)H * D, NULL, D, QS, qs, tid, dsv4_gen_threads(kb, k));
   kb->t->barrier(kb);
   LLVMValueRef hrow = LLVMBuildMul(b, kb_zext64(kb, s->gid), kb_i64(kb, QS), "");
   s->dcol = LLVMBuildMul(b, kb_zext64(kb, s->tig), kb_i64(kb, 4), "");
@@ -446,7 +446,7 @@ int lg_warp(dsv4_kb *kb, const dsv4_kernel *k)
   w.ws = kb_shared_array(kb, kb->f32, NM * H, "dsv4_w");
   LLVMValueRef qbytes =
       LLVMBuildMul(b, kb_zext64(kb, w.next_n), kb_i64(kb, (long long)H * D), ""); /* rows past next_n: zeros */
-  kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, kb_zext64(kb, w.r0), kb_i64(kb, (long long)H * D), ""),
+  kb_stage_rows(kb, kb_arg(kb, LG_q), LLVMBuildMul(b, kb_zext64(kb, w.r0), kb_i64(kb, (long long)H * D), ""), NULL,
                 (long long)NM * H * D, qbytes, D, QS, w.qs, tid, threads);
   stage_weights(kb, k, w.r0, w.ws, tid, threads);
   kb->t->barrier(kb);

@@ -19,8 +19,10 @@ enum { COMBINE_BATCH = DSV4_DECODE_COMBINE_BATCH }; /* splits loaded together (t
 
 /* The row a thread merges and where its splits' partials lie. */
 typedef struct {
-  LLVMValueRef S;     /* i32 splits */
-  LLVMValueRef row;   /* i64 (token, head) row: token * heads + head */
+  LLVMValueRef S;    /* i32 splits */
+  LLVMValueRef row;  /* i64 (token, head) row: token * heads + head */
+  LLVMValueRef orow; /* i64 the row's byte offset in out, and lrow in lse (their strides) */
+  LLVMValueRef lrow;
   LLVMValueRef tid;   /* i32 */
   LLVMValueRef dim;   /* i64 the thread's first dim (4 a thread) */
   LLVMValueRef in;    /* i1 dim < v_dim */
@@ -136,8 +138,7 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, L
    * store, values e.. at byte 8 e (the second pair 8 dims on) */
   int w = sd_bf16_partials(k) ? 2 : 4;
   LLVMValueRef d = w == 2 ? sd_partial_dim(kb, r->dim) : r->dim;
-  LLVMValueRef ob =
-      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->row, kb_i64(kb, k->v_dim), ""), d, ""), kb_i64(kb, 2), "");
+  LLVMValueRef ob = LLVMBuildAdd(b, r->orow, LLVMBuildMul(b, d, kb_i64(kb, 2), ""), "");
   for (int e = 0; e < 4; e += w) {
     LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->i16, (unsigned)w));
     for (int i = 0; i < w; i++)
@@ -146,7 +147,7 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, const combine_row *r, L
   }
   kb_endif(kb, &f);
   kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, r->tid, kb_i32(kb, 0), ""), "lse");
-  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_C_lse), LLVMBuildMul(b, r->row, kb_i64(kb, 4), "")), 4);
+  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_C_lse), r->lrow), 4);
   kb_endif(kb, &g);
 }
 
@@ -168,6 +169,9 @@ void sd_combine(dsv4_kb *kb, const dsv4_kernel *k)
   r.mlb = LLVMBuildMul(b, LLVMBuildMul(b, rows, kb_sext64(kb, r.S), ""),
                        kb_i64(kb, (long long)DV * sd_partial_bytes(k)), "");
   LLVMValueRef h = LLVMBuildSRem(b, r.row, H, "head");
+  LLVMValueRef t = LLVMBuildTrunc(b, LLVMBuildSDiv(b, r.row, H, ""), kb->i32, "token");
+  r.orow = sd_head_at(kb, t, h, SD_C_seq_q, SD_C_out_sb, SD_C_out_ss, SD_C_out_sh, 2);
+  r.lrow = sd_head_at(kb, t, h, SD_C_seq_q, SD_C_lse_sb, SD_C_lse_ss, SD_C_lse_sh, 4);
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, SD_C_has_sink), kb_i32(kb, 0), "");
   LLVMValueRef sk = kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_C_attn_sink), LLVMBuildMul(b, h, kb_i64(kb, 4), ""), 4,
                                sd_f32(kb, -INFINITY));

@@ -28,13 +28,13 @@ typedef struct {
   LLVMValueRef m, l, acc[MAXV];
 } lane_state;
 
-/* The cache row of iteration iv's index of token t (t64, i64) in list la
- * (topk: its row length), uniform across the CTA; *bs: the block size. */
-static dsv4_lane_token list_token(dsv4_kb *kb, const sd_list *la, LLVMValueRef t64, LLVMValueRef topk, LLVMValueRef iv,
+/* The cache row of iteration iv's index in list la, whose row for the
+ * token starts at element row_off (i64), uniform across the CTA; *bs: the
+ * block size. */
+static dsv4_lane_token list_token(dsv4_kb *kb, const sd_list *la, LLVMValueRef row_off, LLVMValueRef iv,
                                   LLVMValueRef *bs)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef row_off = LLVMBuildMul(b, t64, kb_sext64(kb, topk), "");
   LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, row_off, kb_zext64(kb, iv), ""), kb_i64(kb, 4), "");
   LLVMValueRef idx = kb_sext64(kb, kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, la->indices), ioff), 4));
   *bs = kb_sext64(kb, kb_arg(kb, la->block_size));
@@ -58,10 +58,11 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const sd_list *la, LLVM
   LLVMBuilderRef b = kb->b;
   int vpt = k->tile.values_per_thread, lanes_p2 = dsv4_pow2ceil(k->layout.dim / vpt);
   LLVMValueRef topk = kb_arg(kb, la->topk);
-  LLVMValueRef t64 = kb_zext64(kb, t);
+  LLVMValueRef row_off = sd_token_row(kb, t, SD_seq_q, la->indices_sb, la->indices_ss);
   /* n = min(lens[t], topk), clamped at 0; lens is read only when topk > 0 */
+  LLVMValueRef loff = LLVMBuildMul(b, sd_token_row(kb, t, SD_seq_q, la->lens_sb, la->lens_ss), kb_i64(kb, 4), "");
   LLVMValueRef n = kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), ""), kb->i32, kb_arg(kb, la->lens),
-                              LLVMBuildMul(b, t64, kb_i64(kb, 4), ""), 4, kb_i32(kb, 0));
+                              loff, 4, kb_i32(kb, 0));
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, topk, ""), n, topk, "n");
   n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "");
 
@@ -73,7 +74,7 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const sd_list *la, LLVM
   kb_for(kb, &loop, kb_i32(kb, 0), n, 2 + vpt, init);
   LLVMValueRef m = loop.vars[0], l = loop.vars[1], *acc = &loop.vars[2];
   LLVMValueRef bs;
-  dsv4_lane_token tok = list_token(kb, la, t64, topk, loop.iv, &bs);
+  dsv4_lane_token tok = list_token(kb, la, row_off, loop.iv, &bs);
   LLVMValueRef kv[MAXV];
   dsv4_emit_dequant_values(kb, k, lane, bs, &tok, kv);
   LLVMValueRef part = LLVMConstReal(kb->f32, 0.0);
@@ -97,17 +98,17 @@ static void fold_list(dsv4_kb *kb, const dsv4_kernel *k, const sd_list *la, LLVM
     st->acc[j] = loop.vars[2 + j];
 }
 
-/* The lane's vpt values of q row th (i64) as f32 into qv, zeros where the
- * lane holds none (mine false). */
-static void load_q(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef th, LLVMValueRef lane, LLVMValueRef mine,
+/* The lane's vpt values of the q row at byte qrow (i64) as f32 into qv,
+ * zeros where the lane holds none (mine false). */
+static void load_q(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef qrow, LLVMValueRef lane, LLVMValueRef mine,
                    LLVMValueRef *qv)
 {
   LLVMBuilderRef b = kb->b;
   int vpt = k->tile.values_per_thread, D = k->layout.dim;
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
   kb_if_t f = kb_if(kb, mine, "q");
-  LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, (long long)D * 2), ""),
-                                  LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
+  LLVMValueRef off =
+      LLVMBuildAdd(b, qrow, LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
   LLVMValueRef v[MAXV];
   int per = vpt * 2 >= 16 && D * 2 % 16 == 0 ? 8 : 1;
   for (int c = 0; c < vpt; c += per) {
@@ -126,10 +127,10 @@ static void load_q(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef th, LLVMValue
     qv[j] = kb_phi(kb, v[j], got, LLVMConstReal(kb->f32, 0.0), pre);
 }
 
-/* out row th (i64): the lanes holding V dims store acc scaled by factor;
- * lse: lane 0.  live: the row exists. */
-static void store_row(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef th, LLVMValueRef lane, LLVMValueRef live,
-                      const lane_state *st, LLVMValueRef lse, LLVMValueRef factor)
+/* The out row at byte orow (i64): the lanes holding V dims store acc
+ * scaled by factor; lse at byte lrow: lane 0.  live: the row exists. */
+static void store_row(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef orow, LLVMValueRef lrow, LLVMValueRef lane,
+                      LLVMValueRef live, const lane_state *st, LLVMValueRef lse, LLVMValueRef factor)
 {
   LLVMBuilderRef b = kb->b;
   int vpt = k->tile.values_per_thread, vlanes = k->v_dim / vpt;
@@ -141,8 +142,8 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef th, LLVMVa
     kb_f32x2_to_bf16(kb, o[j], o[j + 1], &h16[j]);
   if (vpt % 2)
     h16[vpt - 1] = kb_f32_to_bf16(kb, o[vpt - 1]);
-  LLVMValueRef ooff = LLVMBuildAdd(b, LLVMBuildMul(b, th, kb_i64(kb, (long long)k->v_dim * 2), ""),
-                                   LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
+  LLVMValueRef ooff =
+      LLVMBuildAdd(b, orow, LLVMBuildMul(b, kb_zext64(kb, lane), kb_i64(kb, (long long)vpt * 2), ""), "");
   int per = (k->v_dim * 2) % 16 == 0 && vpt % 8 == 0 ? 8 : 1;
   for (int c = 0; c < vpt; c += per) {
     LLVMValueRef p = kb_byte_ptr(kb, kb_arg(kb, SD_out), LLVMBuildAdd(b, ooff, kb_i64(kb, c * 2), ""));
@@ -156,7 +157,7 @@ static void store_row(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef th, LLVMVa
     kb_store(kb, v, p, 16);
   }
   kb_if_t g = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, lane, kb_i32(kb, 0), ""), "lse");
-  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_lse), LLVMBuildMul(b, th, kb_i64(kb, 4), "")), 4);
+  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_lse), lrow), 4);
   kb_endif(kb, &g);
   kb_endif(kb, &f);
 }
@@ -175,11 +176,12 @@ int sd_portable(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef live = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, h, kb_arg(kb, SD_heads), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, t, kb_arg(kb, SD_n_tokens), ""), "live");
   LLVMValueRef mine = LLVMBuildAnd(b, live, LLVMBuildICmp(b, LLVMIntULT, lane, kb_i32(kb, lanes), ""), "");
-  /* row (t, h) of q and out: (t * heads + h) */
-  LLVMValueRef th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, t), kb_sext64(kb, kb_arg(kb, SD_heads)), ""),
-                                 kb_sext64(kb, LLVMBuildSelect(b, live, h, kb_i32(kb, 0), "")), "th");
+  LLVMValueRef tt =
+      LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, t, kb_arg(kb, SD_n_tokens), ""), t, kb_i32(kb, 0), "");
+  /* row (t, h) of q, out and lse, through their strides */
+  LLVMValueRef hh = LLVMBuildSelect(b, live, h, kb_i32(kb, 0), "");
   LLVMValueRef qv[MAXV];
-  load_q(kb, k, th, lane, mine, qv);
+  load_q(kb, k, sd_head_at(kb, tt, hh, SD_seq_q, SD_q_sb, SD_q_ss, SD_q_sh, 2), lane, mine, qv);
   LLVMValueRef scale2 = sd_scale2(kb, k);
 
   lane_state st;
@@ -187,8 +189,6 @@ int sd_portable(dsv4_kb *kb, const dsv4_kernel *k)
   st.l = LLVMConstReal(kb->f32, 0.0);
   for (int j = 0; j < vpt; j++)
     st.acc[j] = LLVMConstReal(kb->f32, 0.0);
-  LLVMValueRef tt =
-      LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, t, kb_arg(kb, SD_n_tokens), ""), t, kb_i32(kb, 0), "");
   fold_list(kb, k, &sd_main, tt, lane, qv, scale2, &st);
   fold_list(kb, k, &sd_extra, tt, lane, qv, scale2, &st);
 
@@ -199,6 +199,7 @@ int sd_portable(dsv4_kb *kb, const dsv4_kernel *k)
                  LLVMBuildMul(b, kb_sext64(kb, h), kb_i64(kb, 4), ""), 4, LLVMConstReal(kb->f32, -INFINITY));
   LLVMValueRef lse, factor;
   sd_finish_row(kb, st.m, st.l, sk, fold ? kb_arg(kb, SD_tensor_scale) : NULL, &lse, &factor);
-  store_row(kb, k, th, lane, live, &st, lse, factor);
+  store_row(kb, k, sd_head_at(kb, tt, hh, SD_seq_q, SD_out_sb, SD_out_ss, SD_out_sh, 2),
+            sd_head_at(kb, tt, hh, SD_seq_q, SD_lse_sb, SD_lse_ss, SD_lse_sh, 4), lane, live, &st, lse, factor);
   return 0;
 }

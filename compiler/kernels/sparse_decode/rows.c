@@ -14,9 +14,33 @@
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
 
-const sd_list sd_main = {SD_cache, SD_indices, SD_lens, SD_topk, SD_num_blocks, SD_block_size, SD_block_stride};
-const sd_list sd_extra = {SD_extra_cache,      SD_extra_indices,    SD_extra_lens,      SD_extra_topk,
-                          SD_extra_num_blocks, SD_extra_block_size, SD_extra_block_stride};
+const sd_list sd_main = {SD_cache,      SD_indices,      SD_lens,         SD_topk,
+                         SD_num_blocks, SD_block_size,   SD_block_stride, SD_indices_sb,
+                         SD_indices_ss, SD_lens_sb,      SD_lens_ss};
+const sd_list sd_extra = {SD_extra_cache,      SD_extra_indices,      SD_extra_lens,         SD_extra_topk,
+                          SD_extra_num_blocks, SD_extra_block_size,   SD_extra_block_stride, SD_extra_indices_sb,
+                          SD_extra_indices_ss, SD_extra_lens_sb,      SD_extra_lens_ss};
+
+/* i32 division by seq_q, once a CTA: t and seq_q are below 2^31 (the
+ * runtime's bounds), and the forms' callers pass the same t, which LLVM
+ * then computes once. */
+LLVMValueRef sd_token_row(dsv4_kb *kb, LLVMValueRef t, int seq, int sb, int ss)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef sq = kb_arg(kb, seq);
+  LLVMValueRef bi = LLVMBuildUDiv(b, t, sq, "entry");
+  LLVMValueRef si = LLVMBuildSub(b, t, LLVMBuildMul(b, bi, sq, ""), "pos");
+  return LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, bi), kb_arg(kb, sb), ""),
+                      LLVMBuildMul(b, kb_zext64(kb, si), kb_arg(kb, ss), ""), "trow");
+}
+
+LLVMValueRef sd_head_at(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef h, int seq, int sb, int ss, int sh, int elem)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef e =
+      LLVMBuildAdd(b, sd_token_row(kb, t, seq, sb, ss), LLVMBuildMul(b, kb_sext64(kb, h), kb_arg(kb, sh), ""), "");
+  return LLVMBuildMul(b, e, kb_i64(kb, elem), "");
+}
 
 LLVMValueRef sd_fmax2(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c)
 {
@@ -109,7 +133,8 @@ static LLVMValueRef list_len(dsv4_kb *kb, const sd_list *la, LLVMValueRef t, LLV
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef topk = kb_arg(kb, la->topk);
-  LLVMValueRef off = LLVMBuildMul(b, kb_zext64(kb, t), kb_i64(kb, 4), ""), lens = kb_arg(kb, la->lens);
+  LLVMValueRef off = LLVMBuildMul(b, sd_token_row(kb, t, SD_seq_q, la->lens_sb, la->lens_ss), kb_i64(kb, 4), "");
+  LLVMValueRef lens = kb_arg(kb, la->lens);
   LLVMValueRef read = LLVMBuildICmp(b, LLVMIntSGT, topk, kb_i32(kb, 0), "");
   if (has)
     read = LLVMBuildAnd(b, read, has, "");
@@ -284,7 +309,8 @@ LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef ti
   return kb_phi(kb, tok, did, by, LLVMGetInstructionParent(f.br));
 }
 
-sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, const LLVMValueRef *ntiles)
+sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef i, const LLVMValueRef *n,
+                          const LLVMValueRef *ntiles)
 {
   LLVMBuilderRef b = kb->b;
   sd_tile_list r;
@@ -298,6 +324,8 @@ sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, co
   r.stride = PICK(kb_arg(kb, sd_main.block_stride), kb_arg(kb, sd_extra.block_stride));
   r.cache = PICK(kb_arg(kb, sd_main.cache), kb_arg(kb, sd_extra.cache));
   r.ind = PICK(kb_arg(kb, sd_main.indices), kb_arg(kb, sd_extra.indices));
+  r.irow = PICK(sd_token_row(kb, t, SD_seq_q, sd_main.indices_sb, sd_main.indices_ss),
+                sd_token_row(kb, t, SD_seq_q, sd_extra.indices_sb, sd_extra.indices_ss));
 #undef PICK
   return r;
 }
@@ -330,7 +358,7 @@ LLVMValueRef sd_partial_dim(dsv4_kb *kb, LLVMValueRef pos)
 /* One row's end as sd_head_out gets it, and th: the row (t * heads + head)
  * of out and lse, i64. */
 typedef struct {
-  LLVMValueRef head, m, l, (*acc)[2], dim0, first, stage, sink, th;
+  LLVMValueRef head, m, l, (*acc)[2], dim0, first, stage, sink, th, orow, lrow; /* orow, lrow: out's, lse's bytes */
   int nb;
 } head_row;
 
@@ -384,14 +412,12 @@ static void head_partial(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, L
 static void head_finish(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LLVMValueRef has)
 {
   LLVMBuilderRef b = kb->b;
-  int DV = k->v_dim;
   LLVMValueRef hoff = LLVMBuildMul(b, kb_sext64(kb, r->head), kb_i64(kb, 4), "");
   LLVMValueRef sk =
       r->sink ? r->sink : kb_load_if(kb, has, kb->f32, kb_arg(kb, SD_attn_sink), hoff, 4, sd_f32(kb, -INFINITY));
   LLVMValueRef lse, factor;
   sd_finish_row(kb, r->m, r->l, sk, sd_tensor_scaled(k) ? kb_arg(kb, SD_tensor_scale) : NULL, &lse, &factor);
-  LLVMValueRef ob =
-      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r->th, kb_i64(kb, DV), ""), r->dim0, ""), kb_i64(kb, 2), "");
+  LLVMValueRef ob = LLVMBuildAdd(b, r->orow, LLVMBuildMul(b, r->dim0, kb_i64(kb, 2), ""), "");
   for (int j = 0; j < r->nb; j++) {
     LLVMValueRef h16[2];
     kb_f32x2_to_bf16(kb, LLVMBuildFMul(b, r->acc[j][0], factor, ""), LLVMBuildFMul(b, r->acc[j][1], factor, ""), h16);
@@ -404,7 +430,7 @@ static void head_finish(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LL
     kb_store(kb, LLVMBuildTrunc(b, wv, kb->i32, ""), at, 4);
   }
   kb_if_t g = kb_if(kb, r->first, "lse");
-  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_lse), LLVMBuildMul(b, r->th, kb_i64(kb, 4), "")), 4);
+  kb_store(kb, lse, kb_byte_ptr(kb, kb_arg(kb, SD_lse), r->lrow), 4);
   kb_endif(kb, &g);
 }
 
@@ -431,6 +457,8 @@ void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef
   LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
   LLVMValueRef live = LLVMBuildICmp(b, LLVMIntSLT, head, H, "");
   r.th = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, t), kb_sext64(kb, H), ""), kb_zext64(kb, head), "");
+  r.orow = sd_head_at(kb, t, head, SD_seq_q, SD_out_sb, SD_out_ss, SD_out_sh, 2);
+  r.lrow = sd_head_at(kb, t, head, SD_seq_q, SD_lse_sb, SD_lse_ss, SD_lse_sh, 4);
   kb_if_t w = kb_if(kb, live, "out");
   kb_if_t sp = kb_if(kb, split, "partial");
   head_partial(kb, k, &r, H, S, z);

@@ -52,9 +52,19 @@ enum { SD_TILE = DSV4_DECODE_TILE };
 
 /* One index list's arguments: the main list or the extra one. */
 typedef struct {
-  int cache, indices, lens, topk, num_blocks, block_size, block_stride;
+  int cache, indices, lens, topk, num_blocks, block_size, block_stride, indices_sb, indices_ss, lens_sb, lens_ss;
 } sd_list;
 extern const sd_list sd_main, sd_extra;
+
+/* Element offset (i64) of token t's row of a token-major argument: batch
+ * entry t / seq_q times the argument sb, plus position t % seq_q times ss
+ * (argument indices of the kernel being built: seq is SD_seq_q or
+ * SD_C_seq_q).  dsv4_abi.h says how the arguments are addressed. */
+LLVMValueRef sd_token_row(dsv4_kb *kb, LLVMValueRef t, int seq, int sb, int ss);
+
+/* Byte offset (i64) of element (token t, head h) of q, out or lse (elem:
+ * its bytes; sb, ss, sh its stride arguments; seq as above). */
+LLVMValueRef sd_head_at(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef h, int seq, int sb, int ss, int sh, int elem);
 
 /* f32 constant v. */
 static inline LLVMValueRef sd_f32(dsv4_kb *kb, double v) { return LLVMConstReal(kb->f32, v); }
@@ -117,9 +127,11 @@ LLVMValueRef sd_shfl_i32(dsv4_kb *kb, LLVMValueRef v, LLVMValueRef lane);
 /* Tile i's list (the main one's tiles, then the extra one's): its local
  * tile index, valid-prefix length and arguments. */
 typedef struct {
-  LLVMValueRef lt, n, topk, bs, nb, stride, cache, ind; /* bs, nb: i64 */
+  LLVMValueRef lt, n, topk, bs, nb, stride, cache, ind, irow; /* bs, nb, irow: i64 */
 } sd_tile_list;
-sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef i, const LLVMValueRef *n, const LLVMValueRef *ntiles);
+/* irow: the element offset of token t's row in the list's indices. */
+sd_tile_list sd_pick_list(dsv4_kb *kb, LLVMValueRef t, LLVMValueRef i, const LLVMValueRef *n,
+                          const LLVMValueRef *ntiles);
 
 /* i1: index idx (i64) names a row of a cache of nb blocks of bs rows. */
 LLVMValueRef sd_row_valid(dsv4_kb *kb, LLVMValueRef idx, LLVMValueRef nb, LLVMValueRef bs);

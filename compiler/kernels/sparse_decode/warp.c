@@ -65,13 +65,12 @@ static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVM
   LLVMBuilderRef b = kb->b;
   const dsv4_layout *L = &k->layout;
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x->tid, kb_i32(kb, SD_TILE), ""), "rows");
-  sd_tile_list tl = sd_pick_list(kb, i, x->n, x->ntiles);
-  LLVMValueRef lt = tl.lt, n = tl.n, topk = tl.topk, bs = tl.bs, nb = tl.nb, stride = tl.stride, cache = tl.cache,
+  sd_tile_list tl = sd_pick_list(kb, x->token, i, x->n, x->ntiles);
+  LLVMValueRef lt = tl.lt, n = tl.n, bs = tl.bs, nb = tl.nb, stride = tl.stride, cache = tl.cache,
                ind = tl.ind;
   LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, lt, kb_i32(kb, SD_TILE), ""), x->tid, "pos");
   LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, n, "");
-  LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, topk), ""),
-                                                   kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
+  LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, tl.irow, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
   LLVMValueRef idx = kb_sext64(kb, kb_load_if(kb, want, kb->i32, ind, ioff, 4, kb_i32(kb, -1)));
   LLVMValueRef valid = sd_row_valid(kb, idx, nb, bs);
   LLVMValueRef s0 = LLVMBuildSelect(b, valid, idx, kb_i64(kb, 0), "");
@@ -461,12 +460,11 @@ static void stage_q(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef h0)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef H = kb_arg(kb, SD_heads);
-  LLVMValueRef qrow =
-      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
   LLVMValueRef qvalid =
       LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSub(b, H, h0, "")), kb_i64(kb, (long long)x->dim * 2), "");
-  kb_stage_rows(kb, kb_arg(kb, SD_q), LLVMBuildMul(b, qrow, kb_i64(kb, (long long)x->dim * 2), ""),
-                (long long)x->heads * x->dim * 2, qvalid, x->dim * 2, x->row_bytes, x->q_tile, x->tid, x->threads);
+  kb_stage_rows(kb, kb_arg(kb, SD_q), sd_head_at(kb, x->token, h0, SD_seq_q, SD_q_sb, SD_q_ss, SD_q_sh, 2),
+                LLVMBuildMul(b, kb_arg(kb, SD_q_sh), kb_i64(kb, 2), ""), (long long)x->heads * x->dim * 2, qvalid,
+                x->dim * 2, x->row_bytes, x->q_tile, x->tid, x->threads);
 }
 
 /* The rows' ends: each row's sum over its quad and then over the row

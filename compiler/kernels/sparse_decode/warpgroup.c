@@ -396,8 +396,8 @@ static void stage_q(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef h0)
   LLVMBuilderRef b = kb->b;
   LLVMValueRef H = kb_arg(kb, SD_heads);
   int per_row = x->dim * 2 / 16;
-  LLVMValueRef qrow =
-      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMValueRef qrow = sd_head_at(kb, x->token, h0, SD_seq_q, SD_q_sb, SD_q_ss, SD_q_sh, 2);
+  LLVMValueRef qsh = LLVMBuildMul(b, kb_arg(kb, SD_q_sh), kb_i64(kb, 2), "");
   LLVMValueRef hv = LLVMBuildSub(b, H, h0, "");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
   kb_if_t fk = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x->tid, kb_i32(kb, x->heads), ""), "sinks");
@@ -415,9 +415,8 @@ static void stage_q(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef h0)
     LLVMValueRef pi = LLVMBuildAdd(b, x->tid, kb_i32(kb, it * 256), "");
     LLVMValueRef r = LLVMBuildUDiv(b, pi, kb_i32(kb, per_row), ""), cb = LLVMBuildURem(b, pi, kb_i32(kb, per_row), "");
     LLVMValueRef kbyte = LLVMBuildMul(b, kb_zext64(kb, cb), kb_i64(kb, 16), "");
-    LLVMValueRef src = LLVMBuildAdd(
-        b, LLVMBuildMul(b, LLVMBuildAdd(b, qrow, kb_zext64(kb, r), ""), kb_i64(kb, (long long)x->dim * 2), ""), kbyte,
-        "");
+    LLVMValueRef src =
+        LLVMBuildAdd(b, LLVMBuildAdd(b, qrow, LLVMBuildMul(b, kb_zext64(kb, r), qsh, ""), ""), kbyte, "");
     LLVMValueRef v =
         kb_load_if(kb, LLVMBuildICmp(b, LLVMIntSLT, r, hv, ""), v4, kb_arg(kb, SD_q), src, 16, LLVMConstNull(v4));
     kb_store(kb, v, kb_byte_ptr(kb, x->q_tile, kb_mma_offset(kb, 128, x->heads, kb_zext64(kb, r), kbyte)), 16);

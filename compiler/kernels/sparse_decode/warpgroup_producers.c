@@ -28,7 +28,7 @@ static wgtile wg_tile(dsv4_kb *kb, const wg_ctx *x, LLVMValueRef i, LLVMValueRef
   r.lane = LLVMBuildURem(b, ptid, kb_i32(kb, lanes), ""), r.local = LLVMBuildUDiv(b, ptid, kb_i32(kb, lanes), "");
   if (h)
     r.local = LLVMBuildAdd(b, r.local, LLVMBuildMul(b, h, kb_i32(kb, SD_TILE / parts), ""), "");
-  r.l = sd_pick_list(kb, i, x->n, x->ntiles);
+  r.l = sd_pick_list(kb, x->token, i, x->n, x->ntiles);
   return r;
 }
 
@@ -45,7 +45,7 @@ static void wg_indices(dsv4_kb *kb, const wg_ctx *x, const wgtile *r, LLVMValueR
 {
   LLVMBuilderRef b = kb->b;
   const sd_tile_list *l = &r->l;
-  LLVMValueRef ibase = LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, l->topk), "");
+  LLVMValueRef ibase = l->irow;
   for (int u = 0; u < r->passes; u++) {
     LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, l->lt, kb_i32(kb, SD_TILE), ""), wg_row(kb, r, u), "pos");
     LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, l->n, "");
@@ -243,8 +243,8 @@ static void wg_copy_out(dsv4_kb *kb, const wg_ctx *x)
   /* rows of DV / 8 16-byte chunks, none with split-KV (partials went straight out) */
   LLVMValueRef S = kb_arg(kb, SD_splits), H = kb_arg(kb, SD_heads);
   LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, S, kb_i32(kb, 1), "split");
-  LLVMValueRef rows0 =
-      LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->token), kb_sext64(kb, H), ""), kb_zext64(kb, h0), "");
+  LLVMValueRef orow0 = sd_head_at(kb, x->token, h0, SD_seq_q, SD_out_sb, SD_out_ss, SD_out_sh, 2);
+  LLVMValueRef osh = LLVMBuildMul(b, kb_arg(kb, SD_out_sh), kb_i64(kb, 2), "");
   LLVMTypeRef v4 = LLVMVectorType(kb->i32, 4);
   kb_loop_t cl;
   kb_for(kb, &cl, kb_i32(kb, 0), LLVMBuildSelect(b, split, kb_i32(kb, 0), kb_i32(kb, x->heads * (DV / 8) / np), ""), 0,
@@ -260,9 +260,8 @@ static void wg_copy_out(dsv4_kb *kb, const wg_ctx *x)
                             LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, wg_stage_row(x)), ""),
                                          LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "")),
                 16);
-    LLVMValueRef oo = LLVMBuildAdd(
-        b, LLVMBuildMul(b, LLVMBuildAdd(b, rows0, kb_zext64(kb, row), ""), kb_i64(kb, (long long)DV * 2), ""),
-        LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "");
+    LLVMValueRef oo = LLVMBuildAdd(b, LLVMBuildAdd(b, orow0, LLVMBuildMul(b, kb_zext64(kb, row), osh, ""), ""),
+                                   LLVMBuildMul(b, cc, kb_i64(kb, 16), ""), "");
     kb_store(kb, v, kb_byte_ptr(kb, kb_arg(kb, SD_out), oo), 16);
     kb_endif(kb, &g);
   }
