@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|tune decode|logits [OPTS]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|tune decode|logits [OPTS]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
@@ -82,6 +82,14 @@ if [ "$what" = indexer ]; then
   python3 indexer_compare.py "$out/deepgemm_before.txt" "$out/bench_indexer.txt" "$out/deepgemm_after.txt" \
     | tee "$out/indexer_compare.md"
   exit $rc
+fi
+if [ "$what" = serving ]; then
+  # issue 39: FlashMLA's op and dsv4c's drop-in on FlashMLA's own strided tensors, called the same way (its
+  # lib.run_flash_mla_decode), same process: host time a call, CUDA-graph replay time, kineto kernel time
+  bash peers/flashmla/build.sh "$PWD/peers/flashmla" >/tmp/flashmla_build.log 2>&1 || { tail -5 /tmp/flashmla_build.log; exit 1; }
+  LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python DSV4C_BUNDLES=$PWD/decode.dsv4b \
+    python3 peer_flashmla_graph.py /tmp/FlashMLA ${2:+--shapes $2} 2>&1 | grep -v -E "Warning|return func|_warn_once"
+  exit "${PIPESTATUS[0]}"
 fi
 if [ "$what" = python ]; then
   # issue 28: the Python package on torch CUDA tensors, and its host overhead beside the C call

@@ -128,6 +128,34 @@ def _raw(x):
     return x
 
 
+_NO_TF = []  # [torch._C.DisableTorchFunction or None], once torch is imported
+
+
+def _quiet(x):
+    """A context in which torch calls skip the process's torch function modes, when x is a torch
+    tensor and torch has torch._C.DisableTorchFunction; else a no-op.  torch.set_default_device
+    (FlashMLA's and DeepGEMM's tests, some engines) installs such a mode, and it turns each of the
+    extension's tensor accessor calls into a Python call: 70 a decode call, 100 us of host time
+    measured on an H200 host (bench/RESULTS.md).  The extension passes devices explicitly, so the
+    mode changes nothing it does."""
+    if not _NO_TF:
+        if not _is_torch(x):
+            return _NULL
+        _NO_TF.append(getattr(_sys.modules["torch"]._C, "DisableTorchFunction", None))
+    return _NO_TF[0]() if _NO_TF[0] is not None and _is_torch(x) else _NULL
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _Null()
+
+
 def _np():
     import numpy
 
@@ -267,9 +295,10 @@ class Bundle:
         """Call the extension's `op` with kw, or prepare it.  stream None: the extension's rule
         (torch's current stream for torch CUDA tensors, else Context.stream)."""
         kw["stream"] = stream
-        if prepare:
-            return self._b._prepare(op, kw, result)
-        getattr(self._b, op)(**kw)
+        with _quiet(x):
+            if prepare:
+                return self._b._prepare(op, kw, result)
+            getattr(self._b, op)(**kw)
         return result
 
     # ---- the ops (docs/ops.md sections 2-5) ----
@@ -330,19 +359,23 @@ class Bundle:
         """Sparse MLA decode with FlashMLA's semantics, docs/ops.md 3: q bf16 [T, H, dim]; indices int32
         [T, topk] (-1 skipped) with lens int32 [T]; optionally the extra (compressed) cache with its
         own indices and lens, one joint softmax; attn_sink f32 [H] in the denominator only.
-        softmax_scale defaults to dim ** -0.5.  Returns (out bf16 [T, H, v_dim], lse f32 [T, H])."""
+        softmax_scale defaults to dim ** -0.5.  Returns (out bf16 [T, H, v_dim], lse f32 [T, H]).
+        Batched, as FlashMLA takes them: q [B, s_q, H, dim], indices [B, s_q, topk], lens [B] (one a
+        batch entry) or [B, s_q]; then out is [B, s_q, H, v_dim] and lse [B, H, s_q].  Every tensor
+        but the cache and the sink may be a strided view (its last dim contiguous; q's and out's
+        strides multiples of 8): the kernels read and write them where they lie, no copy made."""
         q = _raw(q)
         qs = _shape(q, "q")
-        if len(qs) != 3:
-            raise ValueError("q: expected shape [T, H, dim], got %s" % (qs,))
+        if len(qs) not in (3, 4):
+            raise ValueError("q: expected shape [T, H, dim] or [B, s_q, H, dim], got %s" % (qs,))
         if softmax_scale is None:
             softmax_scale = qs[-1] ** -0.5
         if out is None or lse is None:
-            T, H = qs[0], qs[1]
+            H = qs[-2]
             if out is None:
-                out = _empty(q, (T, H, self.op_info("sparse_decode", kernel)["v_dim"]), "bf16", q)
+                out = _empty(q, qs[:-1] + (self.op_info("sparse_decode", kernel)["v_dim"],), "bf16", q)
             if lse is None:
-                lse = _empty(q, (T, H), "f32", name="lse")
+                lse = _empty(q, (qs[0], H, qs[1]) if len(qs) == 4 else (qs[0], H), "f32", name="lse")
         return self._run("sparse_decode", dict(out=_raw(out), lse=lse, q=q, cache=_raw(cache),
                                                indices=_raw(indices), lens=_raw(lens), softmax_scale=softmax_scale,
                                                extra_cache=_raw(extra_cache), extra_indices=_raw(extra_indices),

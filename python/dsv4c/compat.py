@@ -22,7 +22,7 @@ opened on ``Context("auto")``).
 
 import os
 
-from . import Context, _empty, _is_numpy, _raw
+from . import Context, _empty, _is_numpy, _quiet, _raw
 
 __all__ = ["configure", "flash_mla_with_kvcache", "get_mla_metadata", "dequantize_and_gather_k_cache",
            "quantize_and_insert_k_cache", "fp8_paged_mqa_logits", "fp8_fp4_paged_mqa_logits",
@@ -37,6 +37,7 @@ def configure(*bundles):
     _bundles[:] = bundles
     _chosen.clear()
     _rules.clear()
+    _decoders.clear()
 
 
 def _configured():
@@ -96,37 +97,25 @@ def _itemsize(x):
     return int(it)
 
 
-def _full(like, shape, value):
-    """An int32 tensor of `value` allocated like `like`."""
-    t = _empty(like, shape, "i32")
-    t.fill(value) if _is_numpy(t) else t.fill_(value)
-    return t
-
-
-def _repeat(x, n):
-    """Each element of 1-D x n times in a row."""
-    if n == 1:
-        return _packed(x)
-    if _is_numpy(x):
-        import numpy as np
-
-        return np.ascontiguousarray(np.repeat(x, n))
-    return x.repeat_interleave(n).contiguous()
-
-
 def _flat(x, *shape):
     """x reshaped (a view where x is contiguous)."""
     return x.reshape(shape)
 
 
-def _packed(x):
-    """x itself where it is packed row-major, else a packed copy: FlashMLA takes q and the index lists
-    with strides (its tests pass views of wider rows), dsv4rt's decode takes them packed (one extra
-    pass over a strided argument)."""
-    if hasattr(x, "is_contiguous"):
-        return x if x.is_contiguous() else x.contiguous()
-    import numpy
-    return numpy.ascontiguousarray(x)
+_fulls = {}  # (device, n, value) -> an int32 tensor of n values, made once (FlashMLA's absent topk_length)
+
+
+def _full(like, n, value):
+    """A [n] int32 tensor of `value` on like's device, made once and kept: the same tensor at every
+    call, so a call in a CUDA graph launches nothing but the op (a call that first makes it inside a
+    capture captures its fill too; docs/python.md)."""
+    key = (str(getattr(like, "device", "cpu")) if not _is_numpy(like) else "numpy", n, value)
+    t = _fulls.get(key)
+    if t is None:
+        t = _empty(like, (n,), "i32")
+        t.fill(value) if _is_numpy(t) else t.fill_(value)
+        _fulls[key] = t
+    return t
 
 
 # ---- FlashMLA ----
@@ -164,37 +153,42 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
         raise ValueError("%s: extra_k_cache and extra_indices_in_kvcache go together (flash_mla_with_kvcache)"
                          % ("extra_k_cache" if extra_k_cache is None else "extra_indices_in_kvcache"))
-    if q.ndim != 4:
-        raise ValueError("q: expected [batch, s_q, h_q, head_dim], got shape %s" % (tuple(q.shape),))
+    qs = q.shape
+    if len(qs) != 4:
+        raise ValueError("q: expected [batch, s_q, h_q, head_dim], got shape %s" % (tuple(qs),))
     k_cache, extra_k_cache = _raw(k_cache), _raw(extra_k_cache)
-    b, s_q, h, d = q.shape
-    T = b * s_q
+    b, s_q, h, d = qs
     tb = _token_bytes(k_cache)
-    b_, name = _find("sparse_decode", (tb, d), token_bytes=tb, dim=d)
-    info = b_.op_info("sparse_decode", name)
-    if head_dim_v != info["v_dim"]:
-        raise ValueError("head_dim_v: %d, but kernel %s (layout %s) outputs %d dims" % (head_dim_v, name,
-                                                                                        info["layout"], info["v_dim"]))
+    hit = _decoders.get((tb, d, head_dim_v))
+    if hit is None:
+        b_, name = _find("sparse_decode", (tb, d), token_bytes=tb, dim=d)
+        v = b_.op_info("sparse_decode", name)["v_dim"]
+        if head_dim_v != v:
+            raise ValueError("head_dim_v: %d, but kernel %s (layout %s) outputs %d dims"
+                             % (head_dim_v, name, b_.op_info("sparse_decode", name)["layout"], v))
+        hit = _decoders[(tb, d, head_dim_v)] = (b_._b.sparse_decode, _rule_or(b_, "sparse_decode", name))
+    call, kernel = hit
     if extra_k_cache is not None and _token_bytes(extra_k_cache) != tb:
         raise ValueError("extra_k_cache: %d-byte tokens, k_cache has %d (one layout for both)"
                          % (_token_bytes(extra_k_cache), tb))
     if softmax_scale is None:
         softmax_scale = d ** -0.5
-    topk = indices.shape[-1]
-    idx = _flat(_packed(indices), T, topk)
-    lens = _full(idx, (T,), topk) if topk_length is None else _repeat(topk_length, s_q)
-    xi = xl = None
-    if extra_k_cache is not None:
-        xtopk = extra_indices_in_kvcache.shape[-1]
-        xi = _flat(_packed(extra_indices_in_kvcache), T, xtopk)
-        xl = _full(xi, (T,), xtopk) if extra_topk_length is None else _repeat(extra_topk_length, s_q)
-    out, lse = b_.sparse_decode(_flat(_packed(q), T, h, d), k_cache, idx, lens, softmax_scale=softmax_scale,
-                                extra_cache=extra_k_cache, extra_indices=xi, extra_lens=xl, attn_sink=attn_sink,
-                                kernel=_rule_or(b_, "sparse_decode", name))
-    out = out.reshape(b, s_q, h, info["v_dim"])
-    lse = lse.reshape(b, s_q, h)
-    lse = lse.transpose(0, 2, 1) if _is_numpy(lse) else lse.transpose(1, 2)
+    if topk_length is None:
+        topk_length = _full(indices, b, indices.shape[-1])
+    if extra_k_cache is not None and extra_topk_length is None:
+        extra_topk_length = _full(extra_indices_in_kvcache, b, extra_indices_in_kvcache.shape[-1])
+    with _quiet(q):
+        out = _empty(q, (b, s_q, h, head_dim_v), "bf16", q)
+        lse = _empty(q, (b, h, s_q), "f32", name="lse")
+        # the extension's own call: q [b, s_q, h, d], the lists [b, s_q, topk] and topk_length [b] taken as the
+        # strided views they are (no copy), lse written straight into FlashMLA's [b, h, s_q]
+        call(out=out, lse=lse, q=_raw(q), cache=k_cache, indices=indices, lens=topk_length,
+             softmax_scale=softmax_scale, extra_cache=extra_k_cache, extra_indices=extra_indices_in_kvcache,
+             extra_lens=extra_topk_length, attn_sink=attn_sink, kernel=kernel, stream=None)
     return out, lse
+
+
+_decoders = {}  # (token bytes, dim, head_dim_v) -> (the extension's call, kernel= argument)
 
 
 # ---- vLLM ----

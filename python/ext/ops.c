@@ -284,6 +284,64 @@ static int parse_kv_insert(BundleObject *self, PyObject *args, PyObject *kw, cal
 }
 #undef OP
 
+/* The last dim of t packed (any strides on the others). */
+static int last_contig(tview *t)
+{
+  if (t->ndim == 0 || t->shape[t->ndim - 1] <= 1 || t->strides[t->ndim - 1] == 1)
+    return 0;
+  char sh[160], st[160];
+  PyErr_Format(PyExc_ValueError, "%s: its last dim must be contiguous; shape %s has strides %s (in elements)", t->name,
+               shape_str(t, sh, sizeof sh), strides_str(t, st, sizeof st));
+  return -1;
+}
+
+/* A decode argument's strides as dsv4rt_sparse_decode_args takes them
+ * (batch entry, position[, head]) from t [B, s_q, ...] (four) or [T, ...]:
+ * a dim of extent 1 gets stride 8 (any serves the kernel; the runtime asks
+ * multiples of 8 of some, and all zero would mean packed); n: 2 or 3.  A
+ * view whose strides are all 0 is refused. */
+static int batch_strides(const tview *t, int four, int64_t *v, int n)
+{
+  int dim[3] = {0, four ? 1 : -1, four ? 2 : 1};
+  for (int i = 0; i < n; i++) /* 8: a multiple of every alignment the runtime asks of a stride */
+    v[i] = dim[i] < 0 ? 0 : t->shape[dim[i]] == 1 ? 8 : t->strides[dim[i]];
+  for (int i = 0; i < n; i++)
+    if (v[i])
+      return 0;
+  PyErr_Format(PyExc_ValueError, "%s: a broadcast view (every stride 0) is not taken: pass it contiguous", t->name);
+  return -1;
+}
+
+/* One index list: ix [B, s_q, topk] (four) or [T, topk], rows contiguous;
+ * ln [T] (or, four, [B]: one length a batch entry, or [B, s_q]). */
+static int decode_list(tview *ix, tview *ln, int64_t B, int64_t S, int four, const char *kname, int64_t *is,
+                       int64_t *ls, int64_t *topk)
+{
+  int64_t T = B * S;
+  if (four ? ix->ndim != 3 || ix->shape[0] != B || ix->shape[1] != S : ix->ndim != 2 || ix->shape[0] != T)
+    return four ? bad_shape(ix, "[B, s_q, %s] with B = %lld, s_q = %lld", kname, (long long)B, (long long)S)
+                : bad_shape(ix, "[T, %s] with T = %lld", kname, (long long)T);
+  int per_entry = four && ln->ndim == 1 && ln->shape[0] == B;
+  if (!(ln->ndim == 1 && ln->shape[0] == (four ? B : T)) && !(four && ln->ndim == 2 && ln->shape[0] == B &&
+                                                              ln->shape[1] == S))
+    return four ? bad_shape(ln, "[B] = [%lld] (one a batch entry) or [B, s_q] = [%lld, %lld]", (long long)B,
+                            (long long)B, (long long)S)
+                : bad_shape(ln, "[T] = [%lld]", (long long)T);
+  if (last_contig(ix))
+    return -1;
+  *topk = ix->shape[ix->ndim - 1];
+  if (batch_strides(ix, four, is, 2))
+    return -1;
+  ls[0] = ln->shape[0] == 1 ? 8 : ln->strides[0];
+  ls[1] = per_entry ? 0 : four ? ln->strides[1] : 0;
+  if (ls[0] == 0 && ls[1] == 0) {
+    PyErr_Format(PyExc_ValueError, "%s: a broadcast view (every stride 0) is not taken: pass it contiguous",
+                 ln->name);
+    return -1;
+  }
+  return 0;
+}
+
 #define OP SPARSE_DECODE
 static int parse_sparse_decode(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
 {
@@ -314,34 +372,44 @@ static int parse_sparse_decode(BundleObject *self, PyObject *args, PyObject *kw,
     return -1;
   dsv4rt_sparse_decode_args *a = &c->a.sd;
   tview *qq = TV(q), *o = TV(out), *l = TV(lse), *ix = TV(indices), *ln = TV(lens), *sk = TV(attn_sink);
-  if (qq->ndim != 3 || qq->shape[2] != c->L.dim)
-    return bad_shape(qq, "[T, H, %d] (layout %s)", c->L.dim, c->L.name);
-  int64_t T = qq->shape[0], H = qq->shape[1], vd = c->info.v_dim;
-  if (o->ndim != 3 || o->shape[0] != T || o->shape[1] != H || o->shape[2] != vd)
-    return bad_shape(o, "[T, H, v_dim] = [%lld, %lld, %lld]", (long long)T, (long long)H, (long long)vd);
-  if (l->ndim != 2 || l->shape[0] != T || l->shape[1] != H)
-    return bad_shape(l, "[T, H] = [%lld, %lld]", (long long)T, (long long)H);
-  if (ix->ndim != 2 || ix->shape[0] != T)
-    return bad_shape(ix, "[T, topk] with T = %lld", (long long)T);
-  if (ln->ndim != 1 || ln->shape[0] != T)
-    return bad_shape(ln, "[T] = [%lld]", (long long)T);
+  int four = qq->ndim == 4;
+  if ((qq->ndim != 3 && !four) || qq->shape[qq->ndim - 1] != c->L.dim)
+    return bad_shape(qq, "[T, H, %d] or [B, s_q, H, %d] (layout %s)", c->L.dim, c->L.dim, c->L.name);
+  int64_t B = qq->shape[0], S = four ? qq->shape[1] : 1, H = qq->shape[qq->ndim - 2], T = B * S, vd = c->info.v_dim;
+  if (four ? o->ndim != 4 || o->shape[0] != B || o->shape[1] != S || o->shape[2] != H || o->shape[3] != vd
+           : o->ndim != 3 || o->shape[0] != T || o->shape[1] != H || o->shape[2] != vd)
+    return four ? bad_shape(o, "[B, s_q, H, v_dim] = [%lld, %lld, %lld, %lld]", (long long)B, (long long)S,
+                            (long long)H, (long long)vd)
+                : bad_shape(o, "[T, H, v_dim] = [%lld, %lld, %lld]", (long long)T, (long long)H, (long long)vd);
+  if (four ? l->ndim != 3 || l->shape[0] != B || l->shape[1] != H || l->shape[2] != S
+           : l->ndim != 2 || l->shape[0] != T || l->shape[1] != H)
+    return four ? bad_shape(l, "[B, H, s_q] = [%lld, %lld, %lld] (FlashMLA's)", (long long)B, (long long)H,
+                            (long long)S)
+                : bad_shape(l, "[T, H] = [%lld, %lld]", (long long)T, (long long)H);
   if (sk && (sk->ndim != 1 || sk->shape[0] != H))
     return bad_shape(sk, "[H] = [%lld]", (long long)H);
-  if (need_contig(qq) || need_contig(o) || need_contig(l) || need_contig(ix) || need_contig(ln) ||
-      (sk && need_contig(sk)))
+  if (last_contig(qq) || last_contig(o) || (sk && need_contig(sk)))
     return -1;
-  a->n_tokens = T, a->heads = H, a->topk = ix->shape[1];
+  a->seq_q = S;
+  if (batch_strides(qq, four, a->q_strides, 3) || batch_strides(o, four, a->out_strides, 3))
+    return -1;
+  if (four) /* [B, H, s_q]: batch entry, position, head */
+    a->lse_strides[0] = l->strides[0], a->lse_strides[1] = l->strides[2], a->lse_strides[2] = l->strides[1];
+  else
+    a->lse_strides[0] = l->strides[0], a->lse_strides[1] = 0, a->lse_strides[2] = l->strides[1];
+  for (int i = 0, d[3] = {0, four ? 2 : -1, 1}; i < 3; i++) /* (any stride serves a dim of one) */
+    if (d[i] >= 0 && l->shape[d[i]] == 1)
+      a->lse_strides[i] = 8;
+  if (decode_list(ix, ln, B, S, four, "topk", a->indices_strides, a->lens_strides, &a->topk))
+    return -1;
+  a->n_tokens = T, a->heads = H;
   a->softmax_scale = scale, a->tensor_scale = ts;
   c->opts.splits = splits;
   if (TV(extra_cache)) {
-    tview *xix = TV(extra_indices), *xln = TV(extra_lens);
-    if (xix->ndim != 2 || xix->shape[0] != T)
-      return bad_shape(xix, "[T, extra_topk] with T = %lld", (long long)T);
-    if (xln->ndim != 1 || xln->shape[0] != T)
-      return bad_shape(xln, "[T] = [%lld]", (long long)T);
-    if (need_contig(xix) || need_contig(xln))
+    if (decode_list(TV(extra_indices), TV(extra_lens), B, S, four, "extra_topk", a->extra_indices_strides,
+                    a->extra_lens_strides, &a->extra_topk))
       return -1;
-    a->extra_topk = xix->shape[1];
+
     if (cache_geometry(c, TV(extra_cache), xbs, "extra_block_size", &a->extra_num_blocks, &a->extra_block_size,
                        &a->extra_block_stride))
       return -1;

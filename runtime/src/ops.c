@@ -383,7 +383,7 @@ static dsv4rt_status check_strides(const call *c, const char *name, const int64_
       break;
     used[m] = 1;
     if (st[m] < span)
-      return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE,
+      return rt_fail(c->ctx, DSV4RT_ERR_ALIASING,
                      "%s: %s_strides[%d] = %lld overlaps the %.0Lf elements inside it: two elements of %s would share "
                      "an address",
                      c->fn, name, m, (long long)st[m], span, name);

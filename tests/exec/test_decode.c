@@ -112,9 +112,9 @@ static void close_enough(const char *what, const float *got, const float *want, 
     double lim = fmax(r->abs_tol, r->rel_tol * (fabs(w) + 1e-6));
     int ok;
     if (r->pv_abs) { /* the condition-aware bounds (dsv4_check_cond_ok / dsv4_check_lse_cond_ok) */
-      lim = r->lse_dim > 0 ? dsv4_check_lse_cond_bound(w, r->abs_tol, r->rel_tol, r->lse_dim, r->pv_abs[i])
-                           : dsv4_check_cond_bound(w, r->abs_tol, r->rel_tol, r->u_p, r->n_valid[i / r->per_token],
-                                                   r->pv_abs[i]);
+      lim = r->lse_dim > 0
+                ? dsv4_check_lse_cond_bound(w, r->abs_tol, r->rel_tol, r->lse_dim, r->pv_abs[i])
+                : dsv4_check_cond_bound(w, r->abs_tol, r->rel_tol, r->u_p, r->n_valid[i / r->per_token], r->pv_abs[i]);
       ok = ag == aw && err < lim;
     } else
       ok = ag == aw && dsv4_check_flashmla_ok(err, w, r->abs_tol, r->rel_tol);
@@ -223,13 +223,28 @@ static void dcase_free(dcase *c)
 static dsv4rt_sparse_decode_args launch_args(const dcase *c)
 {
   int has_x = c->x.cache && c->x.topk;
-  dsv4rt_sparse_decode_args a = {.out = c->ob, .lse = c->lseb, .q = c->qb, .n_tokens = c->T, .heads = c->H,
-                                 .cache = c->cb, .num_blocks = c->m.nb, .block_size = c->m.bs,
-                                 .block_stride = c->m.stride, .indices = c->ib, .lens = c->lb, .topk = c->m.topk,
-                                 .extra_cache = c->xcb, .extra_num_blocks = has_x ? c->x.nb : 0,
-                                 .extra_block_size = has_x ? c->x.bs : 1, .extra_block_stride = has_x ? c->x.stride : 0,
-                                 .extra_indices = c->xib, .extra_lens = c->xlb, .extra_topk = has_x ? c->x.topk : 0,
-                                 .attn_sink = c->sb, .softmax_scale = c->scale, .tensor_scale = c->ts};
+  dsv4rt_sparse_decode_args a = {.out = c->ob,
+                                 .lse = c->lseb,
+                                 .q = c->qb,
+                                 .n_tokens = c->T,
+                                 .heads = c->H,
+                                 .cache = c->cb,
+                                 .num_blocks = c->m.nb,
+                                 .block_size = c->m.bs,
+                                 .block_stride = c->m.stride,
+                                 .indices = c->ib,
+                                 .lens = c->lb,
+                                 .topk = c->m.topk,
+                                 .extra_cache = c->xcb,
+                                 .extra_num_blocks = has_x ? c->x.nb : 0,
+                                 .extra_block_size = has_x ? c->x.bs : 1,
+                                 .extra_block_stride = has_x ? c->x.stride : 0,
+                                 .extra_indices = c->xib,
+                                 .extra_lens = c->xlb,
+                                 .extra_topk = has_x ? c->x.topk : 0,
+                                 .attn_sink = c->sb,
+                                 .softmax_scale = c->scale,
+                                 .tensor_scale = c->ts};
   return a;
 }
 
@@ -244,12 +259,10 @@ static void poison(dcase *c)
   dsv4rt_buffer_write(c->lseb, 0, c->lgot, nl * 4);
 }
 
-/* Read the outputs back and hold them to r (out) and lse's tolerance. */
-static void check_outputs(const char *label, dcase *c, const rule *r)
+/* Hold the outputs read back (got, lgot) to r (out) and lse's tolerance. */
+static void compare_outputs(const char *label, dcase *c, const rule *r)
 {
   size_t n = (size_t)nout(c), nl = (size_t)(c->T * c->H);
-  dsv4rt_buffer_read(c->ob, 0, c->got, n * 2);
-  dsv4rt_buffer_read(c->lseb, 0, c->lgot, nl * 4);
   for (size_t i = 0; i < n; i++)
     c->fo[i] = dsv4_ref_bf16_to_f32(c->got[i]), c->fw[i] = dsv4_ref_bf16_to_f32(c->want[i]);
   char what[320];
@@ -260,6 +273,14 @@ static void check_outputs(const char *label, dcase *c, const rule *r)
   if (r->pv_abs) /* the condition-aware inputs: lse's own bound (docs/ops.md's fixed one cannot hold there) */
     lr.pv_abs = c->lse_abs, lr.lse_dim = c->L->dim;
   close_enough(what, c->lgot, c->lwant, nl, &lr);
+}
+
+/* Read the outputs back and hold them to r (out) and lse's tolerance. */
+static void check_outputs(const char *label, dcase *c, const rule *r)
+{
+  dsv4rt_buffer_read(c->ob, 0, c->got, (size_t)nout(c) * 2);
+  dsv4rt_buffer_read(c->lseb, 0, c->lgot, (size_t)(c->T * c->H) * 4);
+  compare_outputs(label, c, r);
 }
 
 /* Kernel k (NULL name: the runtime's choice) on case c with `splits`,
@@ -293,7 +314,11 @@ static void run_case(const kern *k, const char *name, dcase *c, int splits, int 
  * launched right behind it with no synchronization between them (the
  * matrix forms' kernels may start before the one before them ends: they
  * share the split-KV work space), checked too. */
-static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs, int unnamed, int64_t topk)
+/* Case c: random inputs of kernel k's layout (the lengths equal within
+ * each run of `tie` tokens: a batch entry's, as FlashMLA's topk_length),
+ * its reference output, and its device buffers. */
+static void make_random(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs, int64_t topk, int64_t tie,
+                        dcase *out)
 {
   const dsv4_layout *L = &k->L;
   int D = L->dim;
@@ -326,8 +351,18 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
     int u = (int)dsv4_rng_range(&rng, 0, 9);
     c.sink[h] = u == 0 ? INFINITY : u == 1 ? -INFINITY : (rnd01() - 0.5f) * 8.0f;
   }
+  for (int64_t t = 0; t < T; t++)
+    c.m.lens[t] = c.m.lens[t - t % tie], c.x.lens[t] = c.x.lens[t - t % tie];
   CHECK(reference(&c, 0) == 0, "%s: reference refused the inputs", k->name);
   upload(&c);
+  *out = c;
+}
+
+static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, int64_t xbs, int unnamed, int64_t topk)
+{
+  int D = k->L.dim;
+  dcase c;
+  make_random(k, T, H, with_extra, xbs, topk, 1, &c);
   /* the second decode: another q, its own outputs */
   dcase c2 = c;
   c2.owned = 0;
@@ -374,6 +409,125 @@ static void random_case_ex(const kern *k, int64_t T, int64_t H, int with_extra, 
   dsv4rt_buffer_destroy(c2.qb), dsv4rt_buffer_destroy(c2.ob), dsv4rt_buffer_destroy(c2.lseb);
   free(c2.q), free((void *)c2.want), free((void *)c2.lwant), free(c2.pv_abs), free(c2.n_valid), free(c2.lse_abs),
       free(c2.got), free(c2.lgot);
+  dcase_free(&c);
+}
+
+/* ---- strided, batched arguments (FlashMLA's views) ---- */
+
+#define OUT_GAP 0x1234u     /* what out's gaps hold (bf16 bits) */
+#define LSE_GAP 0x12345678u /* and lse's (f32 bits) */
+
+/* One token-major argument laid out at strides st (elements) as [B, SQ,
+ * (H,) inner] in a buffer of `total` elements of `size` bytes: where row
+ * (b, s, h) starts. */
+static int64_t at3(const int64_t *st, int64_t t, int64_t SQ, int64_t h)
+{
+  return t / SQ * st[0] + t % SQ * st[1] + h * st[2];
+}
+
+/* Case c (lengths tied within batch entries of SQ tokens) launched through
+ * strided views the way FlashMLA's tests hand them over: q [B, SQ, H, D]
+ * with every dim padded, the index lists' rows padded, the main list's
+ * lengths one a batch entry ([B], strides {1, 0}), the extra list's
+ * [B, SQ] padded, out [B, SQ, H, V] in head-major order with gaps, lse
+ * [B, H, SQ] (FlashMLA's).  Every gap holds what a misaddressing kernel
+ * would visibly use: NaN in q, valid slots in the lists, valid lengths;
+ * out's and lse's gaps a sentinel that must survive.  The outputs are
+ * gathered back and held to r. */
+static void run_strided(const kern *k, const char *name, dcase *c, int64_t SQ, int splits, const char *what,
+                        const rule *r)
+{
+  int64_t T = c->T, H = c->H, D = c->L->dim, V = c->V, B = T / SQ, tk = c->m.topk, xtk = c->x.topk;
+  int has_x = c->x.cache && xtk;
+  int64_t qs[3], os[3], ls[3], is[3] = {0, 0, 0}, xs[3] = {0, 0, 0}, xl[3] = {2 * SQ + 1, 2, 0}, ml[3] = {1, 0, 0};
+  qs[2] = D + 8, qs[1] = (H + 1) * qs[2], qs[0] = (SQ + 1) * qs[1];
+  os[1] = V + 8, os[2] = SQ * os[1] + 8, os[0] = H * os[2] + 16;
+  ls[1] = 1, ls[2] = SQ, ls[0] = H * SQ + 5;
+  is[1] = tk + 3, is[0] = (SQ + 1) * is[1];
+  xs[1] = xtk + 5, xs[0] = SQ * xs[1] + 7;
+  int64_t nq = B * qs[0], no = B * os[0], nl = B * ls[0], ni = B * is[0] + 1, nx = B * xs[0] + 1, nxl = B * xl[0];
+  uint16_t *q = malloc((size_t)nq * 2), *o = malloc((size_t)no * 2);
+  int32_t *ix = malloc((size_t)ni * 4), *xx = malloc((size_t)nx * 4), *mlen = malloc((size_t)B * 4),
+          *xlen = malloc((size_t)nxl * 4);
+  uint32_t *l = malloc((size_t)nl * 4);
+  char *oreal = calloc((size_t)no, 1), *lreal = calloc((size_t)nl, 1);
+  dsv4_check_fill16(q, (size_t)nq, 0x7FC0);
+  for (int64_t i = 0; i < ni; i++)
+    ix[i] = (int32_t)dsv4_rng_range(&rng, 0, c->m.nb * c->m.bs - 1);
+  for (int64_t i = 0; i < nx; i++)
+    xx[i] = has_x ? (int32_t)dsv4_rng_range(&rng, 0, c->x.nb * c->x.bs - 1) : 0;
+  for (int64_t i = 0; i < nxl; i++)
+    xlen[i] = (int32_t)xtk;
+  dsv4_check_fill16(o, (size_t)no, OUT_GAP);
+  for (int64_t i = 0; i < nl; i++)
+    l[i] = LSE_GAP;
+  for (int64_t t = 0; t < T; t++) {
+    for (int64_t h = 0; h < H; h++) {
+      memcpy(q + at3(qs, t, SQ, h), c->q + (t * H + h) * D, (size_t)D * 2);
+      memset(oreal + at3(os, t, SQ, h), 1, (size_t)V);
+      lreal[at3(ls, t, SQ, h)] = 1;
+    }
+    memcpy(ix + at3(is, t, SQ, 0), c->m.idx + t * tk, (size_t)tk * 4);
+    if (has_x)
+      memcpy(xx + at3(xs, t, SQ, 0), c->x.idx + t * xtk, (size_t)xtk * 4), xlen[at3(xl, t, SQ, 0)] = c->x.lens[t];
+    mlen[t / SQ] = c->m.lens[t];
+  }
+  dsv4rt_buffer *qb = dev(q, (size_t)nq * 2), *ob = dev(o, (size_t)no * 2), *lb = dev(l, (size_t)nl * 4),
+                *ib = dev(ix, (size_t)ni * 4), *mlb = dev(mlen, (size_t)B * 4),
+                *xib = has_x ? dev(xx, (size_t)nx * 4) : NULL, *xlb = has_x ? dev(xlen, (size_t)nxl * 4) : NULL;
+  dsv4rt_sparse_decode_args a = launch_args(c);
+  a.q = qb, a.out = ob, a.lse = lb, a.indices = ib, a.lens = mlb, a.seq_q = SQ;
+  memcpy(a.q_strides, qs, sizeof a.q_strides), memcpy(a.out_strides, os, sizeof a.out_strides);
+  memcpy(a.lse_strides, ls, sizeof a.lse_strides), memcpy(a.indices_strides, is, sizeof a.indices_strides);
+  memcpy(a.lens_strides, ml, sizeof a.lens_strides);
+  if (has_x) {
+    a.extra_indices = xib, a.extra_lens = xlb;
+    memcpy(a.extra_indices_strides, xs, sizeof a.extra_indices_strides);
+    memcpy(a.extra_lens_strides, xl, sizeof a.extra_lens_strides);
+  }
+  dsv4rt_launch_opts opt = {.kernel = name, .check_contents = 1, .splits = splits};
+  dsv4rt_status st = dsv4rt_sparse_decode(bundle, &a, &opt);
+  if (!st)
+    st = dsv4rt_synchronize(ctx);
+  char label[320];
+  snprintf(label, sizeof label, "%s%s, %s, strided views B %lld x seq_q %lld, splits %d", name ? "" : "unnamed, ",
+           k->name, what, (long long)B, (long long)SQ, splits);
+  CHECK(st == DSV4RT_OK, "%s: launch: %s", label, dsv4rt_last_error(ctx));
+  if (!st) {
+    dsv4rt_buffer_read(ob, 0, o, (size_t)no * 2);
+    dsv4rt_buffer_read(lb, 0, l, (size_t)nl * 4);
+    int64_t og = 0, lg = 0;
+    for (int64_t i = 0; i < no; i++)
+      og += !oreal[i] && o[i] != OUT_GAP;
+    for (int64_t i = 0; i < nl; i++)
+      lg += !lreal[i] && l[i] != LSE_GAP;
+    CHECK(og == 0 && lg == 0, "%s: wrote %lld of out's and %lld of lse's gaps", label, (long long)og, (long long)lg);
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t h = 0; h < H; h++) {
+        memcpy(c->got + (t * H + h) * V, o + at3(os, t, SQ, h), (size_t)V * 2);
+        memcpy(&c->lgot[t * H + h], &l[at3(ls, t, SQ, h)], 4);
+      }
+    compare_outputs(label, c, r);
+  }
+  dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(ob), dsv4rt_buffer_destroy(lb), dsv4rt_buffer_destroy(ib),
+      dsv4rt_buffer_destroy(mlb), dsv4rt_buffer_destroy(xib), dsv4rt_buffer_destroy(xlb);
+  free(q), free(o), free(ix), free(xx), free(mlen), free(xlen), free(l), free(oreal), free(lreal);
+}
+
+/* B batch entries of SQ tokens through strided views (run_strided), with
+ * the runtime's split count, and 3 splits on a matrix form (the combine
+ * kernel writes out and lse then). */
+static void strided_case(const kern *k, int64_t B, int64_t SQ, int64_t H, int with_extra, int64_t xbs)
+{
+  dcase c;
+  make_random(k, B * SQ, H, with_extra, xbs, 128, SQ, &c);
+  char what[96];
+  snprintf(what, sizeof what, "realistic random H=%lld extra=%s", (long long)H,
+           with_extra ? (xbs == 2 ? "bs 2" : "bs 64") : "none");
+  rule r = {OUT_ABS, OUT_REL, -1, c.pv_abs, c.n_valid, (size_t)(H * c.V), p_roundoff(k, 0), 0};
+  run_strided(k, k->name, &c, SQ, 0, what, &r);
+  if (k->info.matrix)
+    run_strided(k, k->name, &c, SQ, 3, what, &r);
   dcase_free(&c);
 }
 
@@ -500,7 +654,12 @@ static void fm_random(const kern *ks, int nk, const dsv4_layout *L, const fm_sha
   int D = L->dim, tensor = 0;
   for (int i = 0; i < L->nseg; i++)
     tensor |= L->seg[i].scale_tensor;
-  dcase c = {.L = L, .V = V, .T = sh->T, .H = sh->H, .owned = 1, .scale = (float)pow(D, -0.55),
+  dcase c = {.L = L,
+             .V = V,
+             .T = sh->T,
+             .H = sh->H,
+             .owned = 1,
+             .scale = (float)pow(D, -0.55),
              .ts = tensor ? FM_TENSOR_SCALE : 1.0f};
   int bad = fm_list(L, sh->T, sh->width, sh->bs, &c.m) || (sh->xwidth && fm_list(L, sh->T, sh->xwidth, sh->xbs, &c.x));
   c.q = malloc((size_t)(sh->T * sh->H * D) * 2);
@@ -560,8 +719,16 @@ static golden_case *golden_dcase(const dsv4_layout *L, const char *root, const c
     golden_close(g);
     return NULL;
   }
-  *c = (dcase){.L = L, .V = (int)out->shape[2], .T = q->shape[0], .H = q->shape[1], .q = q->data, .sink = sink->data,
-               .scale = (float)scale, .ts = 1.0f, .want = out->data, .lwant = lse->data};
+  *c = (dcase){.L = L,
+               .V = (int)out->shape[2],
+               .T = q->shape[0],
+               .H = q->shape[1],
+               .q = q->data,
+               .sink = sink->data,
+               .scale = (float)scale,
+               .ts = 1.0f,
+               .want = out->data,
+               .lwant = lse->data};
   c->m = (dlist){sc->data, sc->shape[0], (int64_t)bs, (int64_t)stride, si->data, sl->data, si->shape[1]};
   if (xc)
     c->x = (dlist){xc->data, xc->shape[0], (int64_t)xbs, (int64_t)xstride, xi->data, xl->data, xi->shape[1]};
@@ -613,13 +780,24 @@ static void validation(const kern *k)
   dsv4rt_buffer *qb = dev(q, (size_t)(T * H * L->dim) * 2), *cb = dev(cache, (size_t)(nb * stride)),
                 *ib = dev(idx, sizeof idx), *lb = dev(lens, sizeof lens),
                 *ob = dev(o, (size_t)(T * H * k->info.v_dim) * 2), *lseb = dev(NULL, (size_t)(T * H) * 4);
-  dsv4rt_sparse_decode_args ok = {.out = ob, .lse = lseb, .q = qb, .n_tokens = T, .heads = H, .cache = cb,
-                                  .num_blocks = nb, .block_size = bs, .block_stride = stride, .indices = ib,
-                                  .lens = lb, .topk = topk, .softmax_scale = 0.04f, .tensor_scale = 1};
+  dsv4rt_sparse_decode_args ok = {.out = ob,
+                                  .lse = lseb,
+                                  .q = qb,
+                                  .n_tokens = T,
+                                  .heads = H,
+                                  .cache = cb,
+                                  .num_blocks = nb,
+                                  .block_size = bs,
+                                  .block_stride = stride,
+                                  .indices = ib,
+                                  .lens = lb,
+                                  .topk = topk,
+                                  .softmax_scale = 0.04f,
+                                  .tensor_scale = 1};
   dsv4rt_launch_opts opt = {.kernel = k->name, .check_contents = 1};
   dsv4rt_sparse_decode_args a;
-  const char *what[8];
-  dsv4rt_status st[8], want[8];
+  const char *what[16];
+  dsv4rt_status st[16], want[16];
   int n = 0;
   a = ok, a.heads = 8, what[n] = "q smaller than n_tokens x heads", want[n] = DSV4RT_ERR_BUFFER_TOO_SMALL,
   st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
@@ -633,6 +811,16 @@ static void validation(const kern *k)
   bad.splits = -1, what[n] = "splits -1", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
   st[n++] = dsv4rt_sparse_decode(bundle, &ok, &bad);
   a = ok, a.block_stride = stride - 16, what[n] = "stride below the page", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
+  st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.seq_q = 3, what[n] = "n_tokens 2 not a multiple of seq_q 3", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
+  st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.q_strides[0] = 4 * L->dim + 4, a.q_strides[2] = L->dim, what[n] = "q stride off 16 bytes",
+  want[n] = DSV4RT_ERR_MISALIGNED, st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.out_strides[0] = H * k->info.v_dim, a.out_strides[2] = k->info.v_dim - 8, what[n] = "out rows overlapping",
+  want[n] = DSV4RT_ERR_ALIASING, st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.lse_strides[0] = H + 1, a.lse_strides[2] = 1, what[n] = "lse strides reaching past it",
+  want[n] = DSV4RT_ERR_BUFFER_TOO_SMALL, st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
+  a = ok, a.indices_strides[0] = -4, what[n] = "a negative stride", want[n] = DSV4RT_ERR_OUT_OF_RANGE,
   st[n++] = dsv4rt_sparse_decode(bundle, &a, &opt);
   idx[5] = (int32_t)(nb * bs); /* past the cache */
   dsv4rt_buffer_write(ib, 0, idx, sizeof idx);
@@ -682,28 +870,31 @@ int main(int argc, char **argv)
            (int)log2(p_roundoff(k, 0)));
     if (i == 0) /* also without a name (the runtime's choice keeps its layout) */
       random_case_ex(k, 3, 64, 1, 64, 1, 128);
-    random_case(k, 5, 64, 1, 64);  /* C4: extra cache of 64-token pages */
-    random_case(k, 3, 128, 1, 2);  /* C128: pages of 2 entries */
-    random_case(k, 4, 64, 0, 64);  /* SWA only */
-    random_case(k, 3, 20, 1, 64);  /* heads not a multiple of the CTA's */
-    random_case(k, 2, 100, 1, 64); /* two head groups, the second part padding */
-    random_case(k, 2, 192, 0, 64); /* three head groups (CTA pairs: the last beside a padding CTA) */
+    random_case(k, 5, 64, 1, 64);          /* C4: extra cache of 64-token pages */
+    random_case(k, 3, 128, 1, 2);          /* C128: pages of 2 entries */
+    random_case(k, 4, 64, 0, 64);          /* SWA only */
+    random_case(k, 3, 20, 1, 64);          /* heads not a multiple of the CTA's */
+    random_case(k, 2, 100, 1, 64);         /* two head groups, the second part padding */
+    random_case(k, 2, 192, 0, 64);         /* three head groups (CTA pairs: the last beside a padding CTA) */
     random_case_ex(k, 2, 64, 1, 64, 0, 0); /* topk 0: the extra list alone */
     random_case_ex(k, 2, 64, 0, 64, 0, 0); /* topk 0 and no extra list: no tiles, every row empty */
+    strided_case(k, 3, 2, 64, 1, 64);      /* FlashMLA's views: s_q 2 (MTP), topk_length a batch entry */
+    strided_case(k, 2, 1, 20, 1, 2);       /* s_q 1, heads not a multiple of the CTA's, C128 pages */
+    strided_case(k, 2, 2, 128, 0, 64);     /* SWA only, the extra list absent */
     validation(k);
   }
 
   /* each layout: FlashMLA's distribution, one draw for all of its kernels */
   static const fm_shape shapes[] = {
-      {1, 64, 128, 2, 0, 0, 0},          /* one token, SWA only, pages of 2 */
-      {3, 128, 128, 61, 576, 69, 0},     /* odd page sizes, both lists */
-      {2, 64, 64, 576, 512, 256, 0},     /* large pages */
-      {4, 128, 128, 64, 512, 2, 0},      /* C128: compressed pages of 2 */
-      {37, 64, 128, 256, 512, 64, 1},    /* V4-Flash C4 */
-      {64, 128, 128, 64, 1024, 64, 1},   /* V4-Pro C4 */
-      {300, 64, 128, 256, 0, 0, 1},      /* SWA only, a few hundred tokens */
-      {160, 128, 128, 64, 1024, 2, 1},   /* V4-Pro C128 in 320 CTAs, more than a GPU's processors: CTA pairs
-                                            take their tokens longest first (rows.c), each exactly once */
+      {1, 64, 128, 2, 0, 0, 0},        /* one token, SWA only, pages of 2 */
+      {3, 128, 128, 61, 576, 69, 0},   /* odd page sizes, both lists */
+      {2, 64, 64, 576, 512, 256, 0},   /* large pages */
+      {4, 128, 128, 64, 512, 2, 0},    /* C128: compressed pages of 2 */
+      {37, 64, 128, 256, 512, 64, 1},  /* V4-Flash C4 */
+      {64, 128, 128, 64, 1024, 64, 1}, /* V4-Pro C4 */
+      {300, 64, 128, 256, 0, 0, 1},    /* SWA only, a few hundred tokens */
+      {160, 128, 128, 64, 1024, 2, 1}, /* V4-Pro C128 in 320 CTAs, more than a GPU's processors: CTA pairs
+                                          take their tokens longest first (rows.c), each exactly once */
   };
   int ncpu = 3; /* shapes on the CPU (PoCL runs the portable form slowly) */
   for (int i = 0; i < nk; i++) {

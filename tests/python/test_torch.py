@@ -356,6 +356,101 @@ class TestDecode(Case):
         self.assertEqual(tuple(out.shape), (4, 2, 64, 512))
         self.check(out.reshape(8, 64, 512), lse.transpose(1, 2).reshape(8, 64), c)
 
+    @staticmethod
+    def _noncontig(t, fill=0):
+        """t's values in a view of a wider tensor, as FlashMLA's kernelkit.non_contiguousify makes them (every dim
+        one wider, the last 128 wider), the gaps holding `fill`."""
+        base = torch.full([d + 1 for d in t.shape[:-1]] + [t.shape[-1] + 128], fill, dtype=t.dtype, device=t.device)
+        v = base[tuple(slice(0, d) for d in t.shape)]
+        v.copy_(t)
+        return v
+
+    def _flashmla_views(self, seed, bsz=4, s_q=2, H=64):
+        c = decode_inputs(gen(seed), bsz * s_q, H, xtopk=128, xbs=2)
+        c["lens"].view(bsz, s_q)[:, 1:] = c["lens"].view(bsz, s_q)[:, :1]
+        c["xlens"].view(bsz, s_q)[:, 1:] = c["xlens"].view(bsz, s_q)[:, :1]
+        nan = float("nan")
+        v = dict(q=self._noncontig(c["q"].view(bsz, s_q, H, 512), nan),
+                 idx=self._noncontig(c["idx"].view(bsz, s_q, -1), 1),
+                 xidx=self._noncontig(c["xidx"].view(bsz, s_q, -1), 1),
+                 lens=self._noncontig(c["lens"].view(bsz, s_q)[:, 0].contiguous(), 7)[:bsz],
+                 xlens=c["xlens"].view(bsz, s_q)[:, 0].contiguous(),
+                 k=view3(c["cache"], 64).unsqueeze(2), x=view3(c["xcache"], 2).unsqueeze(2))
+        self.assertFalse(v["q"].is_contiguous() or v["idx"].is_contiguous())
+        return c, v
+
+    def _compat(self, c, v, **more):
+        meta, _ = compat.get_mla_metadata()
+        return compat.flash_mla_with_kvcache(v["q"], v["k"], None, None, 512, meta, softmax_scale=c["scale"],
+                                             is_fp8_kvcache=True, indices=v["idx"], attn_sink=c["sink"],
+                                             extra_k_cache=v["x"], extra_indices_in_kvcache=v["xidx"],
+                                             topk_length=v["lens"], extra_topk_length=v["xlens"], **more)
+
+    def test_compat_strided_views_no_copy(self):
+        """FlashMLA's tensors as its tests hand them over (q and the lists strided views of wider tensors,
+        topk_length a batch entry): read where they lie, lse written as [b, h, s_q], and the call launches only
+        the decode's own kernels (the decode, and its combine with split-KV): no copy, no fill."""
+        from torch.profiler import ProfilerActivity, profile
+
+        c, v = self._flashmla_views(27)
+        out, lse = self._compat(c, v)
+        torch.cuda.synchronize()
+        self.assertEqual((tuple(out.shape), tuple(lse.shape)), ((4, 2, 64, 512), (4, 64, 2)))
+        self.check(out.reshape(8, 64, 512), lse.transpose(1, 2).reshape(8, 64), c)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self._compat(c, v)
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+        self.assertTrue(names, "the profiler saw no kernel")
+        extra = [n for n in names if "sparse_decode" not in n and "decode" not in n]
+        self.assertEqual(extra, [], "the drop-in launched more than the decode's kernels: %s" % names)
+
+    def test_graphs(self):
+        """compat, Bundle op and prepared calls captured in torch.cuda.graph on torch's current stream: a replay
+        equals the eager call bit for bit, and contents rewritten in place between replays are what the next
+        replay reads."""
+        b = B["sparse_decode"]
+        c, v = self._flashmla_views(28)
+        plain = decode_inputs(gen(30), 8, 64)
+        p = b.prepare("sparse_decode", plain["q"], view3(plain["cache"], 64), plain["idx"], plain["lens"],
+                      softmax_scale=plain["scale"], extra_cache=view3(plain["xcache"], plain["xbs"]),
+                      extra_indices=plain["xidx"], extra_lens=plain["xlens"], attn_sink=plain["sink"])
+
+        def op_call():
+            return b.sparse_decode(v["q"], view3(c["cache"], 64), v["idx"], v["lens"], softmax_scale=c["scale"],
+                                   extra_cache=view3(c["xcache"], 2), extra_indices=v["xidx"], extra_lens=v["xlens"],
+                                   attn_sink=c["sink"])
+
+        def bits(x):
+            return x.view(torch.int16) if x.dtype == torch.bfloat16 else x.nan_to_num(7.0)
+
+        self._compat(c, v), op_call(), p()  # warm-up, as engines do before capturing
+        torch.cuda.synchronize()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            got = (self._compat(c, v), op_call(), p())
+        for step in range(3):
+            g.replay()
+            torch.cuda.synchronize()
+            want = (self._compat(c, v), op_call())
+            torch.cuda.synchronize()
+            for k, what in enumerate(("compat", "Bundle.sparse_decode")):
+                for x, y in zip(got[k], want[k]):
+                    self.assertTrue(torch.equal(bits(x), bits(y)), "replay %d differs from the eager %s" % (step, what))
+            self.check(got[0][0].reshape(8, 64, 512), got[0][1].transpose(1, 2).reshape(8, 64), c)
+            self.check(*got[2], plain)
+            # a new draw written into the same tensors: the next replay must read it
+            c2, v2 = self._flashmla_views(40 + step)
+            for key in ("q", "cache", "idx", "lens", "xcache", "xidx", "xlens", "sink"):
+                c[key].copy_(c2[key])
+            for key in ("q", "idx", "xidx", "lens", "xlens"):
+                v[key].copy_(v2[key])
+            plain2 = decode_inputs(gen(50 + step), 8, 64)
+            for key in ("q", "cache", "idx", "lens", "xcache", "xidx", "xlens", "sink"):
+                plain[key].copy_(plain2[key])
+
     def test_prepared(self):
         """A prepared decode: the op call's answer; each launch on torch's current stream of that moment
         (a side stream that the default stream then waits for); new contents written in place between
