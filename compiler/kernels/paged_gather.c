@@ -45,7 +45,8 @@ int dsv4_gen_paged_gather(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSGE, pos, kb_i64(kb, 0), ""), "");
     t[u].write = LLVMBuildAnd(b, t[u].write, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "write");
     /* the block number, read only for rows that will be written */
-    LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, maxb, ""), col, ""), kb_i64(kb, 4), "");
+    LLVMValueRef to = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(bt_stride)), ""), col, ""),
+                                   kb_i64(kb, 4), "");
     LLVMValueRef blkno =
         kb_sext64(kb, kb_load_if(kb, t[u].write, kb->i32, kb_arg(kb, ARG(block_table)), to, 4, kb_i32(kb, -1)));
     t[u].valid = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blkno, kb_i64(kb, 0), ""),

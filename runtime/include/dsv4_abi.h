@@ -71,7 +71,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(out_rows, I32)                \
   A(offset, I32)                  \
   A(has_gather_lens, I32)         \
-  A(tensor_scale, F32)
+  A(tensor_scale, F32)            \
+  A(bt_stride, I64)
 
 /* kv_insert(cache, q_out, kv, q, slot_mapping, positions, cos_sin, ...)
  * 1-D grid: the first kv_ctas CTAs write kv rows (tokens_per_cta each, rows
@@ -206,7 +207,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(row_len, I32)                     \
   A(row_stride, I64)                  \
   A(kv_map, IN)                       \
-  A(kv_map_fresh, I32)
+  A(kv_map_fresh, I32)                \
+  A(bt_stride, I64)
 
 /* topk(out, logits, context_lens, rows, row_stride, row_len): one CTA a row;
  * K is the kernel's.  Rows with ctx <= K get 0..ctx-1 then -1. */

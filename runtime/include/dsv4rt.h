@@ -336,6 +336,8 @@ typedef struct dsv4rt_paged_gather_args {
   dsv4rt_buffer *block_table;  /* [R, max_blocks] int32 */
   int64_t num_requests, max_blocks;
   float tensor_scale;          /* kv_scale of a per-tensor layout; else unused */
+  int64_t block_table_stride;  /* elements from one request's row of block_table to the next (0: max_blocks;
+                                  a column slice of a wider table passes its width) */
 } dsv4rt_paged_gather_args;
 
 DSV4RT_API dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_args *a,
@@ -422,6 +424,7 @@ typedef struct dsv4rt_mqa_logits_args {
   dsv4rt_buffer *context_lens;  /* [B, next_n] int32 */
   dsv4rt_buffer *block_table;   /* [B, max_blocks] int32 */
   int64_t max_blocks;
+  int64_t block_table_stride;   /* elements from one batch entry's row of block_table to the next (0: max_blocks) */
 } dsv4rt_mqa_logits_args;
 
 DSV4RT_API dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,

@@ -218,15 +218,15 @@ static dsv4rt_status check_lens(const call *c, const int32_t *v, int64_t n, int6
 /* Block-table column col of row `row` holds a block of the cache; `who`
  * names the length whose positions reach that column. */
 static dsv4rt_status check_block(const call *c, const int32_t *bt, int64_t row, int64_t col, int64_t max_blocks,
-                                 int64_t num_blocks, const char *who)
+                                 int64_t bt_stride, int64_t num_blocks, const char *who)
 {
   char m[320];
   if (col >= max_blocks)
     snprintf(m, sizeof m, "%s reaches block-table column %lld, past max_blocks %lld", who, (long long)col,
              (long long)max_blocks);
-  else if (bt[row * max_blocks + col] < 0 || bt[row * max_blocks + col] >= num_blocks)
+  else if (bt[row * bt_stride + col] < 0 || bt[row * bt_stride + col] >= num_blocks)
     snprintf(m, sizeof m, "block_table[%lld, %lld] = %d is not a block of the cache (num_blocks %lld)",
-             (long long)row, (long long)col, bt[row * max_blocks + col], (long long)num_blocks);
+             (long long)row, (long long)col, bt[row * bt_stride + col], (long long)num_blocks);
   else
     return DSV4RT_OK;
   return bad(c, m);
@@ -257,7 +257,8 @@ static dsv4rt_status contents_paged(const call *c, const dsv4rt_paged_gather_arg
   int64_t R = a->num_requests, bs = a->block_size;
   int32_t *seq = fetch(c, a->seq_lens, R, 4, &s);
   int32_t *gl = seq && a->gather_lens ? fetch(c, a->gather_lens, R, 4, &s) : NULL;
-  int32_t *bt = seq && !s ? fetch(c, a->block_table, R * a->max_blocks, 4, &s) : NULL;
+  int64_t bst = a->block_table_stride ? a->block_table_stride : a->max_blocks;
+  int32_t *bt = seq && !s && R ? fetch(c, a->block_table, (R - 1) * bst + a->max_blocks, 4, &s) : NULL;
   const char *gname = a->gather_lens ? "gather_lens" : "seq_lens";
   char m[256], who[64];
   for (int64_t r = 0; bt && r < R && !s; r++) {
@@ -273,7 +274,7 @@ static dsv4rt_status contents_paged(const call *c, const dsv4rt_paged_gather_arg
           s = bad(c, m);
     snprintf(who, sizeof who, "seq_lens[%lld] = %d", (long long)r, seq[r]);
     for (int64_t pos = seq[r] - g; !s && g > 0 && pos < seq[r]; pos += bs - pos % bs)
-      s = check_block(c, bt, r, pos / bs, a->max_blocks, a->num_blocks, who);
+      s = check_block(c, bt, r, pos / bs, a->max_blocks, bst, a->num_blocks, who);
   }
   free(seq), free(gl), free(bt);
   return s;
@@ -464,14 +465,15 @@ static dsv4rt_status contents_ctx(const call *c, dsv4rt_buffer *lens, int64_t R,
 {
   dsv4rt_status s;
   int32_t *cl = fetch(c, lens, R, 4, &s);
-  int32_t *bt = cl && lg ? fetch(c, lg->block_table, lg->batch * lg->max_blocks, 4, &s) : NULL;
+  int64_t bst = lg ? (lg->block_table_stride ? lg->block_table_stride : lg->max_blocks) : 0;
+  int32_t *bt = cl && lg && lg->batch ? fetch(c, lg->block_table, (lg->batch - 1) * bst + lg->max_blocks, 4, &s) : NULL;
   if (cl && !s)
     s = check_lens(c, cl, R, row_len, "context_lens", "row_len");
   char who[64];
   for (int64_t r = 0; bt && r < R && !s; r++) {
     snprintf(who, sizeof who, "context_lens[%lld] = %d", (long long)r, cl[r]);
     for (int64_t k = 0; k < cl[r] && !s; k += lg->block_size)
-      s = check_block(c, bt, r / lg->next_n, k / lg->block_size, lg->max_blocks, lg->num_blocks, who);
+      s = check_block(c, bt, r / lg->next_n, k / lg->block_size, lg->max_blocks, bst, lg->num_blocks, who);
   }
   free(cl), free(bt);
   return s;
@@ -535,17 +537,19 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
   if ((s = need_range(&c, "num_requests", R, 0, 65535)) || (s = need_range(&c, "out_rows", M, 0, I32_MAX)) ||
       (s = need_range(&c, "offset", a->offset, 0, M)) ||
       (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = need_range(&c, "block_table_stride", a->block_table_stride, 0, 1LL << 40)) ||
       (s = need_range(&c, "out_stride_m", a->out_stride_m, c.l->dim, INT64_MAX / 4)) ||
       (s = need_range(&c, "out_stride_r", a->out_stride_r, 0, INT64_MAX / 4)) || (s = check_out_strides(&c, a)) ||
       (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
+  int64_t bst = a->block_table_stride ? a->block_table_stride : a->max_blocks;
   long double out_need =
       R && M ? ((long double)(R - 1) * a->out_stride_r + (long double)(M - 1) * a->out_stride_m + c.l->dim) * 2 : 0;
   barg v[] = {
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, IN},
       {"out", a->out, out_need, 16, OUT},
       {"seq_lens", a->seq_lens, (long double)R * 4, 4, IN},
-      {"block_table", a->block_table, (long double)R * a->max_blocks * 4, 4, IN},
+      {"block_table", a->block_table, R ? ((long double)(R - 1) * bst + a->max_blocks) * 4 : 0, 4, IN},
       {"gather_lens", a->gather_lens, (long double)R * 4, 4, OPT},
   };
   if ((s = check_bufs(&c, v, COUNT(v))) || (s = check_tensor_scale(&c, a->tensor_scale)) ||
@@ -564,6 +568,7 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
       [DSV4_A_PAGED_GATHER_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
       [DSV4_A_PAGED_GATHER_out_stride_r] = {DSV4_ARG_I64, {.i64 = a->out_stride_r}},
       [DSV4_A_PAGED_GATHER_out_stride_m] = {DSV4_ARG_I64, {.i64 = a->out_stride_m}},
+      [DSV4_A_PAGED_GATHER_bt_stride] = {DSV4_ARG_I64, {.i64 = bst}},
       [DSV4_A_PAGED_GATHER_out_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)M}},
       [DSV4_A_PAGED_GATHER_offset] = {DSV4_ARG_I32, {.i32 = (int32_t)a->offset}},
       [DSV4_A_PAGED_GATHER_has_gather_lens] = {DSV4_ARG_I32, {.i32 = a->gather_lens != NULL}},
@@ -809,9 +814,11 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
       (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
       (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = need_range(&c, "block_table_stride", a->block_table_stride, 0, 1LL << 40)) ||
       (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
   const dsv4_layout *l = c.l;
+  int64_t bst = a->block_table_stride ? a->block_table_stride : a->max_blocks;
   int64_t B = a->batch, nn = a->next_n, R = B * nn, H = c.en->heads;
   barg v[] = {
       {"logits", a->logits, R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0, 4, OUT},
@@ -819,7 +826,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), l->align, IN},
       {"weights", a->weights, (long double)R * H * 4, 4, IN},
       {"context_lens", a->context_lens, (long double)R * 4, 4, IN},
-      {"block_table", a->block_table, (long double)B * a->max_blocks * 4, 4, IN},
+      {"block_table", a->block_table, B ? ((long double)(B - 1) * bst + a->max_blocks) * 4 : 0, 4, IN},
   };
   if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, a))))
     return s;
@@ -853,6 +860,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       [DSV4_A_PAGED_MQA_LOGITS_row_stride] = {DSV4_ARG_I64, {.i64 = a->row_stride}},
       [DSV4_A_PAGED_MQA_LOGITS_kv_map] = {DSV4_ARG_IN, {.buf = kv_map}},
       [DSV4_A_PAGED_MQA_LOGITS_kv_map_fresh] = {DSV4_ARG_I32, {.i32 = *fresh}},
+      [DSV4_A_PAGED_MQA_LOGITS_bt_stride] = {DSV4_ARG_I64, {.i64 = bst}},
   };
   uint32_t grid[3] = {(uint32_t)((a->row_len + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta),
                       (uint32_t)(per_batch ? B : R), 1};

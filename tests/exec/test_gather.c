@@ -180,7 +180,15 @@ static void run_paged(const char *name, const cache_t *c, const paged_t *p)
   size_t ne = (size_t)((p->R - 1) * p->stride_r + (p->M - 1) * p->stride_m + L.dim);
   uint16_t *want = malloc(ne * 2), *got = malloc(ne * 2);
   dsv4rt_buffer *sb = dev(p->seq, (size_t)p->R * 4), *gb = dev(p->gl, (size_t)p->R * 4);
+  /* the block table twice: packed, and (the second round) rows of a wider table, as a column slice of vLLM's
+   * block table is, the columns past max_blocks holding blocks of the cache that must not be read */
+  int64_t bst = p->maxb + 5;
+  int32_t *wide = malloc((size_t)(p->R * bst) * 4);
+  for (int64_t r = 0; r < p->R; r++)
+    for (int64_t j = 0; j < bst; j++)
+      wide[r * bst + j] = j < p->maxb ? p->bt[r * p->maxb + j] : (int32_t)((r + j) % c->nb);
   dsv4rt_buffer *bb = dev(p->bt, (size_t)(p->R * p->maxb) * 4), *ob = dev(NULL, ne * 2);
+  dsv4rt_buffer *wb = dev(wide, (size_t)(p->R * bst) * 4);
   static const uint16_t poisons[2] = {0x7F81, 0x1234};
   for (int k = 0; k < 2; k++) {
     dsv4_check_fill16(want, ne, poisons[k]);
@@ -194,6 +202,8 @@ static void run_paged(const char *name, const cache_t *c, const paged_t *p)
                                   .block_size = c->bs, .block_stride = c->stride, .seq_lens = sb,
                                   .gather_lens = p->use_gl ? gb : NULL, .block_table = bb, .num_requests = p->R,
                                   .max_blocks = p->maxb, .tensor_scale = tscale};
+    if (k == 1)
+      a.block_table = wb, a.block_table_stride = bst;
     dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1};
     dsv4rt_status s = dsv4rt_paged_gather(bundle, &a, &o);
     if (!s)
@@ -202,11 +212,12 @@ static void run_paged(const char *name, const cache_t *c, const paged_t *p)
     dsv4rt_buffer_read(ob, 0, got, ne * 2);
     size_t first;
     size_t bad = dsv4_check_bf16(got, want, ne, &first);
-    CHECK(bad == 0, "%s (poison %04x): %zu of %zu values differ; first at element %zu: got %04x want %04x", name,
-          poisons[k], bad, ne, first, got[first], want[first]);
+    CHECK(bad == 0, "%s (poison %04x%s): %zu of %zu values differ; first at element %zu: got %04x want %04x", name,
+          poisons[k], k == 1 ? ", block table rows of a wider table" : "", bad, ne, first, got[first], want[first]);
   }
-  dsv4rt_buffer_destroy(sb), dsv4rt_buffer_destroy(gb), dsv4rt_buffer_destroy(bb), dsv4rt_buffer_destroy(ob);
-  free(want), free(got);
+  dsv4rt_buffer_destroy(sb), dsv4rt_buffer_destroy(gb), dsv4rt_buffer_destroy(bb), dsv4rt_buffer_destroy(ob),
+      dsv4rt_buffer_destroy(wb);
+  free(want), free(got), free(wide);
 }
 
 static void test_paged_random(void)

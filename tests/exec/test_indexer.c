@@ -161,10 +161,18 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
   CHECK(rr == 0, "%s: reference refused the inputs", kname);
   dsv4rt_buffer *qb = dev(q, (size_t)(R * H * D)), *cb = dev(cache, (size_t)(nb * stride)),
                 *wb = dev(w, (size_t)(R * H) * 4), *clb = dev(cl, (size_t)R * 4),
-                *btb = dev(bt, (size_t)(B * maxb) * 4), *lb = dev(got, (size_t)(R * rstride) * 4);
+                *lb = dev(got, (size_t)(R * rstride) * 4);
+  /* the block table as rows of a wider one (a column slice of vLLM's), the columns past max_blocks holding
+   * blocks of the cache that must not be read */
+  int64_t bst = maxb + 3;
+  int32_t *wide = malloc((size_t)(B * bst) * 4);
+  for (int64_t i = 0; i < B * bst; i++)
+    wide[i] = i % bst < maxb ? bt[i / bst * maxb + i % bst] : (int32_t)((i * 5 + 1) % nb);
+  dsv4rt_buffer *btb = dev(wide, (size_t)(B * bst) * 4);
+  free(wide);
   dsv4rt_mqa_logits_args a = {.logits = lb, .row_len = Lr, .row_stride = rstride, .q = qb, .batch = B, .next_n = nn,
                               .cache = cb, .num_blocks = nb, .block_size = bs, .block_stride = stride, .weights = wb,
-                              .context_lens = clb, .block_table = btb, .max_blocks = maxb};
+                              .context_lens = clb, .block_table = btb, .max_blocks = maxb, .block_table_stride = bst};
   /* contexts past the row break check_contents' contract (ctx <= row_len):
    * refused there, clamped by the kernel without it */
   int past = 0;

@@ -190,6 +190,25 @@ class CAI:
         self.__cuda_array_interface__ = t.__cuda_array_interface__
 
 
+def launched(fn):
+    """The names of the GPU activities (kernels, copies, fills) fn() causes, by torch's profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+
+
+def wide_view(t, more, fill):
+    """t's rows as the first columns of a wider tensor (a column slice, as vLLM slices its block table), the
+    columns past them holding `fill`."""
+    base = torch.full((t.shape[0], t.shape[1] + more), fill, dtype=t.dtype, device=t.device)
+    base[:, :t.shape[1]] = t
+    return base[:, :t.shape[1]]
+
+
 class TestGathers(Case):
     def test_dequant_gather(self):
         g = gen(1)
@@ -231,6 +250,12 @@ class TestGathers(Case):
         torch.cuda.synchronize()
         self.assertBits(out, ref, "paged_gather")
         self.assertTrue(bool((big[:, :, 512:] == -7).all()))
+        # the block table as a column slice of a wider one (other blocks past it): read in place, no copy
+        btw = wide_view(bt, 5, nb - 1)
+        out.fill_(-7.0)
+        names = launched(lambda: compat.dequantize_and_gather_k_cache(out, view3(cache, bs), seq, gl, btw, bs, 8))
+        self.assertBits(out, ref, "paged_gather, block table a column slice")
+        self.assertEqual([n for n in names if "gather" not in n], [], "more than the gather ran: %s" % names)
 
 
 class TestInsert(Case):
@@ -527,6 +552,12 @@ class TestIndexer(Case):
         ctx[0, 0] = 100
         kv4 = cache.as_strided((nb, bs, 1, 132), (cache.stride(0), 132, 132, 1))
         lg = compat.fp8_paged_mqa_logits(q.view(torch.float8_e4m3fn), kv4, w, ctx, bt, None, L, False)
+        # the block table as a column slice of a wider one: the same logits, and no kernel but the logits'
+        box, btw = [], wide_view(bt, 3, 0)
+        names = launched(lambda: box.append(compat.fp8_paged_mqa_logits(
+            q.view(torch.float8_e4m3fn), kv4, w, ctx, btw, None, L, False)))
+        self.assertTrue(torch.equal(box[0], lg), "logits differ with the block table a column slice")
+        self.assertEqual([n for n in names if "logits" not in n], [], "more than the logits ran: %s" % names)
         kv = kcodes.view(torch.float8_e4m3fn).double()
         qf = q.view(torch.float8_e4m3fn).double()
         ref = torch.full((Bn * nn, L), float("-inf"), dtype=torch.float64, device=DEV)

@@ -23,7 +23,7 @@ lg_kpos lg_locate(dsv4_kb *kb, const dsv4_layout *L, LLVMValueRef pos, LLVMValue
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_sext64(kb, kb_arg(kb, LG_row_len)), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef entry_off =
-      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, breq, kb_arg(kb, LG_bt_stride), ""), col, ""), kb_i64(kb, 4), "");
   LLVMValueRef entry = kb_load_if(kb, want, kb->i32, kb_arg(kb, LG_block_table), entry_off, 4, kb_i32(kb, 0));
   LLVMValueRef blk = kb_sext64(kb, entry);
   lg_kpos at;

@@ -176,7 +176,8 @@ static void wg_tma_copy(dsv4_kb *kb, const wg_state *w, LLVMValueRef it, LLVMVal
                                    LLVMBuildICmp(b, LLVMIntSLT, first, kb_arg(kb, LG_row_len), ""), "");
   want = LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntSLT, col, maxb, ""), "");
   LLVMValueRef entry_off =
-      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->breq, maxb, ""), col, ""), kb_i64(kb, 4), "");
+      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, w->breq, kb_arg(kb, LG_bt_stride), ""), col, ""),
+                   kb_i64(kb, 4), "");
   LLVMValueRef blk = kb_load_if(kb, want, kb->i32, kb_arg(kb, LG_block_table), entry_off, 4, kb_i32(kb, -1));
   LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, blk, kb_i32(kb, 0), ""),
                                  LLVMBuildICmp(b, LLVMIntSLT, blk, kb_arg(kb, LG_num_blocks), ""), "ok");
