@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|tune decode|logits [OPTS]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|step [TOKENS]|tune decode|logits [OPTS]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
@@ -89,6 +89,17 @@ if [ "$what" = serving ]; then
   bash peers/flashmla/build.sh "$PWD/peers/flashmla" >/tmp/flashmla_build.log 2>&1 || { tail -5 /tmp/flashmla_build.log; exit 1; }
   LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python DSV4C_BUNDLES=$PWD/decode.dsv4b \
     python3 peer_flashmla_graph.py /tmp/FlashMLA ${2:+--shapes $2} 2>&1 | grep -v -E "Warning|return func|_warn_once"
+  exit "${PIPESTATUS[0]}"
+fi
+if [ "$what" = step ]; then
+  # issue 39 item 5: one V4 attention decode step in a CUDA graph, dsv4c's against FlashMLA + DeepGEMM + torch
+  bash peers/flashmla/build.sh "$PWD/peers/flashmla" >/tmp/flashmla_build.log 2>&1 || { tail -5 /tmp/flashmla_build.log; exit 1; }
+  gxx=$(command -v /usr/bin/g++ || command -v g++) # the system g++: see the indexer mode above
+  CC=$gxx CXX=$gxx LDSHARED="$gxx -shared" bash peers/deepgemm/build.sh "$PWD/peers/deepgemm" >/tmp/dg_build.log 2>&1 ||
+    { tail -5 /tmp/dg_build.log; exit 1; }
+  export DG_JIT_CACHE_DIR=/tmp/deepgemm_jit_cache CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
+  LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python:/tmp/FlashMLA:/tmp/DeepGEMM \
+    python3 decode_step_graph.py . ${2:+--tokens $2} 2>&1 | grep -v -E "Warning|return func|_warn_once"
   exit "${PIPESTATUS[0]}"
 fi
 if [ "$what" = python ]; then
