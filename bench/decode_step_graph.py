@@ -28,6 +28,7 @@ implementations agreeing, not the C reference (runtime/ref), which the Python pa
 import argparse
 import os
 import sys
+import time
 
 import torch
 
@@ -129,6 +130,19 @@ def topk_valid(lg, local, ctx, K):
     return bool((lo >= hi).all())
 
 
+def host_us(fn, chunks=5, per=40):
+    """Host microseconds to issue one call, best of `chunks` runs of `per` calls (synchronised between runs)."""
+    best = float("inf")
+    for _ in range(chunks):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / per * 1e6)
+    torch.cuda.synchronize()
+    return best
+
+
 def graph_us(fn, reps=100):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -162,6 +176,7 @@ def main():
     ang_inv = lambda n: 160000.0 ** (-torch.arange(n // 2, device=DEV, dtype=torch.float64) * 2 / n)
     ang = torch.arange(65536, device=DEV, dtype=torch.float64)[:, None] * ang_inv(64)[None]
     cos_sin = torch.cat([ang.cos(), ang.sin()], 1).float().contiguous()
+    host = []
     for m in args.models.split(","):
         name, H, K = MODELS[m]
         for T in (int(x) for x in args.tokens.split(",")):
@@ -283,8 +298,20 @@ def main():
             ok = bool(((err < 1e-3) | (err < 2.01 / 128 * (o2.float().abs() + 1e-6))).all()) and bool(lse_ok.all())
             notes.append("out, lse %s on those rows" % ("within FlashMLA's rule" if ok else "OUTSIDE FlashMLA's rule"))
             print(f"{line:20s} {t_ours:9.1f} {t_peer:9.1f} {t_peer / t_ours:11.2f}  " + "; ".join(notes), flush=True)
+            # the host time of the indexer's drop-in beside DeepGEMM's own call, as an engine makes them each
+            # step (its schedule, then the logits), same tensors
+            ikvp = iview(pstate["icache"])
+            dg = lambda: deep_gemm.fp8_paged_mqa_logits(
+                iq, ikvp, iw, ctx_lens, cbt, deep_gemm.get_paged_mqa_logits_metadata(ctx_lens, BS, nsm), L, False)
+            me = lambda: compat.fp8_paged_mqa_logits(
+                iq, ikvp, iw, ctx_lens, cbt, compat.get_paged_mqa_logits_metadata(ctx_lens, BS, nsm), L, False)
+            host.append((line, host_us(dg), host_us(me)))
             del g_ours, g_peer, swa, comp, icache, state, pstate
             torch.cuda.empty_cache()
+    if host:
+        print("host us a call, schedule + logits: DeepGEMM's fp8_paged_mqa_logits / dsv4c.compat's", flush=True)
+        for line, a, b in host:
+            print(f"  {line:20s} {a:7.1f} {b:7.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,8 @@ if [ "$what" = python ]; then
   export LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python
   echo "== tests/python/test_torch.py"
   python3 test_torch.py . 2>&1 | grep -v Warning | tail -${DSV4_TAIL:-25}
+  echo "== python/examples/decode_step.py (a whole V4 decode step in one CUDA graph)"
+  python3 decode_step.py . 2>&1 | grep -v Warning | tail -3
   echo "== bench/bench_python_overhead.py"
   python3 bench_python_overhead.py . --iters ${DSV4_PY_ITERS:-3000}
   exit 0

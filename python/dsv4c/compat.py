@@ -241,7 +241,7 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
         raise NotImplementedError("fp8_paged_mqa_logits: an MXFP4 q (values, scales) needs the MXFP4 indexer cache, "
                                   "which dsv4rt lacks (a 4-bit element type; docs/design.md)")
     q = _raw(q)
-    B, nn, H, D = (int(x) for x in q.shape)
+    B, nn, H, D = q.shape
     b, name = _find("paged_mqa_logits", (H, D), heads=H, dim=D)
     if context_lens.ndim == 1:  # the older semantics, composed into the 2-D lengths
         if nn == 1:
@@ -259,8 +259,12 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
                 context_lens = (context_lens[:, None] - nn + 1 + j[None, :]).clamp_min(0).to(torch.int32)
     L = int(max_context_len)
     stride = (L + 255) // 256 * 256
-    logits = _empty(weights, (B * nn, max(stride, 1)), "f32")[:, :L]
-    b.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits=logits, kernel=name)
+    with _quiet(q):
+        logits = _empty(weights, (B * nn, max(stride, 1)), "f32")[:, :L]
+        # the extension's own call (Bundle.paged_mqa_logits adds only what this has done)
+        b._b.paged_mqa_logits(logits=logits, q=q, cache=_raw(kv_cache), weights=_raw(weights),
+                              context_lens=_raw(context_lens), block_table=_raw(block_table), kernel=name,
+                              stream=None)
     return logits
 
 
