@@ -488,6 +488,57 @@ class TestSparseDecode(Case):
         self.assertRaises(NotImplementedError, lambda: compat.flash_mla_with_kvcache(
             q4, k4, np.zeros((3, 1), np.int32), np.ones(3, np.int32), 512, meta))
 
+    def test_strided_views(self):
+        """FlashMLA's views: q [B, s_q, H, D] and the index lists strided (every dim padded, as its tests'
+        non_contiguousify makes them), topk_length one a batch entry, out a strided [B, s_q, H, V] and lse
+        FlashMLA's [B, H, s_q] inside wider arrays: read and written where they lie, every gap untouched; views
+        the kernels cannot take refused by name, nothing written."""
+        b = B["decode"]
+        c = decode_case(rng(70), T=6)
+        bsz, s_q, H = 3, 2, 8
+        c["lens"], c["xlens"] = np.repeat(c["lens"][::2], 2), np.repeat(c["xlens"][::2], 2)
+        ro, rl = decode_ref(c)
+
+        def pad(a, fill, last=128):
+            big = np.full([d + 1 for d in a.shape[:-1]] + [a.shape[-1] + last], fill, a.dtype)
+            v = big[tuple(slice(0, d) for d in a.shape)]
+            v[...] = a
+            return big, v
+
+        _, q4 = pad(c["q"].reshape(bsz, s_q, H, 512), 0x7FC0)  # NaN in the gaps
+        _, i4 = pad(c["idx"].reshape(bsz, s_q, -1), 0)
+        _, x4 = pad(c["xidx"].reshape(bsz, s_q, -1), 0)
+        obig, o4 = pad(np.zeros((bsz, s_q, H, 512), np.uint16), 0x1234)
+        lbig = np.full((bsz, H, s_q + 3), 7.0, np.float32)
+        l3 = lbig[:, :, :s_q]
+        cache, xc = R.token_view(c["main"], c["bs"]), R.token_view(c["xcache"], c["xbs"])
+        kw = dict(softmax_scale=c["scale"], extra_cache=xc, extra_indices=x4, extra_lens=c["xlens"][::2].copy(),
+                  attn_sink=c["sink"])
+        out, lse = b.sparse_decode(q4, cache, i4, c["lens"][::2].copy(), out=o4, lse=l3, **kw)
+        self.assertIs(out, o4)
+        self.check(out.reshape(6, H, 512), lse.transpose(0, 2, 1).reshape(6, H), ro, rl)
+        gap = np.ones(obig.shape, bool)
+        gap[:bsz, :s_q, :H, :512] = False
+        self.assertTrue((obig[gap] == 0x1234).all(), "out's gaps were written")
+        self.assertTrue((lbig[:, :, s_q:] == 7.0).all(), "lse's gaps were written")
+        # allocated outputs: out [B, s_q, H, V], lse [B, H, s_q]; lens [B, s_q] too
+        o2, l2 = b.sparse_decode(q4, cache, i4, c["lens"].reshape(bsz, s_q), **kw)
+        self.assertEqual((o2.shape, l2.shape), ((bsz, s_q, H, 512), (bsz, H, s_q)))
+        self.check(o2.reshape(6, H, 512), l2.transpose(0, 2, 1).reshape(6, H), ro, rl)
+        # refused, nothing written: q rows 516 elements apart (not 16-byte rows), out rows overlapping, a
+        # broadcast length view
+        o4[...], l3[...] = 0x5A5A, 9.0
+        _, qodd = pad(c["q"].reshape(bsz, s_q, H, 512), 0, last=4)
+        self.refuses(dsv4c.ArgumentError, lambda: b.sparse_decode(qodd, cache, i4, c["lens"][::2].copy(), out=o4,
+                                                                 lse=l3, **kw),
+                     o4, l3, status=dsv4c.ERR_MISALIGNED, match="q_strides")
+        ov = np.lib.stride_tricks.as_strided(obig, (bsz, s_q, H, 512), (obig.strides[0], obig.strides[1], 512, 2))
+        self.refuses(dsv4c.ArgumentError, lambda: b.sparse_decode(q4, cache, i4, c["lens"][::2].copy(), out=ov,
+                                                                 lse=l3, **kw),
+                     o4, l3, status=dsv4c.ERR_ALIASING, match="out_strides")
+        self.refuses(ValueError, lambda: b.sparse_decode(q4, cache, i4, np.broadcast_to(c["lens"][:1], (bsz,)),
+                                                         out=o4, lse=l3, **kw), o4, l3, match="broadcast")
+
     def test_refusals(self):
         b = B["decode"]
         c = decode_case(rng(60))
