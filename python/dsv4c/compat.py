@@ -141,8 +141,12 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     MODEL1 cache, 656 for DSv3.2); indices [b, s_q, topk] int32 global slots (-1 skipped);
     topk_length [b] int32 (each of a batch entry's s_q tokens uses its entry's); the extra cache
     and its indices and lengths likewise, attended in the same softmax; attn_sink [h_q] f32.
-    Returns (out [b, s_q, h_q, head_dim_v] bf16, lse [b, h_q, s_q] f32, a view).  The kernel is the
-    configured sparse_decode kernel whose layout has k_cache's token bytes and q's head size."""
+    Returns (out [b, s_q, h_q, head_dim_v] bf16, lse [b, h_q, s_q] f32).  The kernel is the
+    configured sparse_decode kernel whose layout has k_cache's token bytes and q's head size.
+    q and the index lists are read where they lie (any strides on their outer dims, as FlashMLA's
+    tests hand them over): q's strides multiples of 8 elements (16-byte rows), every last dim
+    contiguous; a view outside that is refused by name, never copied (a copy would run inside the
+    caller's CUDA graph)."""
     if indices is None:
         raise NotImplementedError("flash_mla_with_kvcache: dense decode (block_table + cache_seqlens, no indices) is "
                                   "not in dsv4rt: its decode is the sparse one (docs/ops.md 3); pass indices")

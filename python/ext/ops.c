@@ -17,6 +17,14 @@
 
 static int last_contig(tview *t);
 
+/* A block table whose rows are one (stride 0): the runtime reads 0 as
+ * packed, so it is refused here by name. */
+static int broadcast_table(const tview *b)
+{
+  PyErr_Format(PyExc_ValueError, "%s: a broadcast view (rows of stride 0) is not taken: pass it contiguous", b->name);
+  return -1;
+}
+
 /* Each op's tensors, in the order a call takes them (the order its
  * refusals are found in): T(OP, name, dtype class, may be None). */
 #define PY_TENSORS_DEQUANT_GATHER(T)                                                                             \
@@ -215,6 +223,8 @@ static int parse_paged_gather(BundleObject *self, PyObject *args, PyObject *kw, 
   }
   a->num_requests = R, a->max_blocks = b->shape[1], a->out_rows = o->shape[1];
   a->block_table_stride = R > 1 ? b->strides[0] : 0; /* a view of a wider table: its rows where they lie */
+  if (R > 1 && b->strides[0] == 0)
+    return broadcast_table(b);
   /* a stride of a dim that is never stepped over is not meaningful (NumPy
    * and torch report various ones): one the runtime's rules take */
   a->out_stride_r = R > 1 ? o->strides[0] : 0;
@@ -396,6 +406,10 @@ static int parse_sparse_decode(BundleObject *self, PyObject *args, PyObject *kw,
   a->seq_q = S;
   if (batch_strides(qq, four, a->q_strides, 3) || batch_strides(o, four, a->out_strides, 3))
     return -1;
+  if (l->strides[0] == 0 && l->strides[1] == 0 && (!four || l->strides[2] == 0) && numel(l) > 1) {
+    PyErr_Format(PyExc_ValueError, "lse: a broadcast view (every stride 0) is not taken: pass it contiguous");
+    return -1;
+  }
   if (four) /* [B, H, s_q]: batch entry, position, head */
     a->lse_strides[0] = l->strides[0], a->lse_strides[1] = l->strides[2], a->lse_strides[2] = l->strides[1];
   else
@@ -459,6 +473,8 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
   }
   a->batch = Bn, a->next_n = nn, a->max_blocks = b->shape[1];
   a->block_table_stride = Bn > 1 ? b->strides[0] : 0; /* a view of a wider table: its rows where they lie */
+  if (Bn > 1 && b->strides[0] == 0)
+    return broadcast_table(b);
   a->row_len = o->shape[1];
   a->row_stride = R > 1 ? o->strides[0] : a->row_len;
   return cache_geometry(c, TV(cache), bs, "block_size", &a->num_blocks, &a->block_size, &a->block_stride);

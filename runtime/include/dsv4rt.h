@@ -399,7 +399,8 @@ typedef struct dsv4rt_sparse_decode_args {
    * last dim packed.  An argument whose strides are all 0 is packed as
    * above.  lens_strides {1, 0}: one length a batch entry (FlashMLA's
    * topk_length [b]).  q's and out's strides are multiples of 8 (16-byte
-   * rows); out's and lse's never make two elements share an address. */
+   * rows) where the layout's dim / v_dim is; out's and lse's never make two
+   * elements share an address. */
   int64_t seq_q;
   int64_t q_strides[3], out_strides[3], lse_strides[3];
   int64_t indices_strides[2], lens_strides[2], extra_indices_strides[2], extra_lens_strides[2];

@@ -355,9 +355,11 @@ static long double reach(int64_t B, int64_t S, int64_t H, const int64_t *st, int
   return n == 3 ? r + (long double)(H - 1) * st[2] : r;
 }
 
-/* Strides of one argument: each in [0, 2^40], a multiple of `mult`; for
- * an output (distinct), no two of its elements at one address: ordered by
- * stride, each dim of extent > 1 steps past all the ones inside it. */
+/* Strides of one argument: each in [0, 2^40], a multiple of `mult` where
+ * its dim has more than one element (a stride never stepped over is not
+ * used); for an output (distinct), no two of its elements at one address:
+ * ordered by stride, each dim of extent > 1 steps past all the ones
+ * inside it. */
 static dsv4rt_status check_strides(const call *c, const char *name, const int64_t *st, int n, const int64_t *ext,
                                    int64_t inner, int mult, int distinct)
 {
@@ -367,7 +369,7 @@ static dsv4rt_status check_strides(const call *c, const char *name, const int64_
     snprintf(nm, sizeof nm, "%s_strides[%d]", name, i);
     if ((s = need_range(c, nm, st[i], 0, 1LL << 40)))
       return s;
-    if (st[i] % mult)
+    if (ext[i] > 1 && st[i] % mult)
       return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED, "%s: %s = %lld is not a multiple of %d (16-byte rows)", c->fn,
                      nm, (long long)st[i], mult);
   }
@@ -397,15 +399,16 @@ static dsv4rt_status check_strides(const call *c, const char *name, const int64_
 static dsv4rt_status check_decode_view(const call *c, const dsv4rt_sparse_decode_args *a, const decode_view *w)
 {
   dsv4rt_status s;
-  if ((s = need_range(c, "seq_q", a->seq_q, 0, 65535)))
-    return s;
   if (a->n_tokens % w->sq)
     return rt_fail(c->ctx, DSV4RT_ERR_OUT_OF_RANGE, "%s: n_tokens = %lld is not a multiple of seq_q = %lld", c->fn,
                    (long long)a->n_tokens, (long long)w->sq);
   int64_t ext[3] = {a->n_tokens / w->sq, w->sq, a->heads};
   int x = a->extra_cache != NULL;
-  if ((s = check_strides(c, "q", w->q, 3, ext, c->l->dim, 8, 0)) ||
-      (s = check_strides(c, "out", w->out, 3, ext, c->en->v_dim, 8, 1)) ||
+  /* rows moved in 16-byte pieces where a row is a multiple of 16 bytes (the matrix forms' always are; the
+   * portable form moves other rows 2 bytes at a time) */
+  int qm = c->l->dim % 8 ? 1 : 8, om = c->en->v_dim % 8 ? 1 : 8;
+  if ((s = check_strides(c, "q", w->q, 3, ext, c->l->dim, qm, 0)) ||
+      (s = check_strides(c, "out", w->out, 3, ext, c->en->v_dim, om, 1)) ||
       (s = check_strides(c, "lse", w->lse, 3, ext, 1, 1, 1)) ||
       (s = check_strides(c, "indices", w->ind, 2, ext, a->topk, 1, 0)) ||
       (s = check_strides(c, "lens", w->lens, 2, ext, 1, 1, 0)) ||
@@ -660,6 +663,7 @@ static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_dec
 {
   dsv4rt_status s;
   if ((s = need_range(c, "n_tokens", a->n_tokens, 0, 65535)) || (s = need_range(c, "heads", a->heads, 1, 4096)) ||
+      (s = need_range(c, "seq_q", a->seq_q, 0, 65535)) ||
       (s = need_range(c, "topk", a->topk, 0, I32_MAX)) ||
       (opts && (s = need_range(c, "opts->splits", opts->splits, 0, DSV4_DECODE_MAX_SPLITS))) ||
       (s = check_cache(c, "", a->num_blocks, a->block_size, a->block_stride)))

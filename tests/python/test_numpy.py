@@ -284,6 +284,16 @@ class TestPagedGather(Case):
         before = inter.copy()
         b.paged_gather(inter, self.cache, self.seq, self.bt, self.gl, 2)
         self.expect(inter, self.gl, 2, before)
+        # the block table a column slice of a wider one (vLLM's), other blocks in the columns past it
+        wide = np.full((self.R, self.maxb + 5), self.nb - 1, np.int32)
+        wide[:, :self.maxb] = self.bt
+        out = poison((self.R, self.M, 512), np.uint16)
+        before = out.copy()
+        b.paged_gather(out, self.cache, self.seq, wide[:, :self.maxb], self.gl, 1)
+        self.expect(out, self.gl, 1, before)
+        self.refuses(ValueError, lambda: b.paged_gather(out, self.cache, self.seq,
+                                                        np.broadcast_to(self.bt[:1], self.bt.shape), self.gl, 1),
+                     out, match="broadcast")
 
     def test_refusals(self):
         b, c = B["decode"], self.cache
@@ -293,7 +303,7 @@ class TestPagedGather(Case):
         self.refuses(ValueError, lambda: p(out, c, self.seq, self.bt[:2]), out, match="block_table")
         self.refuses(ValueError, lambda: p(out, c, self.seq, self.bt, self.gl[:2]), out, match="gather_lens")
         self.refuses(ValueError, lambda: p(out[:2], c, self.seq, self.bt), out, match="out")
-        self.refuses(ValueError, lambda: p(out, c, self.seq, np.asfortranarray(self.bt)), out, match="contiguous")
+        self.refuses(ValueError, lambda: p(out, c, self.seq, np.asfortranarray(self.bt)), out, match="last dim")
         big = poison((self.R, self.M, 1024), np.uint16)
         self.refuses(ValueError, lambda: p(big[:, :, ::2], c, self.seq, self.bt), big, match="last dim")
         odd = poison((self.R, self.M, 516), np.uint16)
