@@ -28,7 +28,6 @@ implementations agreeing, not the C reference (runtime/ref), which the Python pa
 import argparse
 import os
 import sys
-import time
 
 import torch
 
@@ -39,6 +38,7 @@ ap.add_argument("--models", default="flash,pro")
 args = ap.parse_args()
 
 import dsv4c  # noqa: E402
+import graph_timing  # noqa: E402
 from dsv4c import compat  # noqa: E402
 
 try:
@@ -130,41 +130,6 @@ def topk_valid(lg, local, ctx, K):
     return bool((lo >= hi).all())
 
 
-def host_us(fn, chunks=5, per=40):
-    """Host microseconds to issue one call, best of `chunks` runs of `per` calls (synchronised between runs)."""
-    best = float("inf")
-    for _ in range(chunks):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(per):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / per * 1e6)
-    torch.cuda.synchronize()
-    return best
-
-
-def graph_us(fn, reps=100):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        res = fn()
-    torch.cuda.synchronize()
-    for _ in range(5):
-        g.replay()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    e0.record()
-    for _ in range(reps):
-        g.replay()
-    e1.record()
-    torch.cuda.synchronize()
-    return e0.elapsed_time(e1) * 1e3 / reps, g, res
-
-
 def main():
     ctx = dsv4c.Context("cuda")
     decode, indexer, insert = (ctx.open_bundle(os.path.join(args.kernels, n + ".dsv4b"))
@@ -241,7 +206,7 @@ def main():
                     extra_indices_in_kvcache=xidx.unsqueeze(1), topk_length=swa_lens, extra_topk_length=xlens)
                 return out, lse, lg, local
 
-            t_ours, g_ours, r_ours = graph_us(ours)
+            t_ours, g_ours, r_ours = graph_timing.graph_us(ours, 100, 5)
             got = dict(swa=state["swa"].clone(), icache=state["icache"].clone(), q_out=q_out.clone())
             line = f"{name} T {T}"
             if flash_mla is None or deep_gemm is None:
@@ -270,7 +235,7 @@ def main():
                     widx.unsqueeze(1), sink, view(comp), xidx.unsqueeze(1), swa_lens, xlens)
                 return out, lse, lg, local, qo
 
-            t_peer, g_peer, r_peer = graph_us(peers)
+            t_peer, g_peer, r_peer = graph_timing.graph_us(peers, 100, 5)
             # agreement (the graphs' last replays; both wrote the same slots with the same inputs each replay)
             o1, l1, lg1, k1, = r_ours
             o2, l2, lg2, k2, qo2 = r_peer
@@ -305,7 +270,7 @@ def main():
                 iq, ikvp, iw, ctx_lens, cbt, deep_gemm.get_paged_mqa_logits_metadata(ctx_lens, BS, nsm), L, False)
             me = lambda: compat.fp8_paged_mqa_logits(
                 iq, ikvp, iw, ctx_lens, cbt, compat.get_paged_mqa_logits_metadata(ctx_lens, BS, nsm), L, False)
-            host.append((line, host_us(dg), host_us(me)))
+            host.append((line, graph_timing.host_us(dg, 5, 40), graph_timing.host_us(me, 5, 40)))
             del g_ours, g_peer, swa, comp, icache, state, pstate
             torch.cuda.empty_cache()
     if host:

@@ -23,7 +23,6 @@ reference.  T = b * s_q for s_q 1 and 2.
 import argparse
 import os
 import sys
-import time
 import types
 
 ap = argparse.ArgumentParser()
@@ -42,6 +41,7 @@ import flash_mla  # noqa: E402
 from lib import RawTestParamForDecode as R  # noqa: E402
 
 import dsv4c.compat as compat  # noqa: E402
+import graph_timing  # noqa: E402
 
 torch.set_default_dtype(torch.bfloat16)
 torch.set_default_device("cuda")
@@ -49,39 +49,6 @@ torch.cuda.set_device(0)
 
 ours = types.SimpleNamespace(flash_mla_with_kvcache=compat.flash_mla_with_kvcache,
                              get_mla_metadata=compat.get_mla_metadata)
-
-
-def host_us(run, chunks=6, per=50):
-    best = float("inf")
-    for _ in range(chunks):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(per):
-            run()
-        best = min(best, (time.perf_counter() - t0) / per * 1e6)
-    torch.cuda.synchronize()
-    return best
-
-
-def graph_us(run, reps=200):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        run()  # warm-up on the capture stream
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        res = run()
-    for _ in range(10):
-        g.replay()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    e0.record()
-    for _ in range(reps):
-        g.replay()
-    e1.record()
-    torch.cuda.synchronize()
-    return e0.elapsed_time(e1) * 1e3 / reps, g, res
 
 
 def kernel_us(run, want, n=30):
@@ -129,9 +96,9 @@ for model, h, xk in models:
 
                 out, lse = run()
                 torch.cuda.synchronize()
-                row[who] = dict(host=host_us(run), kern=kernel_us(run, ("flash_fwd", "mla_combine")
+                row[who] = dict(host=graph_timing.host_us(run, 6, 50), kern=kernel_us(run, ("flash_fwd", "mla_combine")
                                                                    if who == "FlashMLA" else ("decode",)))
-                row[who]["graph"], g, (gout, glse) = graph_us(run)
+                row[who]["graph"], g, (gout, glse) = graph_timing.graph_us(run, 200, 10)
                 same = torch.equal(gout.view(torch.int16), out.view(torch.int16))
                 row[who]["ok"] = same
                 if who == "dsv4c":

@@ -17,12 +17,22 @@
 
 static int last_contig(tview *t);
 
-/* A block table whose rows are one (stride 0): the runtime reads 0 as
- * packed, so it is refused here by name. */
-static int broadcast_table(const tview *b)
+/* A block table [rows, max_blocks] with contiguous rows: *stride, its row
+ * stride (0 for one row: packed), so that a view of a wider table is read
+ * where it lies.  Rows of stride 0 (a broadcast) are refused by name: the
+ * runtime reads a 0 stride as packed. */
+static int table_rows(tview *b, int64_t *stride)
 {
-  PyErr_Format(PyExc_ValueError, "%s: a broadcast view (rows of stride 0) is not taken: pass it contiguous", b->name);
-  return -1;
+  if (last_contig(b))
+    return -1;
+  int64_t rows = b->shape[0];
+  *stride = rows > 1 ? b->strides[0] : 0;
+  if (rows > 1 && b->strides[0] == 0) {
+    PyErr_Format(PyExc_ValueError, "%s: a broadcast view (rows of stride 0) is not taken: pass it contiguous",
+                 b->name);
+    return -1;
+  }
+  return 0;
 }
 
 /* Each op's tensors, in the order a call takes them (the order its
@@ -214,7 +224,7 @@ static int parse_paged_gather(BundleObject *self, PyObject *args, PyObject *kw, 
     return bad_shape(g, "[R] = [%lld]", (long long)R);
   if (o->ndim != 3 || o->shape[0] < R || o->shape[2] != c->L.dim)
     return bad_shape(o, "[>= R, rows, %d] with R = %lld (layout %s)", c->L.dim, (long long)R, c->L.name);
-  if (need_contig(sl) || last_contig(b) || (g && need_contig(g)))
+  if (need_contig(sl) || table_rows(b, &a->block_table_stride) || (g && need_contig(g)))
     return -1;
   if (o->shape[2] > 1 && o->strides[2] != 1) {
     PyErr_Format(PyExc_ValueError, "out: the last dim must be contiguous (stride(2) == 1, got %lld)",
@@ -222,9 +232,6 @@ static int parse_paged_gather(BundleObject *self, PyObject *args, PyObject *kw, 
     return -1;
   }
   a->num_requests = R, a->max_blocks = b->shape[1], a->out_rows = o->shape[1];
-  a->block_table_stride = R > 1 ? b->strides[0] : 0; /* a view of a wider table: its rows where they lie */
-  if (R > 1 && b->strides[0] == 0)
-    return broadcast_table(b);
   /* a stride of a dim that is never stepped over is not meaningful (NumPy
    * and torch report various ones): one the runtime's rules take */
   a->out_stride_r = R > 1 ? o->strides[0] : 0;
@@ -464,7 +471,7 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
     return bad_shape(b, "[B, max_blocks] with B = %lld", (long long)Bn);
   if (o->ndim != 2 || o->shape[0] != R)
     return bad_shape(o, "[B * next_n, row_len] with B * next_n = %lld", (long long)R);
-  if (need_contig(qq) || need_contig(ww) || need_contig(ctx) || last_contig(b))
+  if (need_contig(qq) || need_contig(ww) || need_contig(ctx) || table_rows(b, &a->block_table_stride))
     return -1;
   if (o->shape[1] > 1 && o->strides[1] != 1) {
     PyErr_Format(PyExc_ValueError, "logits: rows must be contiguous (stride(1) == 1, got %lld)",
@@ -472,9 +479,6 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
     return -1;
   }
   a->batch = Bn, a->next_n = nn, a->max_blocks = b->shape[1];
-  a->block_table_stride = Bn > 1 ? b->strides[0] : 0; /* a view of a wider table: its rows where they lie */
-  if (Bn > 1 && b->strides[0] == 0)
-    return broadcast_table(b);
   a->row_len = o->shape[1];
   a->row_stride = R > 1 ? o->strides[0] : a->row_len;
   return cache_geometry(c, TV(cache), bs, "block_size", &a->num_blocks, &a->block_size, &a->block_stride);

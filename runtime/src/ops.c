@@ -215,6 +215,17 @@ static dsv4rt_status check_lens(const call *c, const int32_t *v, int64_t n, int6
   return DSV4RT_OK;
 }
 
+/* A block table's row stride in elements: the one given, or (0) packed
+ * rows of max_blocks. */
+static int64_t table_stride(int64_t given, int64_t max_blocks) { return given ? given : max_blocks; }
+
+/* Elements from a block table's first to one past its last: `rows` rows
+ * of max_blocks, `stride` apart. */
+static int64_t table_elems(int64_t rows, int64_t stride, int64_t max_blocks)
+{
+  return rows ? (rows - 1) * stride + max_blocks : 0;
+}
+
 /* Block-table column col of row `row` holds a block of the cache; `who`
  * names the length whose positions reach that column. */
 static dsv4rt_status check_block(const call *c, const int32_t *bt, int64_t row, int64_t col, int64_t max_blocks,
@@ -257,8 +268,8 @@ static dsv4rt_status contents_paged(const call *c, const dsv4rt_paged_gather_arg
   int64_t R = a->num_requests, bs = a->block_size;
   int32_t *seq = fetch(c, a->seq_lens, R, 4, &s);
   int32_t *gl = seq && a->gather_lens ? fetch(c, a->gather_lens, R, 4, &s) : NULL;
-  int64_t bst = a->block_table_stride ? a->block_table_stride : a->max_blocks;
-  int32_t *bt = seq && !s && R ? fetch(c, a->block_table, (R - 1) * bst + a->max_blocks, 4, &s) : NULL;
+  int64_t bst = table_stride(a->block_table_stride, a->max_blocks);
+  int32_t *bt = seq && !s && R ? fetch(c, a->block_table, table_elems(R, bst, a->max_blocks), 4, &s) : NULL;
   const char *gname = a->gather_lens ? "gather_lens" : "seq_lens";
   char m[256], who[64];
   for (int64_t r = 0; bt && r < R && !s; r++) {
@@ -468,8 +479,9 @@ static dsv4rt_status contents_ctx(const call *c, dsv4rt_buffer *lens, int64_t R,
 {
   dsv4rt_status s;
   int32_t *cl = fetch(c, lens, R, 4, &s);
-  int64_t bst = lg ? (lg->block_table_stride ? lg->block_table_stride : lg->max_blocks) : 0;
-  int32_t *bt = cl && lg && lg->batch ? fetch(c, lg->block_table, (lg->batch - 1) * bst + lg->max_blocks, 4, &s) : NULL;
+  int64_t bst = lg ? table_stride(lg->block_table_stride, lg->max_blocks) : 0;
+  int32_t *bt = cl && lg && lg->batch ? fetch(c, lg->block_table, table_elems(lg->batch, bst, lg->max_blocks), 4, &s)
+                                      : NULL;
   if (cl && !s)
     s = check_lens(c, cl, R, row_len, "context_lens", "row_len");
   char who[64];
@@ -545,14 +557,14 @@ dsv4rt_status dsv4rt_paged_gather(dsv4rt_bundle *b, const dsv4rt_paged_gather_ar
       (s = need_range(&c, "out_stride_r", a->out_stride_r, 0, INT64_MAX / 4)) || (s = check_out_strides(&c, a)) ||
       (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  int64_t bst = a->block_table_stride ? a->block_table_stride : a->max_blocks;
+  int64_t bst = table_stride(a->block_table_stride, a->max_blocks);
   long double out_need =
       R && M ? ((long double)(R - 1) * a->out_stride_r + (long double)(M - 1) * a->out_stride_m + c.l->dim) * 2 : 0;
   barg v[] = {
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), c.l->align, IN},
       {"out", a->out, out_need, 16, OUT},
       {"seq_lens", a->seq_lens, (long double)R * 4, 4, IN},
-      {"block_table", a->block_table, R ? ((long double)(R - 1) * bst + a->max_blocks) * 4 : 0, 4, IN},
+      {"block_table", a->block_table, (long double)table_elems(R, bst, a->max_blocks) * 4, 4, IN},
       {"gather_lens", a->gather_lens, (long double)R * 4, 4, OPT},
   };
   if ((s = check_bufs(&c, v, COUNT(v))) || (s = check_tensor_scale(&c, a->tensor_scale)) ||
@@ -822,7 +834,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
   const dsv4_layout *l = c.l;
-  int64_t bst = a->block_table_stride ? a->block_table_stride : a->max_blocks;
+  int64_t bst = table_stride(a->block_table_stride, a->max_blocks);
   int64_t B = a->batch, nn = a->next_n, R = B * nn, H = c.en->heads;
   barg v[] = {
       {"logits", a->logits, R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0, 4, OUT},
@@ -830,7 +842,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), l->align, IN},
       {"weights", a->weights, (long double)R * H * 4, 4, IN},
       {"context_lens", a->context_lens, (long double)R * 4, 4, IN},
-      {"block_table", a->block_table, B ? ((long double)(B - 1) * bst + a->max_blocks) * 4 : 0, 4, IN},
+      {"block_table", a->block_table, (long double)table_elems(B, bst, a->max_blocks) * 4, 4, IN},
   };
   if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, a))))
     return s;

@@ -1,0 +1,44 @@
+"""Host and CUDA-graph timing shared by the benches that time a call beside a peer's in one process
+(peer_flashmla_graph.py, decode_step_graph.py)."""
+import time
+
+import torch
+
+
+def host_us(fn, chunks, per):
+    """Host microseconds to issue one call of fn, best of `chunks` runs of `per` calls back to back
+    (synchronised between runs, untimed)."""
+    best = float("inf")
+    for _ in range(chunks):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / per * 1e6)
+    torch.cuda.synchronize()
+    return best
+
+
+def graph_us(fn, reps, warm):
+    """fn captured once in a CUDA graph (after a warm-up call on the capture stream), replayed `warm` times,
+    then `reps` times back to back between CUDA events: (device microseconds a replay, the graph, what the
+    captured call returned)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        res = fn()
+    torch.cuda.synchronize()
+    for _ in range(warm):
+        g.replay()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    e0.record()
+    for _ in range(reps):
+        g.replay()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1e3 / reps, g, res
