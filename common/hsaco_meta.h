@@ -41,7 +41,10 @@ typedef struct {
   uint32_t private_segment;       /* .private_segment_fixed_size: scratch bytes a work-item */
   uint32_t max_flat_workgroup;    /* .max_flat_workgroup_size */
   uint32_t wavefront;             /* .wavefront_size */
-  uint32_t sgprs, vgprs, agprs;   /* .sgpr_count, .vgpr_count, .agpr_count (0 where absent) */
+  uint32_t sgprs, vgprs, agprs;   /* .sgpr_count, .vgpr_count, .agpr_count (0 where absent); on gfx90a and
+                                     gfx942 .vgpr_count is the unified file's count, AGPRs included
+                                     (LLVM: alignup(arch VGPRs, 4) + AGPRs), .sgpr_count holds VCC,
+                                     FLAT_SCRATCH and XNACK_MASK */
   int nargs;                      /* entries of args[] (explicit ones first, in order) */
   dsv4_hsaco_arg args[DSV4_HSACO_MAX_ARGS];
 } dsv4_hsaco_kernel;
@@ -49,7 +52,14 @@ typedef struct {
 /* Kernel `name`'s metadata from the code object elf[0..len) into *out.
  * 0, or nonzero with a one-line message in err (NUL-terminated when errlen
  * > 0): not an AMDGPU code object, no metadata note, no such kernel, a
- * field missing or out of range, more than DSV4_HSACO_MAX_ARGS args. */
+ * field missing or out of range, more than DSV4_HSACO_MAX_ARGS args.
+ * Held to: .symbol is .name + ".kd"; .kernarg_segment_size,
+ * .kernarg_segment_align (a power of two), .group_segment_fixed_size,
+ * .private_segment_fixed_size, .max_flat_workgroup_size, .wavefront_size,
+ * .sgpr_count and .vgpr_count present (AMDGPUUsage: required), each an
+ * unsigned integer below 2^32; every argument has .offset, .size and
+ * .value_kind, and lies inside the kernarg segment.  A key twice in one
+ * map is malformed. */
 int dsv4_hsaco_kernel_meta(const unsigned char *elf, size_t len, const char *name, dsv4_hsaco_kernel *out, char *err,
                            size_t errlen);
 
@@ -70,5 +80,36 @@ int dsv4_hsaco_launch_agrees(const dsv4_hsaco_kernel *m, const char *gpu, const 
 /* Bytes of the explicit arguments' block (the end of the last explicit
  * argument): what a launch passes as its kernarg buffer. */
 uint32_t dsv4_hsaco_explicit_bytes(const dsv4_hsaco_kernel *m);
+
+/* ---- the reading dsv4c's whole-object check (targets/hsaco_check.c) also
+ * builds on, so that the ELF and MessagePack are read in one place ---- */
+
+/* What the code object says as a whole. */
+typedef struct {
+  unsigned mach;        /* e_flags & EF_AMDGPU_MACH: the processor (LLVM's EF_AMDGPU_MACH_* number) */
+  unsigned abi_version; /* e_ident[EI_ABIVERSION]: 2 code object v4, 3 v5 */
+  char target[96];      /* amdhsa.target, e.g. "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-" */
+  int nkernels;         /* amdhsa.kernels entries */
+} dsv4_hsaco_object;
+
+/* The ELF header and the metadata map's top level of elf[0..len) into
+ * *out: an ELF64 little-endian ET_DYN for EM_AMDGPU, OS ABI AMDGPU_HSA,
+ * code object v4 or v5, with an "AMDGPU" NT_AMDGPU_METADATA note whose
+ * map has a string amdhsa.target (< 96 bytes) and an array amdhsa.kernels.
+ * 0, or nonzero with a one-line message in err as above. */
+int dsv4_hsaco_object_read(const unsigned char *elf, size_t len, dsv4_hsaco_object *out, char *err, size_t errlen);
+
+/* Entry i (0 <= i < nkernels) of amdhsa.kernels into *out, held to what
+ * dsv4_hsaco_kernel_meta holds the entry it finds to.  0 or nonzero with
+ * a message, as dsv4_hsaco_kernel_meta. */
+int dsv4_hsaco_kernel_at(const unsigned char *elf, size_t len, int i, dsv4_hsaco_kernel *out, char *err,
+                         size_t errlen);
+
+/* Whether the code object defines (st_shndx != 0) a symbol named
+ * name followed by suffix, of ELF symbol type stt (STT_FUNC 2, STT_OBJECT
+ * 1), in .symtab or .dynsym; when size is nonzero its st_size must be
+ * size.  1 yes, 0 no, -1 when the file or a symbol table is malformed. */
+int dsv4_hsaco_symbol(const unsigned char *elf, size_t len, const char *name, const char *suffix, unsigned stt,
+                      uint64_t size);
 
 #endif
