@@ -1,12 +1,16 @@
 /* amdgcn.c -- the AMDGCN target: amdgpu_kernel functions, LLVM 19's AMDGPU
  * back end, ld.lld-19 linking the object into an HSA code object, and a
- * static check of the ELF and its AMDHSA metadata (no AMD GPU is needed). */
+ * static check of the ELF and its AMDHSA metadata (no AMD GPU is needed):
+ * the whole object (hsaco_check.h), then each kernel the launch record
+ * names against that record and the op's argument list (hsaco_meta.h),
+ * the check the runtime repeats when it loads the object. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../compiler/kb.h"
 #include "hsaco_check.h"
+#include "hsaco_meta.h"
 #include "llvm_emit.h"
 #include "target.h"
 
@@ -86,6 +90,45 @@ static int link_hsaco(const dsv4_kernel *k, const unsigned char *obj, size_t n, 
   return rc != 0;
 }
 
+/* Kernel `name` of the code object against its launch: explicit arguments
+ * kinds[0..n), `threads` a work-group, `shared` bytes of dynamic LDS.  The
+ * message names the kernel; 0 when they agree. */
+static int launch_agrees(const dsv4_kernel *k, const char *arch, const unsigned char *hsaco, size_t hn,
+                         const char *name, const unsigned char *kinds, int n, uint32_t threads, uint32_t shared,
+                         dsv4_diags *d)
+{
+  dsv4_hsaco_kernel m;
+  char err[512];
+  if (dsv4_hsaco_kernel_meta(hsaco, hn, name, &m, err, sizeof err)) {
+    dsv4_error(d, k->file, k->line, "kernel '%s': the linked HSA code object fails its check: %s", k->name, err);
+    return 1;
+  }
+  if (dsv4_hsaco_launch_agrees(&m, arch, kinds, n, threads, shared, err, sizeof err)) {
+    dsv4_error(d, k->file, k->line, "%s", err);
+    return 1;
+  }
+  return 0;
+}
+
+/* Every kernel k's launch record names, against the record and the op's
+ * argument list (the bundle's, dsv4_op_signature) or the combine
+ * kernel's (dsv4_combine_args, launched with no dynamic LDS). */
+static int launches_agree(const dsv4_kernel *k, const char *arch, const unsigned char *hsaco, size_t hn,
+                          dsv4_diags *d)
+{
+  const dsv4_launch *l = dsv4_kernel_launch(k, DSV4_TARGET_AMDGCN);
+  unsigned char kinds[DSV4_MAX_ARGS];
+  int n = dsv4_op_signature(k->op, kinds, NULL);
+  if (launch_agrees(k, arch, hsaco, hn, k->name, kinds, n, l->threads, l->shared_bytes, d))
+    return 1;
+  if (l->second != DSV4_SECOND_COMBINE)
+    return 0;
+  char name[DSV4_NAME_MAX + 16];
+  snprintf(name, sizeof name, "%s_combine", k->name);
+  n = dsv4_combine_args(kinds);
+  return launch_agrees(k, arch, hsaco, hn, name, kinds, n, l->second_threads, 0, d);
+}
+
 static int amd_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned want, dsv4_artifact *a, dsv4_diags *d)
 {
   const char *arch = k->target[DSV4_TARGET_AMDGCN].arch;
@@ -97,19 +140,23 @@ static int amd_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned want
   int rc = link_hsaco(k, obj, on, &hsaco, &hn, d);
   free(obj);
   if (!rc) {
-    char err[256];
-    const char *names[1] = {k->name};
-    if (dsv4_hsaco_check(hsaco, hn, arch, names, 1, err, sizeof err)) {
+    char err[256], combine[DSV4_NAME_MAX + 16];
+    snprintf(combine, sizeof combine, "%s_combine", k->name);
+    const char *names[2] = {k->name, combine};
+    int named = dsv4_kernel_launch(k, DSV4_TARGET_AMDGCN)->second == DSV4_SECOND_COMBINE ? 2 : 1;
+    if (dsv4_hsaco_check(hsaco, hn, arch, names, named, err, sizeof err)) {
       dsv4_error(d, k->file, k->line, "kernel '%s': the linked HSA code object fails its check: %s", k->name, err);
       rc = 1;
-    }
+    } else if (launches_agree(k, arch, hsaco, hn, d))
+      rc = 1;
   }
   if (rc) {
     free(hsaco);
     free(asm_text);
     return 1;
   }
-  snprintf(a->note, sizeof a->note, "linked by ld.lld-19; ELF and AMDHSA metadata checked for %s", arch);
+  snprintf(a->note, sizeof a->note,
+           "linked by ld.lld-19; ELF and AMDHSA metadata checked for %s, and against the launch record", arch);
   a->code = hsaco;
   a->code_len = hn;
   if (want & DSV4_WANT_ASM)
