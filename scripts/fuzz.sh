@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build the libFuzzer harnesses (tests/fuzz, Debian's clang) and run each:
 # first every saved finding in tests/fuzz/regress (spec_* through
-# fuzz_spec, bundle_* through fuzz_bundle, lock_* through fuzz_lock), then
-# a bounded run from seeds made of the project's own specs, bundles and
-# lockfiles.  A finding fails the run and
-# is left as fuzz-<harness>-crash-* (or -timeout-*, -oom-*) in the build
-# folder, to become a file in tests/fuzz/regress.
+# fuzz_spec, bundle_* through fuzz_bundle, lock_* through fuzz_lock,
+# hsaco_* through fuzz_hsaco), then a bounded run from seeds made of the
+# project's own specs, bundles, lockfiles and AMDGPU code objects.  A
+# finding fails the run and is left as fuzz-<harness>-crash-* (or
+# -timeout-*, -oom-*) in the build folder, to become a file in
+# tests/fuzz/regress.
 #   DSV4C_FUZZ_SECONDS  seconds a harness (default 30)
 #   DSV4C_FUZZ_BUILD    build folder (default build-fuzz)
 #   DSV4C_BUILD         the main build, for its bundles (default build)
@@ -25,7 +26,7 @@ opts=(-timeout=10 -rss_limit_mb=2048 -max_len=300000 -print_final_stats=1)
 # seeds: the project's specs (fuzz_spec), and bundles of one kernel and
 # target each of specs/decode.lua, written by the build's dsv4c, behind
 # fuzz_bundle's mode byte (odd: header made right)
-mkdir -p "$work/spec" "$work/bundle" "$work/lock"
+mkdir -p "$work/spec" "$work/bundle" "$work/lock" "$work/hsaco"
 cp specs/*.lua tests/diag/*.lua tests/codegen/*.lua tests/exec/*.lua bench/*_variants.lua "$work/spec/"
 # lockfiles: a measured one (the logits run), and a small one of every gate
 cp bench/tuning/h200-2026-11-26/logits.lock "$work/lock/logits.lock"
@@ -61,8 +62,13 @@ if [ -x "$main/bin/dsv4c" ]; then
   done
 fi
 
+# code objects: the test fixtures and what the main build's dsv4c wrote
+for f in "$main"/tests/hsaco_*.hsaco "$main"/kernels/*.hsaco "$main"/kernels_amdgcn/*.hsaco; do
+  if [ -f "$f" ]; then cp "$f" "$work/hsaco/$(basename "$(dirname "$f")")_$(basename "$f")"; fi
+done
+
 status=0
-for h in spec bundle lock; do
+for h in spec bundle lock hsaco; do
   exe=$B/fuzz_$h
   [ -x "$exe" ] || { echo "fuzz_$h: not built"; status=1; continue; }
   regress=(tests/fuzz/regress/${h}_*)
