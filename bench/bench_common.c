@@ -88,9 +88,8 @@ double bench_copy_gbs(size_t n, double *ms)
 void bench_open(int argc, char **argv, int backend_arg)
 {
   const char *b = argc > backend_arg ? argv[backend_arg] : "";
-  dsv4rt_backend be = !strcmp(b, "opencl") ? DSV4RT_BACKEND_OPENCL
-                      : !strcmp(b, "cuda") ? DSV4RT_BACKEND_CUDA
-                                           : DSV4RT_BACKEND_AUTO;
+  dsv4rt_backend be = DSV4RT_BACKEND_AUTO;
+  dsv4rt_backend_parse(b, &be); /* (anything else: auto) */
   if (dsv4rt_context_create(be, 0, &bench_ctx)) {
     printf("SKIPPED: %s\n", dsv4rt_last_error(NULL));
     exit(77);

@@ -1,7 +1,7 @@
 /* bench_decode.c -- sparse MLA decode speed at the DeepSeek-V4 shapes,
  * beside the physical floor measured in the same run.
  *
- *   bench_decode BUNDLE [cuda|opencl] [KERNEL[,KERNEL...]]
+ *   bench_decode BUNDLE [cuda|hip|opencl] [KERNEL[,KERNEL...]]
  *
  * Shapes (issue 26; FlashMLA's MODEL1 decode configurations, T query
  * tokens): V4-Pro (H 128; 128 SWA indices into 256-token blocks; 1024
@@ -196,7 +196,7 @@ static void run_shape(const shape_t *sh, const char *const *kernels, int nk)
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_decode BUNDLE [cuda|opencl] [KERNEL[,KERNEL...]]\n");
+    fprintf(stderr, "usage: bench_decode BUNDLE [cuda|hip|opencl] [KERNEL[,KERNEL...]]\n");
     return 2;
   }
   bench_name = "bench_decode";

@@ -1,7 +1,7 @@
 /* bench_gather.c -- achieved bandwidth of the two gathers beside a
  * device-to-device copy measured in the same run.
  *
- *   bench_gather BUNDLE [cuda|opencl]
+ *   bench_gather BUNDLE [cuda|hip|opencl]
  *
  * Bytes counted are the fewest each kernel must move: per token the 584
  * cache bytes and its index/table entry read, 1024 output bytes written;
@@ -87,7 +87,7 @@ static void verify(const char *what, dsv4rt_buffer *out, const uint16_t *want, s
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_gather BUNDLE [cuda|opencl]\n");
+    fprintf(stderr, "usage: bench_gather BUNDLE [cuda|hip|opencl]\n");
     return 2;
   }
   bench_name = "bench_gather";

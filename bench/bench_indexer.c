@@ -1,6 +1,6 @@
 /* bench_indexer.c -- the indexer's logits and top-k on the issue's shape.
  *
- *   bench_indexer BUNDLE [cuda|opencl] [LOGITS_KERNEL...]
+ *   bench_indexer BUNDLE [cuda|hip|opencl] [LOGITS_KERNEL...]
  *
  * B = 128 requests of 32K context by default (DSV4_BENCH_SHAPES: issue 41's
  * matrix or a list; DSV4_BENCH_LENS: equal lengths or DeepGEMM's test's
@@ -181,7 +181,7 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_indexer BUNDLE [cuda|opencl] [LOGITS_KERNEL...]\n");
+    fprintf(stderr, "usage: bench_indexer BUNDLE [cuda|hip|opencl] [LOGITS_KERNEL...]\n");
     return 2;
   }
   bench_name = "bench_indexer";

@@ -1,7 +1,7 @@
 /* bench_insert.c -- achieved bandwidth of the cache writer beside a
  * device-to-device copy measured in the same run.
  *
- *   bench_insert INSERT_BUNDLE [cuda|opencl]
+ *   bench_insert INSERT_BUNDLE [cuda|hip|opencl]
  *
  * 16K tokens (DSV4_BENCH_SMALL: 1K), every kv_insert kernel of the bundle:
  * the KV part alone and, for kernels with the q branch, the fused op with
@@ -38,7 +38,7 @@ static void run_insert(int i, void *p)
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_insert INSERT_BUNDLE [cuda|opencl]\n");
+    fprintf(stderr, "usage: bench_insert INSERT_BUNDLE [cuda|hip|opencl]\n");
     return 2;
   }
   bench_name = "bench_insert";

@@ -1,7 +1,7 @@
 """dsv4c: the DeepSeek-V4 decode kernels of a dsv4c bundle, called from Python.
 
     import numpy as np, dsv4c
-    ctx = dsv4c.Context("opencl")                  # or "cuda", or "auto"
+    ctx = dsv4c.Context("opencl")                  # or "cuda", "hip", or "auto"
     b = ctx.open_bundle("build/kernels/decode.dsv4b")
     out = b.dequant_gather(cache, indices)        # cache [nb, 64, 584] uint8, indices [n] int32
 
@@ -46,13 +46,17 @@ for _n in dir(_dsv4c):
         globals()[_n] = getattr(_dsv4c, _n)
 del _n
 
-_BACKENDS = {"auto": _dsv4c.BACKEND_AUTO, "cuda": _dsv4c.BACKEND_CUDA, "opencl": _dsv4c.BACKEND_OPENCL}
+_BACKENDS = {"auto": _dsv4c.BACKEND_AUTO, "cuda": _dsv4c.BACKEND_CUDA, "opencl": _dsv4c.BACKEND_OPENCL,
+             "hip": _dsv4c.BACKEND_HIP}
 
 
 class Context:
-    """A device: ``Context(backend="auto"|"cuda"|"opencl", device=0)``.
+    """A device: ``Context(backend="auto"|"cuda"|"hip"|"opencl", device=0)``.
 
-    "auto" takes CUDA where a CUDA device is present, else OpenCL.  A missing
+    "auto" takes CUDA where a CUDA device is present, else HIP where an AMD
+    one is, else OpenCL.  A HIP context takes ROCm device tensors (DLPack
+    device ROCm, ``__cuda_array_interface__``, or torch's ROCm tensors,
+    which torch calls "cuda").  A missing
     driver or device raises dsv4c.Error (status ERR_NO_BACKEND).  Calls on one
     context from several threads are serialised by a lock; each call
     releases the GIL while it runs on the device."""
@@ -62,13 +66,13 @@ class Context:
             raise ValueError("backend: expected one of %s, got %r" % (", ".join(map(repr, _BACKENDS)), backend))
         self._c = _dsv4c.Context(_BACKENDS[backend], int(device))
 
-    backend = property(lambda self: self._c.backend, doc="'cuda' or 'opencl'")
+    backend = property(lambda self: self._c.backend, doc="'cuda', 'hip' or 'opencl'")
     device = property(lambda self: self._c.device, doc="the device index")
     device_name = property(lambda self: self._c.device_name, doc="the device's description")
 
     @property
     def stream(self):
-        """The CUstream handle calls without ``stream=`` launch on (0: the legacy default stream).
+        """The CUstream (HIP: hipStream_t) handle calls without ``stream=`` launch on (0: the legacy default stream).
         Settable with an int or an object with ``.cuda_stream``; OpenCL takes only 0."""
         return self._c.stream
 

@@ -33,7 +33,7 @@
 
 /* ---- DLPack (the parts a consumer reads) ---- */
 
-enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_HOST = 3, DL_CUDA_MANAGED = 13 };
+enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_HOST = 3, DL_ROCM = 10, DL_CUDA_MANAGED = 13 };
 enum {
   DL_INT = 0,
   DL_UINT = 1,
@@ -63,7 +63,8 @@ typedef struct {
   dsv4rt_context *ctx;
   PyThread_type_lock lock;
   dsv4rt_buffer *scratch; /* stands in for empty tensors (a buffer argument must exist) */
-  int cuda, device;
+  int cuda, device; /* cuda: a GPU context (CUDA or HIP): device memory, streams */
+  int dl;           /* its DLPack device type: DL_CUDA, DL_ROCM (0 on OpenCL) */
   uint64_t stream; /* the stream launches go on when a call names none */
 } CtxObject;
 

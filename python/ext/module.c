@@ -51,7 +51,9 @@ static int Ctx_init(CtxObject *self, PyObject *args, PyObject *kw)
     return -1;
   }
   self->ctx = ctx;
-  self->cuda = dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_CUDA;
+  dsv4rt_backend be = dsv4rt_context_backend(ctx);
+  self->cuda = be == DSV4RT_BACKEND_CUDA || be == DSV4RT_BACKEND_HIP;
+  self->dl = be == DSV4RT_BACKEND_CUDA ? DL_CUDA : be == DSV4RT_BACKEND_HIP ? DL_ROCM : 0;
   self->device = device;
   return 0;
 }
@@ -141,7 +143,7 @@ static PyObject *Ctx_synchronize(CtxObject *self, PyObject *unused)
 static PyObject *Ctx_get_backend(CtxObject *self, void *unused)
 {
   (void)unused;
-  return ready(self) ? PyUnicode_FromString(self->cuda ? "cuda" : "opencl") : NULL;
+  return ready(self) ? PyUnicode_FromString(dsv4rt_backend_name(dsv4rt_context_backend(self->ctx))) : NULL;
 }
 static PyObject *Ctx_get_device_name(CtxObject *self, void *unused)
 {
@@ -185,7 +187,7 @@ static PyMethodDef Ctx_methods[] = {
 };
 
 static PyGetSetDef Ctx_getset[] = {
-    {"backend", (getter)Ctx_get_backend, NULL, "'cuda' or 'opencl'", NULL},
+    {"backend", (getter)Ctx_get_backend, NULL, "'cuda', 'hip' or 'opencl'", NULL},
     {"device_name", (getter)Ctx_get_device_name, NULL, "the device's description", NULL},
     {"device", (getter)Ctx_get_device, NULL, "the device index", NULL},
     {"stream", (getter)Ctx_get_stream, (setter)Ctx_set_stream,
@@ -253,6 +255,7 @@ PyMODINIT_FUNC PyInit__dsv4c(void)
       {"BACKEND_AUTO", DSV4RT_BACKEND_AUTO},
       {"BACKEND_CUDA", DSV4RT_BACKEND_CUDA},
       {"BACKEND_OPENCL", DSV4RT_BACKEND_OPENCL},
+      {"BACKEND_HIP", DSV4RT_BACKEND_HIP},
       {"OK", DSV4RT_OK},
       {"ERR_INVALID_ARG", DSV4RT_ERR_INVALID_ARG},
       {"ERR_NO_BACKEND", DSV4RT_ERR_NO_BACKEND},

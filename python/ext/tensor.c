@@ -438,9 +438,11 @@ static int device_error(tview *t, CtxObject *c)
   const char *k = t->device_type >= 1 && t->device_type <= 14 ? kinds[t->device_type < 13 ? t->device_type : 0] : "?";
   if (t->device_type == DL_CUDA_MANAGED)
     k = "CUDA managed";
+  const char *gpu = c->dl == DL_ROCM ? "ROCm" : "CUDA";
   if (c->cuda)
-    PyErr_Format(PyExc_ValueError, "%s: %s memory (DLPack device %d:%d); this CUDA context (device %d) takes CUDA "
-                 "device memory", t->name, k, t->device_type, t->device_id, c->device);
+    PyErr_Format(PyExc_ValueError, "%s: %s memory (DLPack device %d:%d); this %s context (device %d) takes %s "
+                 "device memory", t->name, k, t->device_type, t->device_id, c->dl == DL_ROCM ? "HIP" : "CUDA",
+                 c->device, gpu);
   else
     PyErr_Format(PyExc_ValueError, "%s: %s memory (DLPack device %d:%d); this OpenCL context takes host memory "
                  "(e.g. NumPy arrays), which it copies to the device", t->name, k, t->device_type, t->device_id);
@@ -458,7 +460,7 @@ static int dlpack_failed(CtxObject *c, PyObject *obj, tview *t)
   PyErr_Fetch(&type, &value, &tb);
   PyObject *d = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
   int ty = 0, id = 0;
-  if (d && PyArg_ParseTuple(d, "ii", &ty, &id) && !((ty == DL_CUDA || ty == DL_CUDA_MANAGED) && id == c->device)) {
+  if (d && PyArg_ParseTuple(d, "ii", &ty, &id) && !((ty == c->dl || ty == DL_CUDA_MANAGED) && id == c->device)) {
     Py_XDECREF(d), Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
     t->device_type = ty, t->device_id = id;
     return device_error(t, c);
@@ -479,6 +481,7 @@ int acquire(CtxObject *c, PyObject *obj, int cls, int use, uint64_t stream, tvie
     if (from_torch(obj, t))
       return -1;
     t->via_torch = 1;
+    /* (torch calls its ROCm devices 'cuda' too) */
     if (c->cuda ? !(t->device_type == DL_CUDA && t->device_id == c->device) : t->device_type != DL_CPU)
       return device_error(t, c);
   } else if (c->cuda) {
@@ -491,18 +494,18 @@ int acquire(CtxObject *c, PyObject *obj, int cls, int use, uint64_t stream, tvie
         return -1;
       rc = from_interface(d, t, "__cuda_array_interface__");
       Py_DECREF(d);
-      t->device_type = DL_CUDA, t->device_id = c->device; /* (the interface does not say) */
+      t->device_type = c->dl, t->device_id = c->device; /* (the interface does not say) */
     } else if (PyObject_CheckBuffer(obj) || PyObject_HasAttrString(obj, "__array_interface__")) {
       t->device_type = DL_CPU, t->device_id = 0;
       return device_error(t, c);
     } else {
-      PyErr_Format(PyExc_TypeError, "%s: expected a CUDA tensor (__dlpack__ or __cuda_array_interface__), got %S",
-                   t->name, (PyObject *)Py_TYPE(obj));
+      PyErr_Format(PyExc_TypeError, "%s: expected a %s tensor (__dlpack__ or __cuda_array_interface__), got %S",
+                   t->name, c->dl == DL_ROCM ? "ROCm" : "CUDA", (PyObject *)Py_TYPE(obj));
       return -1;
     }
     if (rc)
       return -1;
-    if (!((t->device_type == DL_CUDA || t->device_type == DL_CUDA_MANAGED) && t->device_id == c->device))
+    if (!((t->device_type == c->dl || t->device_type == DL_CUDA_MANAGED) && t->device_id == c->device))
       return device_error(t, c);
   } else {
     if (PyObject_HasAttrString(obj, "__dlpack_device__")) {

@@ -43,7 +43,7 @@ typedef enum dsv4rt_status {
   DSV4RT_ERR_BUFFER_TOO_SMALL = 11, /* a buffer smaller than the bytes the arguments address in it */
   DSV4RT_ERR_OUT_OF_RANGE = 12,     /* a count, length, size, offset or stride outside its range: negative,
                                        too large, or a stride below a row or one that makes output rows overlap */
-  DSV4RT_ERR_MISALIGNED = 13,       /* a device address (CUDA, wrapped memory) or a stride off the alignment the
+  DSV4RT_ERR_MISALIGNED = 13,       /* a device address (CUDA, HIP: wrapped memory) or a stride off the alignment the
                                        kernel's loads and stores need */
   DSV4RT_ERR_ALIASING = 14,         /* an output sharing memory with another buffer argument (the same buffer,
                                        the same cl_mem, or overlapping CUDA address ranges) */
@@ -55,9 +55,10 @@ typedef enum dsv4rt_status {
 } dsv4rt_status;
 
 typedef enum dsv4rt_backend {
-  DSV4RT_BACKEND_AUTO = 0, /* CUDA if a CUDA device is present, else OpenCL */
+  DSV4RT_BACKEND_AUTO = 0, /* CUDA if a CUDA device is present, else HIP if an AMD one is, else OpenCL */
   DSV4RT_BACKEND_CUDA = 1,
   DSV4RT_BACKEND_OPENCL = 2,
+  DSV4RT_BACKEND_HIP = 3, /* AMD GPUs through libamdhip64 (DSV4RT_HIP_LIBRARY names another) */
   DSV4RT_BACKEND_FORCE_32BIT = 0x7fffffff
 } dsv4rt_backend;
 
@@ -84,11 +85,18 @@ DSV4RT_API const char *dsv4rt_last_error(const dsv4rt_context *ctx);
 /* The backend in use and a device description, owned by ctx. */
 DSV4RT_API dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx);
 DSV4RT_API const char *dsv4rt_device_name(const dsv4rt_context *ctx);
+/* The backends' names, the tools' and the Python layer's one vocabulary:
+ * "auto", "cuda", "opencl", "hip" ("?" for another value); and the
+ * backend a name gives: DSV4RT_OK, or DSV4RT_ERR_INVALID_ARG for an
+ * unknown name (*out untouched). */
+DSV4RT_API const char *dsv4rt_backend_name(dsv4rt_backend be);
+DSV4RT_API dsv4rt_status dsv4rt_backend_parse(const char *name, dsv4rt_backend *out);
 /* Wait until all work queued on ctx has finished. */
 DSV4RT_API dsv4rt_status dsv4rt_synchronize(dsv4rt_context *ctx);
 /* The stream this context's work goes on (CUDA: a CUstream, e.g. a
  * framework's current stream, of the context's device and the primary
- * context; 0, the default, is the legacy default stream).  Every later
+ * context; HIP: a hipStream_t of the context's device; 0, the default, is
+ * the legacy default stream).  Every later
  * launch, dsv4rt_buffer_copy_async and timer event is queued on it, and
  * the blocking calls (dsv4rt_buffer_write / _read / _copy, and so the
  * check_contents reads) first wait for the work queued on it, so they
@@ -106,12 +114,12 @@ DSV4RT_API const char *dsv4rt_status_name(dsv4rt_status s);
 
 /* Allocate `size` bytes on the device; the caller owns *out. */
 DSV4RT_API dsv4rt_status dsv4rt_buffer_create(dsv4rt_context *ctx, size_t size, dsv4rt_buffer **out);
-/* Wrap memory the caller allocated (CUDA: a CUdeviceptr; OpenCL: a cl_mem)
+/* Wrap memory the caller allocated (CUDA: a CUdeviceptr; HIP: a device pointer; OpenCL: a cl_mem)
  * of `size` bytes; dsv4rt_buffer_destroy frees the wrapper, not the memory. */
 DSV4RT_API dsv4rt_status dsv4rt_buffer_wrap(dsv4rt_context *ctx, uint64_t native, size_t size, dsv4rt_buffer **out);
 DSV4RT_API void dsv4rt_buffer_destroy(dsv4rt_buffer *buf);
 DSV4RT_API size_t dsv4rt_buffer_size(const dsv4rt_buffer *buf);
-/* The memory behind buf (CUDA: its CUdeviceptr; OpenCL: its cl_mem), still
+/* The memory behind buf (CUDA: its CUdeviceptr; HIP: its device pointer; OpenCL: its cl_mem), still
  * owned by buf; 0 for NULL.  For interop, and for wrapping part of it. */
 DSV4RT_API uint64_t dsv4rt_buffer_native(const dsv4rt_buffer *buf);
 /* Copy host -> device / device -> host / device -> device (blocking). */
@@ -251,7 +259,7 @@ DSV4RT_API dsv4rt_status dsv4rt_bundle_entry_code_hash(const dsv4rt_bundle *b, i
  *                    values alike; block_stride below the layout's block; a row stride below a row;
  *                    paged_gather's out strides as its comment says);
  *   WRONG_CONTEXT, BUFFER_TOO_SMALL (the bytes the arguments address, counted without overflow),
- *   MISALIGNED       (CUDA addresses of wrapped memory; block strides to the layout's alignment),
+ *   MISALIGNED       (CUDA and HIP addresses of wrapped memory; block strides to the layout's alignment),
  *   ALIASING         an output overlapping any other buffer argument of the call, input or output
  *                    (inputs may share memory with each other); only the bytes the call addresses
  *                    count.  OpenCL sub-buffers of one cl_mem are not seen as overlapping;

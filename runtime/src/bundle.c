@@ -13,6 +13,7 @@
 #include "bucket.h"
 #include "choice.h" /* rt_install_bundle_choices */
 #include "code_check.h"
+#include "hsaco_meta.h"
 #include "kernel_geometry.h" /* dsv4_pow2ceil */
 #include "layout_check.h"
 #include "rt.h"
@@ -291,12 +292,24 @@ static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t s
   return 0;
 }
 
-/* The code the OpenCL backend hands to a driver, held to its format
- * (code_check.c): a spirv entry's SPIR-V and its SPIR 1.2 bitcode (on
- * ranges check_code put inside the file). */
+/* The code a backend hands to a driver, held to its format (on ranges
+ * check_code put inside the file): a spirv entry's SPIR-V and its SPIR 1.2
+ * bitcode (code_check.c); an amdgcn entry's code object, whose AMDHSA
+ * metadata must describe the kernel the entry names with the op's
+ * arguments at the offsets the HIP backend writes them to, the record's
+ * threads and LDS, and the processor's limits (common/hsaco_meta.h; the
+ * second kernel, a matrix form's, is held to it when it loads). */
 static int check_driver_code(const dsv4_bundle_entry *e, const uint8_t *data, char *why)
 {
   char m[RT_WHY - 64];
+  if (e->target == 1) {
+    dsv4_hsaco_kernel meta; /* (about 5 KB) */
+    if (dsv4_hsaco_kernel_meta(data + e->code_off, e->code_len, e->name, &meta, m, sizeof m) ||
+        dsv4_hsaco_launch_agrees(&meta, e->arch, e->args, (int)e->nargs, e->launch.threads, e->launch.shared_bytes, m,
+                                 sizeof m))
+      return bad(why, "code object: %s", m);
+    return 0;
+  }
   if (e->target != 2)
     return 0;
   if (rt_spirv_check(data + e->code_off, e->code_len, m, sizeof m))

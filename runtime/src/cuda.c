@@ -460,6 +460,7 @@ static int cu_timer_stop(dsv4rt_context *ctx, double *ms)
 const rt_backend rt_cuda_backend = {
     .kind = DSV4RT_BACKEND_CUDA,
     .name = "cuda",
+    .addresses = 1,
     .init = cu_init,
     .fini = cu_fini,
     .alloc = cu_alloc,

@@ -138,13 +138,13 @@ static dsv4rt_status need_buf(const call *c, const barg *v)
     return rt_fail(c->ctx, DSV4RT_ERR_BUFFER_TOO_SMALL, "%s: %s holds %zu bytes, the arguments need %.0Lf", c->fn,
                    v->name, v->buf->size, v->need);
   /* OpenCL buffers are aligned by the implementation */
-  if (c->ctx->be->kind == DSV4RT_BACKEND_CUDA && v->buf->native % (uint64_t)v->align)
+  if (c->ctx->be->addresses && v->buf->native % (uint64_t)v->align)
     return rt_fail(c->ctx, DSV4RT_ERR_MISALIGNED, "%s: %s is not %d-byte aligned", c->fn, v->name, v->align);
   return DSV4RT_OK;
 }
 
 /* Whether the bytes two arguments address share memory: one buffer, one
- * native handle, or (CUDA, where natives are addresses) overlapping
+ * native handle, or (CUDA, HIP: natives are addresses) overlapping
  * ranges.  Arguments that address no bytes share nothing. */
 static int overlap(const call *c, const barg *x, const barg *y)
 {
@@ -153,7 +153,7 @@ static int overlap(const call *c, const barg *x, const barg *y)
   uint64_t p = x->buf->native, q = y->buf->native;
   if (x->buf == y->buf || p == q)
     return 1;
-  if (c->ctx->be->kind != DSV4RT_BACKEND_CUDA)
+  if (!c->ctx->be->addresses)
     return 0;
   return p < q ? (long double)(q - p) < x->need : (long double)(p - q) < y->need;
 }

@@ -81,18 +81,20 @@ dsv4rt_status dsv4rt_context_create(dsv4rt_backend backend, int device, dsv4rt_c
     return try_backend(&rt_cuda_backend, device, out);
   case DSV4RT_BACKEND_OPENCL:
     return try_backend(&rt_opencl_backend, device, out);
+  case DSV4RT_BACKEND_HIP:
+    return try_backend(&rt_hip_backend, device, out);
   case DSV4RT_BACKEND_AUTO: {
-    if (try_backend(&rt_cuda_backend, device, out) == DSV4RT_OK)
-      return DSV4RT_OK;
-    char cuda_err[512];
-    snprintf(cuda_err, sizeof cuda_err, "%.500s", create_err);
-    dsv4rt_status s = try_backend(&rt_opencl_backend, device, out);
-    if (s != DSV4RT_OK) {
-      char cl_err[512];
-      snprintf(cl_err, sizeof cl_err, "%.500s", create_err);
-      rt_fail(NULL, s, "no usable device: CUDA: %s; OpenCL: %s", cuda_err, cl_err);
+    /* the first that opens a device: CUDA, HIP, then OpenCL (which takes
+     * CPUs too) */
+    static const rt_backend *const order[] = {&rt_cuda_backend, &rt_hip_backend, &rt_opencl_backend};
+    char why[3][330];
+    dsv4rt_status s = DSV4RT_ERR_NO_BACKEND;
+    for (int i = 0; i < 3; i++) {
+      if ((s = try_backend(order[i], device, out)) == DSV4RT_OK)
+        return DSV4RT_OK;
+      snprintf(why[i], sizeof why[i], "%.320s", create_err);
     }
-    return s;
+    return rt_fail(NULL, s, "no usable device: CUDA: %s; HIP: %s; OpenCL: %s", why[0], why[1], why[2]);
   }
   default:
     return rt_fail(NULL, DSV4RT_ERR_INVALID_ARG, "dsv4rt_context_create: unknown backend %d", (int)backend);
@@ -108,6 +110,25 @@ void dsv4rt_context_destroy(dsv4rt_context *ctx)
 }
 
 dsv4rt_backend dsv4rt_context_backend(const dsv4rt_context *ctx) { return ctx ? ctx->be->kind : DSV4RT_BACKEND_AUTO; }
+
+static const char *const backend_names[] = {
+    [DSV4RT_BACKEND_AUTO] = "auto", [DSV4RT_BACKEND_CUDA] = "cuda", [DSV4RT_BACKEND_OPENCL] = "opencl",
+    [DSV4RT_BACKEND_HIP] = "hip"};
+
+const char *dsv4rt_backend_name(dsv4rt_backend be)
+{
+  return (unsigned)be < sizeof backend_names / sizeof *backend_names ? backend_names[be] : "?";
+}
+
+dsv4rt_status dsv4rt_backend_parse(const char *name, dsv4rt_backend *out)
+{
+  for (unsigned i = 0; name && out && i < sizeof backend_names / sizeof *backend_names; i++)
+    if (!strcmp(name, backend_names[i])) {
+      *out = (dsv4rt_backend)i;
+      return DSV4RT_OK;
+    }
+  return DSV4RT_ERR_INVALID_ARG;
+}
 const char *dsv4rt_device_name(const dsv4rt_context *ctx) { return ctx ? ctx->device : ""; }
 
 dsv4rt_status dsv4rt_synchronize(dsv4rt_context *ctx)
@@ -121,7 +142,7 @@ dsv4rt_status dsv4rt_set_stream(dsv4rt_context *ctx, uint64_t stream)
 {
   if (!ctx)
     return rt_fail(NULL, DSV4RT_ERR_INVALID_ARG, "dsv4rt_set_stream: ctx is NULL");
-  if (stream && ctx->be->kind != DSV4RT_BACKEND_CUDA)
+  if (stream && ctx->be->kind == DSV4RT_BACKEND_OPENCL)
     return rt_fail(ctx, DSV4RT_ERR_INVALID_ARG, "dsv4rt_set_stream: %s has one queue; the stream must be 0",
                    ctx->be->name);
   ctx->stream = stream;
@@ -237,11 +258,11 @@ static dsv4rt_status copy(dsv4rt_buffer *dst, const dsv4rt_buffer *src, size_t n
   if (!n)
     return DSV4RT_OK;
   /* overlapping ranges: undefined for cuMemcpyDtoD, CL_MEM_COPY_OVERLAP for
-   * OpenCL; one buffer or native handle, or (CUDA, natives are addresses)
-   * wrapped ranges that meet */
+   * OpenCL; one buffer or native handle, or (CUDA, HIP: natives are
+   * addresses) wrapped ranges that meet */
   uint64_t p = dst->native, q = src->native;
   if (dst == src || p == q ||
-      (dst->ctx->be->kind == DSV4RT_BACKEND_CUDA && (p < q ? q - p < (uint64_t)n : p - q < (uint64_t)n)))
+      (dst->ctx->be->addresses && (p < q ? q - p < (uint64_t)n : p - q < (uint64_t)n)))
     return rt_fail(dst->ctx, DSV4RT_ERR_ALIASING,
                    "dsv4rt_buffer_copy: dst and src share memory in the %zu bytes copied", n);
   return (dsv4rt_status)dst->ctx->be->copy(dst->ctx, dst->native, src->native, n, wait);
@@ -332,8 +353,21 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
   }
   if (name && !named)
     return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no kernel named '%s'", name);
-  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)", rt_op_name(op),
-                 name ? " named " : "", name ? name : "", b->ctx->device, b->ctx->be->name);
+  /* name what the bundle has instead: the archs of the op's kernels */
+  char archs[200] = "";
+  size_t at = 0;
+  for (int i = 0; i < b->n && at < sizeof archs - 24; i++) {
+    const dsv4_bundle_entry *e = &b->entries[i];
+    int seen = e->op != (uint32_t)op || (name && strcmp(e->name, name));
+    for (int j = 0; j < i && !seen; j++)
+      seen = b->entries[j].op == (uint32_t)op && (!name || !strcmp(b->entries[j].name, name)) &&
+             !strcmp(b->entries[j].arch, e->arch);
+    if (!seen)
+      at += (size_t)snprintf(archs + at, sizeof archs - at, "%s%.15s", at ? ", " : "", e->arch);
+  }
+  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)%s%s%s",
+                 rt_op_name(op), name ? " named " : "", name ? name : "", b->ctx->device, b->ctx->be->name,
+                 at ? "; its kernels are for " : "", archs, at ? " (or do not fit this device's limits)" : "");
 }
 
 dsv4rt_status rt_load(dsv4rt_bundle *b, int i)

@@ -1,5 +1,5 @@
 /* rt.h -- libdsv4rt internals: the context, buffers, bundles, and the
- * backend table each vendor file (cuda.c, opencl.c) fills. */
+ * backend table each vendor file (cuda.c, hip.c, opencl.c) fills. */
 #ifndef DSV4RT_INTERNAL_H
 #define DSV4RT_INTERNAL_H
 
@@ -28,6 +28,7 @@ enum { RT_LAUNCH_EARLY = 1 };
 typedef struct rt_backend {
   dsv4rt_backend kind;
   const char *name;
+  int addresses; /* a buffer's native is a device address (CUDA, HIP): wrapped ranges can overlap or misalign */
   int (*init)(dsv4rt_context *ctx, int device);
   void (*fini)(dsv4rt_context *ctx);
   int (*alloc)(dsv4rt_context *ctx, size_t n, uint64_t *native);
@@ -167,6 +168,6 @@ void *rt_dlopen(const char *const *names);
 void *rt_dlsym(void *lib, const char *sym);
 void rt_dlclose(void *lib);
 
-extern const rt_backend rt_cuda_backend, rt_opencl_backend;
+extern const rt_backend rt_cuda_backend, rt_opencl_backend, rt_hip_backend;
 
 #endif

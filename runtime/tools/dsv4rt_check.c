@@ -1,7 +1,7 @@
 /* dsv4rt_check.c -- run every kernel of a bundle on the best device present
  * and check it against the host reference.
  *
- *   dsv4rt-check BUNDLE [auto|cuda|opencl] [--lock LOCKFILE] [--choose OP=D1,D2,...]
+ *   dsv4rt-check BUNDLE [auto|cuda|hip|opencl] [--lock LOCKFILE] [--choose OP=D1,D2,...]
  *
  * The main job of the README's first command: after dsv4c has compiled
  * specs/decode.lua for every target, this picks the device (a CUDA GPU if
@@ -318,7 +318,7 @@ static int choose(dsv4rt_bundle *b, const char *spec)
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: dsv4rt-check BUNDLE [auto|cuda|opencl] [--lock LOCKFILE] [--choose OP=D1,D2,...]\n"
+  fprintf(stderr, "usage: dsv4rt-check BUNDLE [auto|cuda|hip|opencl] [--lock LOCKFILE] [--choose OP=D1,D2,...]\n"
                   "  run every kernel of BUNDLE on the device against the C reference; or, with --choose,\n"
                   "  say which kernel the bundle's tuning (and LOCKFILE's) picks for a call of OP with\n"
                   "  those dims (sparse_decode: tokens,heads,topk,extra_topk,extra_block_size;\n"
@@ -332,8 +332,8 @@ int main(int argc, char **argv)
   for (int i = 1; i < argc; i++) {
     if ((!strcmp(argv[i], "--lock") || !strcmp(argv[i], "--choose")) && i + 1 < argc)
       *(argv[i][2] == 'l' ? &lock : &pick) = argv[i + 1], i++;
-    else if (!strcmp(argv[i], "auto") || !strcmp(argv[i], "cuda") || !strcmp(argv[i], "opencl"))
-      be = argv[i][0] == 'c' ? DSV4RT_BACKEND_CUDA : argv[i][0] == 'o' ? DSV4RT_BACKEND_OPENCL : DSV4RT_BACKEND_AUTO;
+    else if (!dsv4rt_backend_parse(argv[i], &be))
+      continue;
     else if (!path && argv[i][0] != '-')
       path = argv[i];
     else {
@@ -372,7 +372,7 @@ int main(int argc, char **argv)
   }
   rng.s = dsv4_check_seed();
   printf("dsv4rt-check: %s\n  device: %s [%s]\n  seed: DSV4_SEED=%llu\n", path, dsv4rt_device_name(ctx),
-         dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_CUDA ? "cuda" : "opencl", (unsigned long long)rng.s);
+         dsv4rt_backend_name(dsv4rt_context_backend(ctx)), (unsigned long long)rng.s);
   int bad = 0, ran = 0, unchecked = 0;
   for (int i = 0; i < dsv4rt_bundle_count(b); i++) {
     const char *name, *op, *target, *arch;

@@ -21,7 +21,7 @@ extern dsv4_rng rng;
 dsv4rt_buffer *dev(const void *host, size_t n);
 /* Uniform in [0, 1). */
 float rnd01(void);
-/* Open the context for backend name ("cuda" or anything else: OpenCL) and
+/* Open the context for backend name ("cuda", "hip" or anything else: OpenCL) and
  * seed the generator (DSV4_SEED repeats a run).  Returns 77 when there is
  * no such device (the caller exits with it: CTest's "skipped"), 1 on
  * another failure, 0 when ready. */
@@ -39,6 +39,14 @@ typedef struct {
  * kernel, not per target) and the device runs one of its entries, filling
  * *k; else 0 (printing SKIPPED for a kernel of op the device cannot run). */
 int harness_kernel(const dsv4rt_bundle *b, int e, const char *op, kern *k);
+
+/* On the fake HIP runtime (DSV4RT_HIP_LIBRARY=libfake_libamdhip64.so,
+ * tests/unit/fake_libamdhip64.h), which runs no kernel: the launches it
+ * recorded so far, else -1; and the disagreements it found (kernarg blocks
+ * against the code object's metadata, pointers or copies outside every
+ * allocation), the last one's description into why (else 0). */
+int harness_launches(void);
+int harness_fake_violations(char *why, size_t n);
 
 /* Print "N passed, M failed"; the exit status. */
 int harness_finish(void);

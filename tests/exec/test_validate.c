@@ -3,7 +3,7 @@
  * exact status it must get, a piece of the message naming the argument, and
  * proof that nothing was written.
  *
- *   test_validate KERNEL_DIR OTHER_TARGET_DIR opencl|cuda
+ *   test_validate KERNEL_DIR OTHER_TARGET_DIR opencl|cuda|hip
  *
  * KERNEL_DIR holds decode.dsv4b (the gathers, the writer, the decode),
  * indexer.dsv4b (logits, top-k) and gather_layouts.dsv4b (a per-tensor
@@ -14,8 +14,15 @@
  * all of them are read back and compared byte for byte.  The valid launch
  * must change every output, so a row whose launch went through would be
  * seen.  Rows that need raw device addresses (misaligned and partly
- * overlapping wrapped memory) run on CUDA only.  No device for the backend:
+ * overlapping wrapped memory) run where buffers are addresses: CUDA, HIP.  No device for the backend:
  * exit 77 (skipped).
+ *
+ * On the fake HIP runtime (tests/unit/fake_libamdhip64.c: no kernel runs)
+ * the valid launch is seen in its launch records instead of its outputs:
+ * every valid call must add launches, every refused one none, and the
+ * fake must have found no kernarg block that disagrees with its code
+ * object and no pointer outside an allocation.  OTHER_TARGET_DIR is then a
+ * folder of bundles without AMDGCN code.
  */
 #include <math.h>
 #include <stddef.h>
@@ -47,7 +54,17 @@ typedef union {
 } any_args;
 
 static dsv4rt_context *ctx2; /* a second context: its buffers belong to another */
-static int cuda;
+static int addresses; /* buffers are device addresses (CUDA, HIP): wrapped memory can overlap or misalign */
+static int fake; /* the fake HIP runtime: launches are counted, not run */
+
+/* The fake's launch count (0 elsewhere), and no disagreement found. */
+static int launches(const char *fn, const char *what)
+{
+  char why[512];
+  int v = harness_fake_violations(why, sizeof why);
+  CHECK(v == 0, "%s: %s: the fake HIP runtime found %d disagreement(s), the last: %s", fn, what, v, why);
+  return fake ? harness_launches() : 0;
+}
 
 /* ---- the table's vocabulary ---- */
 
@@ -75,7 +92,7 @@ typedef struct {
   float f;
 } mut;
 
-enum { CHECKED = 1, CUDA_ONLY = 2, PORTABLE_ONLY = 4 /* the op's portable form only */ };
+enum { CHECKED = 1, ADDRESSES = 2, PORTABLE_ONLY = 4 /* the op's portable form only */ };
 
 typedef struct {
   const char *what;
@@ -321,10 +338,10 @@ static const row dequant_rows[] = {
     {"block_stride huge", {I64(block_stride, INT64_MAX - 15)}, 0, E_RANGE, "block_stride"},
     {"indices is out", {SAME(indices, out)}, 0, E_ALIAS, "output out shares memory with indices"},
     {"out wraps the cache's memory", {WRAP(out, cache, 0)}, 0, E_ALIAS, "output out shares memory with cache"},
-    {"out overlaps the cache (+32 bytes)", {WRAP(out, cache, 32)}, CUDA_ONLY, E_ALIAS, "output out shares memory"},
-    {"out misaligned", {WRAP(out, out, 8)}, CUDA_ONLY, E_ALIGN, "out is not 16-byte aligned"},
-    {"indices misaligned", {WRAP(indices, indices, 2)}, CUDA_ONLY, E_ALIGN, "indices is not 4-byte aligned"},
-    {"cache misaligned", {WRAP(cache, cache, 2)}, CUDA_ONLY, E_ALIGN, "cache is not"},
+    {"out overlaps the cache (+32 bytes)", {WRAP(out, cache, 32)}, ADDRESSES, E_ALIAS, "output out shares memory"},
+    {"out misaligned", {WRAP(out, out, 8)}, ADDRESSES, E_ALIGN, "out is not 16-byte aligned"},
+    {"indices misaligned", {WRAP(indices, indices, 2)}, ADDRESSES, E_ALIGN, "indices is not 4-byte aligned"},
+    {"cache misaligned", {WRAP(cache, cache, 2)}, ADDRESSES, E_ALIGN, "cache is not"},
     {"index past the cache (checked)", {PUT32(indices, 3, 128)}, CHECKED, E_BAD, "indices[3] = 128"},
     {"index 2^31-1 (checked)", {PUT32(indices, 7, 2147483647)}, CHECKED, E_BAD, "indices[7] = 2147483647"},
 };
@@ -364,10 +381,10 @@ static const row paged_rows[] = {
     {"block_stride below the layout's block", {I64(block_stride, 64)}, 0, E_RANGE, "block_stride 64 is below"},
     {"block_table is out", {SAME(block_table, out)}, 0, E_ALIAS, "output out shares memory with block_table"},
     {"seq_lens wraps out's memory", {WRAP(seq_lens, out, 0)}, 0, E_ALIAS, "output out shares memory with seq_lens"},
-    {"out overlaps gather_lens (+16 bytes)", {WRAP(gather_lens, out, 16)}, CUDA_ONLY, E_ALIAS,
+    {"out overlaps gather_lens (+16 bytes)", {WRAP(gather_lens, out, 16)}, ADDRESSES, E_ALIAS,
      "output out shares memory with gather_lens"},
-    {"seq_lens misaligned", {WRAP(seq_lens, seq_lens, 2)}, CUDA_ONLY, E_ALIGN, "seq_lens is not 4-byte aligned"},
-    {"out misaligned", {WRAP(out, out, 8)}, CUDA_ONLY, E_ALIGN, "out is not 16-byte aligned"},
+    {"seq_lens misaligned", {WRAP(seq_lens, seq_lens, 2)}, ADDRESSES, E_ALIGN, "seq_lens is not 4-byte aligned"},
+    {"out misaligned", {WRAP(out, out, 8)}, ADDRESSES, E_ALIGN, "out is not 16-byte aligned"},
     {"seq_len negative (checked)", {PUT32(seq_lens, 1, -1)}, CHECKED, E_BAD, "seq_lens[1] = -1"},
     {"no gather_lens, seq_len past out_rows (checked)", {NUL(gather_lens)}, CHECKED, E_BAD,
      "seq_lens[0] = 70 rows from offset 0 pass out_rows 8"},
@@ -404,15 +421,15 @@ static const row insert_rows[] = {
      "output cache shares memory with slot_mapping"},
     {"kv overlaps the cache (+64 bytes)",
      {WRAP(kv, cache, 64)},
-     CUDA_ONLY,
+     ADDRESSES,
      E_ALIAS,
      "output cache shares memory with kv"},
     {"slot_mapping misaligned",
      {WRAP(slot_mapping, slot_mapping, 4)},
-     CUDA_ONLY,
+     ADDRESSES,
      E_ALIGN,
      "slot_mapping is not 8-byte aligned"},
-    {"kv misaligned", {WRAP(kv, kv, 2)}, CUDA_ONLY, E_ALIGN, "kv is not 16-byte aligned"},
+    {"kv misaligned", {WRAP(kv, kv, 2)}, ADDRESSES, E_ALIGN, "kv is not 16-byte aligned"},
     {"slot past the cache (checked)", {PUT64(slot_mapping, 3, 128)}, CHECKED, E_BAD, "slot_mapping[3] = 128"},
     {"slot 2^62 (checked)",
      {PUT64(slot_mapping, 0, (int64_t)1 << 62)},
@@ -444,7 +461,7 @@ static const row insert_q_rows[] = {
     {"q is q_out", {SAME(q, q_out)}, 0, E_ALIAS, "output q_out shares memory with q"},
     {"q_out is the cache", {SAME(q_out, cache)}, 0, E_ALIAS, "output cache shares memory with q_out"},
     {"q wraps q_out's memory", {WRAP(q, q_out, 0)}, 0, E_ALIAS, "output q_out shares memory with q"},
-    {"q_out misaligned", {WRAP(q_out, q_out, 8)}, CUDA_ONLY, E_ALIGN, "q_out is not 16-byte aligned"},
+    {"q_out misaligned", {WRAP(q_out, q_out, 8)}, ADDRESSES, E_ALIGN, "q_out is not 16-byte aligned"},
     {"position past the table, row not inserted (checked)", {PUT64(positions, 2, 9)}, CHECKED, E_BAD,
      "positions[2] = 9"},
 };
@@ -480,10 +497,10 @@ static const row decode_rows[] = {
     {"lse is out", {SAME(lse, out)}, 0, E_ALIAS, "output out shares memory with lse"},
     {"lse wraps the indices' memory", {WRAP(lse, indices, 0)}, 0, E_ALIAS, "output lse shares memory with indices"},
     {"attn_sink is lse", {SAME(attn_sink, lse)}, 0, E_ALIAS, "output lse shares memory with attn_sink"},
-    {"q overlaps out (+16 bytes)", {WRAP(q, out, 16)}, CUDA_ONLY, E_ALIAS, "output out shares memory with q"},
-    {"lse inside out (+256 bytes)", {WRAP(lse, out, 256)}, CUDA_ONLY, E_ALIAS, "output out shares memory with lse"},
-    {"q misaligned", {WRAP(q, q, 8)}, CUDA_ONLY, E_ALIGN, "q is not 16-byte aligned"},
-    {"lens misaligned", {WRAP(lens, lens, 2)}, CUDA_ONLY, E_ALIGN, "lens is not 4-byte aligned"},
+    {"q overlaps out (+16 bytes)", {WRAP(q, out, 16)}, ADDRESSES, E_ALIAS, "output out shares memory with q"},
+    {"lse inside out (+256 bytes)", {WRAP(lse, out, 256)}, ADDRESSES, E_ALIAS, "output out shares memory with lse"},
+    {"q misaligned", {WRAP(q, q, 8)}, ADDRESSES, E_ALIGN, "q is not 16-byte aligned"},
+    {"lens misaligned", {WRAP(lens, lens, 2)}, ADDRESSES, E_ALIGN, "lens is not 4-byte aligned"},
     {"lens negative (checked)", {PUT32(lens, 1, -1)}, CHECKED, E_BAD, "lens[1] = -1 is outside [0, topk 4]"},
     {"lens past topk (checked)", {PUT32(lens, 0, 5)}, CHECKED, E_BAD, "lens[0] = 5"},
     {"index past the cache (checked)", {PUT32(indices, 2, 128)}, CHECKED, E_BAD, "indices[0, 2] = 128"},
@@ -518,11 +535,11 @@ static const row logits_rows[] = {
     {"weights is logits", {SAME(weights, logits)}, 0, E_ALIAS, "output logits shares memory with weights"},
     {"block_table wraps the logits' memory", {WRAP(block_table, logits, 0)}, 0, E_ALIAS,
      "output logits shares memory with block_table"},
-    {"context_lens inside logits (+400 bytes)", {WRAP(context_lens, logits, 400)}, CUDA_ONLY, E_ALIAS,
+    {"context_lens inside logits (+400 bytes)", {WRAP(context_lens, logits, 400)}, ADDRESSES, E_ALIAS,
      "output logits shares memory with context_lens"},
-    {"context_lens misaligned", {WRAP(context_lens, context_lens, 2)}, CUDA_ONLY, E_ALIGN,
+    {"context_lens misaligned", {WRAP(context_lens, context_lens, 2)}, ADDRESSES, E_ALIGN,
      "context_lens is not 4-byte aligned"},
-    {"q misaligned", {WRAP(q, q, 8)}, CUDA_ONLY, E_ALIGN, "q is not 16-byte aligned"},
+    {"q misaligned", {WRAP(q, q, 8)}, ADDRESSES, E_ALIGN, "q is not 16-byte aligned"},
     {"context_lens -7 (checked)", {PUT32(context_lens, 0, -7)}, CHECKED, E_BAD, "context_lens[0] = -7"},
     {"context_lens 2^30 (checked)", {PUT32(context_lens, 1, 1 << 30)}, CHECKED, E_BAD, "context_lens[1] = 1073741824"},
     {"context_lens past row_len (checked)", {PUT32(context_lens, 1, 101)}, CHECKED, E_BAD,
@@ -553,9 +570,9 @@ static const row topk_rows[] = {
     {"out is logits", {SAME(out, logits)}, 0, E_ALIAS, "output out shares memory with logits"},
     {"context_lens wraps out's memory", {WRAP(context_lens, out, 0)}, 0, E_ALIAS,
      "output out shares memory with context_lens"},
-    {"context_lens inside out (+2000 bytes)", {WRAP(context_lens, out, 2000)}, CUDA_ONLY, E_ALIAS,
+    {"context_lens inside out (+2000 bytes)", {WRAP(context_lens, out, 2000)}, ADDRESSES, E_ALIAS,
      "output out shares memory with context_lens"},
-    {"out misaligned", {WRAP(out, out, 2)}, CUDA_ONLY, E_ALIGN, "out is not 4-byte aligned"},
+    {"out misaligned", {WRAP(out, out, 2)}, ADDRESSES, E_ALIGN, "out is not 4-byte aligned"},
     {"context_lens -7 (checked)", {PUT32(context_lens, 0, -7)}, CHECKED, E_BAD, "context_lens[0] = -7"},
     {"context_lens 2^30 (checked)", {PUT32(context_lens, 1, 1 << 30)}, CHECKED, E_BAD, "context_lens[1] = 1073741824"},
     {"context_lens past row_len (checked)", {PUT32(context_lens, 0, 601)}, CHECKED, E_BAD,
@@ -684,8 +701,8 @@ static void finish_row(const fixture *f, const row *r, row_state *st, int writte
  * check status, message and that nothing was written. */
 static void run_row(fixture *f, const row *r)
 {
-  if ((r->flags & CUDA_ONLY) && !cuda) {
-    printf("skipped (CUDA only): %s: %s\n", f->fn, r->what);
+  if ((r->flags & ADDRESSES) && !addresses) {
+    printf("skipped (device addresses only: CUDA, HIP): %s: %s\n", f->fn, r->what);
     return;
   }
   if ((r->flags & PORTABLE_ONLY) && f->k.info.matrix) {
@@ -705,8 +722,13 @@ static void run_row(fixture *f, const row *r)
   dsv4rt_launch_opts o = {.kernel = has(r, M_NAME) ? "no_such_kernel" : f->k.name,
                           .check_contents = (r->flags & CHECKED) != 0};
   dsv4rt_bundle *b = has(r, M_NO_BUNDLE) ? NULL : has(r, M_OTHER) ? f->other : f->b;
+  int before = launches(f->fn, r->what);
   dsv4rt_status s = f->launch(b, has(r, M_NO_ARGS) ? NULL : &a, &o);
   dsv4rt_status sy = dsv4rt_synchronize(ctx);
+  int launched = launches(f->fn, r->what) - before;
+  if (fake)
+    CHECK(r->want == DSV4RT_OK ? launched > 0 : launched == 0, "%s: %s: %d launch(es) reached the HIP runtime",
+          f->fn, r->what, launched);
   const char *msg = dsv4rt_last_error(b ? ctx : NULL);
   char want_msg[128];
   snprintf(want_msg, sizeof want_msg, r->msg, f->op);
@@ -729,11 +751,18 @@ static void run_valid(fixture *f)
     for (int i = 0; i < f->nout; i++)
       watch(&st, f->out[i], 1, 0);
     dsv4rt_launch_opts o = {.kernel = f->k.name, .check_contents = checked};
+    int before = launches(f->fn, "the valid arguments");
     dsv4rt_status s = f->launch(f->b, &f->ok, &o);
     if (!s)
       s = dsv4rt_synchronize(ctx);
     CHECK(s == DSV4RT_OK, "%s (%s): the valid arguments%s: %s", f->fn, f->k.name, checked ? ", checked" : "",
           dsv4rt_last_error(ctx));
+    if (fake) { /* nothing ran: the launch records stand for the outputs */
+      CHECK(launches(f->fn, "the valid arguments") > before, "%s: the valid launch reached no kernel", f->fn);
+      for (int i = 0; i < st.n; i++)
+        free(st.w[i].before);
+      continue;
+    }
     for (int i = 0; i < st.n; i++) {
       size_t n = dsv4rt_buffer_size(st.w[i].b);
       uint8_t *now = malloc(n);
@@ -793,13 +822,14 @@ static dsv4rt_bundle *open_bundle(const char *dir, const char *name)
 int main(int argc, char **argv)
 {
   if (argc != 4) {
-    fprintf(stderr, "usage: test_validate KERNEL_DIR OTHER_TARGET_DIR opencl|cuda\n");
+    fprintf(stderr, "usage: test_validate KERNEL_DIR OTHER_TARGET_DIR opencl|cuda|hip\n");
     return 2;
   }
   int st = harness_open(argv[3]);
   if (st)
     return st;
-  cuda = dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_CUDA;
+  addresses = dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_CUDA || dsv4rt_context_backend(ctx) == DSV4RT_BACKEND_HIP;
+  fake = harness_launches() >= 0;
   if (dsv4rt_context_create(dsv4rt_context_backend(ctx), 0, &ctx2)) {
     printf("FAIL: a second context: %s\n", dsv4rt_last_error(NULL));
     return 1;

@@ -1,7 +1,7 @@
 /* main.c -- dsv4c-tune: measure a sweep's variants on a workload's shapes
  * and write the lockfile (docs/tuning.md).
  *
- *   dsv4c-tune BUNDLE --lock FILE [--shapes v4|quick|FILE] [--quick] [--backend auto|cuda|opencl]
+ *   dsv4c-tune BUNDLE --lock FILE [--shapes v4|quick|FILE] [--quick] [--backend auto|cuda|hip|opencl]
  *              [--devices 0,1,...] [--shard I/N] [--timeout S] [--reps N] [--seed N] [--rotate MiB]
  *              [--manifest FILE] [-k SWEEP] [--retry-failed] [--no-report]
  *   dsv4c-tune merge A.lock B.lock ... -o OUT.lock
@@ -51,7 +51,7 @@ static double now_s(void)
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: dsv4c-tune BUNDLE --lock FILE [--shapes v4|quick|FILE] [--quick] [--backend auto|cuda|opencl]\n"
+          "usage: dsv4c-tune BUNDLE --lock FILE [--shapes v4|quick|FILE] [--quick] [--backend auto|cuda|hip|opencl]\n"
           "                  [--devices 0,1,...] [--shard I/N] [--timeout S] [--reps N] [--seed N] [--rotate MiB]\n"
           "                  [--manifest FILE] [-k SWEEP] [--retry-failed] [--no-report]\n"
           "       dsv4c-tune merge A.lock B.lock ... -o OUT.lock\n"
@@ -120,8 +120,8 @@ static int parse_args(int argc, char **argv, options *o)
     case 'N': o->no_report = 1; break;
     case 'b':
       o->backend_name = optarg;
-      if (strcmp(optarg, "auto") && strcmp(optarg, "cuda") && strcmp(optarg, "opencl")) {
-        fprintf(stderr, "dsv4c-tune: --backend takes auto, cuda or opencl\n");
+      if (dsv4rt_backend_parse(optarg, &o->backend)) {
+        fprintf(stderr, "dsv4c-tune: --backend takes auto, cuda, hip or opencl\n");
         return 2;
       }
       break;
@@ -183,9 +183,6 @@ static int parse_args(int argc, char **argv, options *o)
     return 2;
   }
   o->bundle = argv[optind];
-  o->backend = !strcmp(o->backend_name, "cuda")     ? DSV4RT_BACKEND_CUDA
-               : !strcmp(o->backend_name, "opencl") ? DSV4RT_BACKEND_OPENCL
-                                                    : DSV4RT_BACKEND_AUTO;
   if (o->quick && !strcmp(o->shapes, "v4"))
     o->shapes = "quick";
   o->timeout_s = timeout > 0 ? timeout : o->quick ? 600 : 120;
