@@ -294,15 +294,17 @@ static int check_code(const dsv4_bundle_entry *e, uint64_t table_end, uint64_t s
 
 /* The code a backend hands to a driver, held to its format (on ranges
  * check_code put inside the file): a spirv entry's SPIR-V and its SPIR 1.2
- * bitcode (code_check.c); an amdgcn entry's code object, whose AMDHSA
- * metadata must describe the kernel the entry names with the op's
- * arguments at the offsets the HIP backend writes them to, the record's
- * threads and LDS, and the processor's limits (common/hsaco_meta.h; the
- * second kernel, a matrix form's, is held to it when it loads). */
-static int check_driver_code(const dsv4_bundle_entry *e, const uint8_t *data, char *why)
+ * bitcode (code_check.c); on a HIP context, an amdgcn entry's code
+ * object, whose AMDHSA metadata must describe the kernel the entry names
+ * with the op's arguments at the offsets the HIP backend writes them to,
+ * the record's threads and LDS, and the processor's limits
+ * (common/hsaco_meta.h; the backend holds it to that again when it loads,
+ * with a matrix form's second kernel).  Elsewhere no driver is ever handed
+ * that code, which dsv4c held to the same rules before writing it. */
+static int check_driver_code(const dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *data, char *why)
 {
   char m[RT_WHY - 64];
-  if (e->target == 1) {
+  if (e->target == 1 && ctx->be && ctx->be->kind == DSV4RT_BACKEND_HIP) {
     dsv4_hsaco_kernel meta; /* (about 5 KB) */
     if (dsv4_hsaco_kernel_meta(data + e->code_off, e->code_len, e->name, &meta, m, sizeof m) ||
         dsv4_hsaco_launch_agrees(&meta, e->arch, e->args, (int)e->nargs, e->launch.threads, e->launch.shared_bytes, m,
@@ -330,7 +332,7 @@ static dsv4rt_status check_entry(dsv4rt_context *ctx, const dsv4_bundle_entry *e
   char why[RT_WHY];
   if (check_kind(e, why) || check_flags(e, why) || check_tile(e, why) || check_op_fields(e, why) ||
       check_entry_layout(e, why) || check_geometry(e, why) || check_rule(e, why) ||
-      check_code(e, table_end, size, why) || check_driver_code(e, data, why))
+      check_code(e, table_end, size, why) || check_driver_code(ctx, e, data, why))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "bundle entry %d (%s): %s", i, e->name, why);
   return DSV4RT_OK;
 }

@@ -329,38 +329,37 @@ static int hip_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
 }
 
 /* Kernel `name` of module md: its metadata held to the launch (the op's
- * argument kinds, threads, dynamic LDS) and to this device, then its
- * function; 0 or a status, *out malloc'd. */
-static int hip_kernel_of(dsv4rt_context *ctx, hip_module *md, const char *name, const uint8_t *kinds, int nargs,
-                         uint32_t threads, uint32_t shared, hip_kernel **out)
+ * argument kinds, threads, dynamic LDS) and to this device into a new
+ * md->k[slot]; its function is taken once the module is loaded
+ * (hip_function).  0 or a status. */
+static int hip_kernel_of(dsv4rt_context *ctx, hip_module *md, int slot, const char *name, const uint8_t *kinds,
+                         int nargs, uint32_t threads, uint32_t shared)
 {
   hip_state *st = S(ctx);
-  hip_kernel *k = calloc(1, sizeof *k);
+  hip_kernel *k = md->k[slot] = calloc(1, sizeof *k);
   if (!k)
     return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
   char why[256];
   if (dsv4_hsaco_kernel_meta(md->code, md->len, name, &k->meta, why, sizeof why) ||
-      dsv4_hsaco_launch_agrees(&k->meta, md->e->arch, kinds, nargs, threads, shared, why, sizeof why)) {
-    free(k);
+      dsv4_hsaco_launch_agrees(&k->meta, md->e->arch, kinds, nargs, threads, shared, why, sizeof why))
     return rt_fail(ctx, DSV4RT_ERR_BUNDLE_FORMAT, "kernel %s: its code object does not fit its launch: %s", name, why);
-  }
-  if (k->meta.wavefront != (uint32_t)st->warp || k->meta.group_segment + shared > (uint32_t)st->max_lds) {
-    rt_fail(ctx, DSV4RT_ERR_BACKEND,
-            "kernel %s needs wave%u and %u bytes of LDS a work-group; %s runs wave%d with %d bytes", name,
-            k->meta.wavefront, k->meta.group_segment + shared, ctx->device, st->warp, st->max_lds);
-    free(k);
-    return DSV4RT_ERR_BACKEND;
-  }
+  if (k->meta.wavefront != (uint32_t)st->warp || k->meta.group_segment + shared > (uint32_t)st->max_lds)
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND,
+                   "kernel %s needs wave%u and %u bytes of LDS a work-group; %s runs wave%d with %d bytes", name,
+                   k->meta.wavefront, k->meta.group_segment + shared, ctx->device, st->warp, st->max_lds);
   k->kernarg_bytes = dsv4_hsaco_explicit_bytes(&k->meta);
-  hipError_t r = st->hipModuleGetFunction(&k->f, md->m, name);
-  if (r) {
-    free(k);
-    char what[128];
-    snprintf(what, sizeof what, "hipModuleGetFunction of kernel %s", name);
-    return hip_fail(ctx, r, DSV4RT_ERR_BACKEND, what);
-  }
-  *out = k;
   return 0;
+}
+
+/* md->k[slot]'s function from the loaded module. */
+static int hip_function(dsv4rt_context *ctx, hip_module *md, int slot)
+{
+  hipError_t r = S(ctx)->hipModuleGetFunction(&md->k[slot]->f, md->m, md->k[slot]->meta.name);
+  if (!r)
+    return 0;
+  char what[128];
+  snprintf(what, sizeof what, "hipModuleGetFunction of kernel %.63s", md->k[slot]->meta.name);
+  return hip_fail(ctx, r, DSV4RT_ERR_BACKEND, what);
 }
 
 static void hip_module_free(dsv4rt_context *ctx, hip_module *md)
@@ -374,6 +373,17 @@ static void hip_module_free(dsv4rt_context *ctx, hip_module *md)
   free(md);
 }
 
+/* Free md, keeping the message already on ctx; status rc. */
+static int hip_load_fail(dsv4rt_context *ctx, hip_module *md, int rc)
+{
+  char m[sizeof ctx->err];
+  snprintf(m, sizeof m, "%s", ctx->err);
+  hip_module_free(ctx, md);
+  return rt_fail(ctx, (dsv4rt_status)rc, "%s", m);
+}
+
+/* The entry's code object is held to its launch and this device before
+ * the driver sees it; then loaded, and its kernel taken. */
 static int hip_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
                     void **module, void **kernel)
 {
@@ -383,6 +393,9 @@ static int hip_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8
   if (!md)
     return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
   md->code = code, md->len = e->code_len, md->e = e;
+  int rc = hip_kernel_of(ctx, md, 0, e->name, e->args, (int)e->nargs, e->launch.threads, e->launch.shared_bytes);
+  if (rc)
+    return hip_load_fail(ctx, md, rc);
   hipError_t r = hip_use(ctx);
   if (!r)
     r = st->hipModuleLoadData(&md->m, code);
@@ -390,17 +403,12 @@ static int hip_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8
     char what[200];
     snprintf(what, sizeof what, "hipModuleLoadData of kernel %.47s (code for %.15s, device %.63s)", e->name, e->arch,
              st->arch);
-    hip_module_free(ctx, md);
-    return hip_fail(ctx, r, DSV4RT_ERR_BACKEND, what);
+    hip_fail(ctx, r, DSV4RT_ERR_BACKEND, what);
+    md->m = NULL;
+    return hip_load_fail(ctx, md, DSV4RT_ERR_BACKEND);
   }
-  int rc = hip_kernel_of(ctx, md, e->name, e->args, (int)e->nargs, e->launch.threads, e->launch.shared_bytes,
-                         &md->k[0]);
-  if (rc) {
-    char m[sizeof ctx->err];
-    snprintf(m, sizeof m, "%s", ctx->err);
-    hip_module_free(ctx, md);
-    return rt_fail(ctx, (dsv4rt_status)rc, "%s", m);
-  }
+  if ((rc = hip_function(ctx, md, 0)))
+    return hip_load_fail(ctx, md, rc);
   *module = md, *kernel = md->k[0];
   return 0;
 }
@@ -417,10 +425,16 @@ static int hip_symbol(dsv4rt_context *ctx, void *module, const char *name, void 
   hip_module *md = module;
   if (md->k[1])
     return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: a second kernel was already taken", md->e->name);
-  int rc = hip_kernel_of(ctx, md, name, combine, (int)sizeof combine, md->e->launch.second_threads, 0, &md->k[1]);
+  int rc = hip_kernel_of(ctx, md, 1, name, combine, (int)sizeof combine, md->e->launch.second_threads, 0);
   if (!rc)
-    *kernel = md->k[1];
-  return rc;
+    rc = hip_function(ctx, md, 1);
+  if (rc) {
+    free(md->k[1]);
+    md->k[1] = NULL;
+    return rc;
+  }
+  *kernel = md->k[1];
+  return 0;
 }
 
 static void hip_unload(dsv4rt_context *ctx, void *module, void *kernel)

@@ -145,6 +145,54 @@ class TestContext(Case):
             dsv4c.Context("vulkan")
         CTX.synchronize()
 
+    def test_hip(self):
+        """Context("hip"): without the library an Error (ERR_NO_BACKEND); on the fake HIP runtime
+        (tests/unit/fake_libamdhip64.c, DSV4C_TEST_FAKE_HIP) a context that says hip and its processor,
+        refuses host arrays by name, and launches a gfx942 kernel on ROCm device memory (the fake's
+        allocations, through __cuda_array_interface__): the fake records the launch, its kernarg block
+        holding the tensors' addresses, and finds nothing amiss."""
+        import ctypes
+        old = os.environ.get("DSV4RT_HIP_LIBRARY")
+        lib, bundle = os.environ.get("DSV4C_TEST_FAKE_HIP"), os.environ.get("DSV4C_TEST_AMD_BUNDLE")
+        try:
+            os.environ["DSV4RT_HIP_LIBRARY"] = "/nonexistent/libamdhip64.so"
+            self.refuses(dsv4c.Error, lambda: dsv4c.Context("hip"), status=dsv4c.ERR_NO_BACKEND,
+                         match="DSV4RT_HIP_LIBRARY")
+            if not lib or not bundle:
+                self.skipTest("DSV4C_TEST_FAKE_HIP / DSV4C_TEST_AMD_BUNDLE not set (ctest sets them)")
+            os.environ["DSV4RT_HIP_LIBRARY"] = lib
+            ctx = dsv4c.Context("hip")
+            self.assertEqual(ctx.backend, "hip")
+            self.assertIn("gfx942", ctx.device_name)
+            b = ctx.open_bundle(bundle)
+            with self.assertRaisesRegex(ValueError, r"^(out|cache): CPU \(host\) memory .*HIP context .*ROCm device"):
+                b.dequant_gather(np.zeros((4, 64, 584), np.uint8), np.zeros(4, np.int32))
+            fake = ctypes.CDLL(lib)
+            fake.fake_hip_violations.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+            class Dev:  # ROCm device memory of the fake, as CuPy-on-ROCm hands it over
+                def __init__(self, shape, typestr):
+                    n = int(np.prod(shape)) * int(typestr[2:])
+                    self.ptr = ctypes.c_void_p()
+                    assert fake.hipMalloc(ctypes.byref(self.ptr), ctypes.c_size_t(n)) == 0
+                    self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "version": 3,
+                                                     "data": (self.ptr.value, False), "strides": None}
+
+            cache, idx, out = Dev((4, 64, 584), "|u1"), Dev((4,), "<i4"), Dev((4, 512), "<u2")
+            n = fake.fake_hip_launch_count()
+            b.dequant_gather(cache, idx, out, kernel="dequant_gather_v4")
+            ctx.synchronize()
+            self.assertEqual(fake.fake_hip_launch_count(), n + 1)
+            why = ctypes.create_string_buffer(512)
+            self.assertEqual(fake.fake_hip_violations(why, 512), 0, why.value)
+            for d in (cache, idx, out):
+                fake.hipFree(d.ptr)
+        finally:
+            if old is None:
+                os.environ.pop("DSV4RT_HIP_LIBRARY", None)
+            else:
+                os.environ["DSV4RT_HIP_LIBRARY"] = old
+
     def test_bundles(self):
         e = self.refuses(dsv4c.Error, lambda: CTX.open_bundle("/nonexistent.dsv4b"), status=dsv4c.ERR_IO)
         self.assertNotIsInstance(e, ValueError)
