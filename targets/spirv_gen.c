@@ -55,7 +55,7 @@ int main(void)
   const dsv4_kernel *k = &rq.kernel;
   dsv4_diags d = {0};
   dsv4_kb kb;
-  kb_init(&kb, &dsv4_spirv_ir, k->target[DSV4_TARGET_SPIRV].arch, k->name);
+  kb_init(&kb, &dsv4_spirv_ir, k);
   if (dsv4_lower(&kb, k, NULL, &d)) { /* the diagnostics travel as they are */
     kb_dispose(&kb);
     return reply(1, NULL, 0, NULL, 0, NULL, &d);
