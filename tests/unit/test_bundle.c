@@ -634,7 +634,7 @@ static void check_writer(const dsv4_bundle_choice *recs)
  * for another GPU model; the record of the context's model installed (a
  * stand-in backend that runs PTX sm_90a, the context named as CUDA names an
  * H100), and it chooses its entry for its bucket. */
-static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e);
+static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n);
 static void check_installed(const uint8_t *base, size_t size)
 {
   dsv4rt_bundle *x = NULL;
@@ -670,7 +670,7 @@ static void check_installed(const uint8_t *base, size_t size)
     const char *k = rt_tuned_kernel(x, DSV4_OP_SPARSE_DECODE, &as);
     int ref = -1;
     for (int i = 0; i < x->n && ref < 0; i++)
-      if (x->entries[i].op == DSV4_OP_SPARSE_DECODE && runs_sm90a(&c, &x->entries[i]))
+      if (x->entries[i].op == DSV4_OP_SPARSE_DECODE && runs_sm90a(&c, &x->entries[i], NULL, NULL, 0))
         ref = i;
     int kind = ref >= 0 && !strcmp(x->entries[ref].layout.name, x->entries[item_of(D, PTX)].layout.name) &&
                x->entries[ref].v_dim == x->entries[item_of(D, PTX)].v_dim;
@@ -788,9 +788,9 @@ static void check_file(const char *path)
  * base bundle's real launch records, on a stand-in backend that runs every
  * PTX sm_90a entry: a 128-head decode gets the CTA-pair form, a 64-head one
  * the warpgroup form alone, and a named kernel is always that kernel. */
-static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
 {
-  (void)ctx;
+  (void)ctx, (void)code, (void)why, (void)n;
   return e->target == DSV4_TARGET_PTX && !strcmp(e->arch, "sm_90a");
 }
 
