@@ -399,6 +399,8 @@ static const mutation cases[] = {
     {"an unknown flag", D, PTX, F(flags), SET, 0x80, NULL, 1, FMT, NAMED, "flags 0x80 do not apply"},
     {"flags on a gather", G, PTX, F(flags), SET, 1, NULL, 1, FMT, NAMED, "flags 0x1 do not apply"},
     {"flags on a portable decode", "sparse_decode_v4", SPV, F(flags), SET, 2, NULL, 1, FMT, NAMED, "flags 0x2"},
+    {"emulated sub-groups on PTX", G, PTX, F(flags), SET, DSV4_ENTRY_SUBGROUPS_EMULATED, NULL, 1, FMT, NAMED,
+     "flags 0x4 do not apply"},
     /* the tile, bounded before any arithmetic */
     {"threads 0", G, PTX, F(launch.threads), SET, 0, NULL, 1, FMT, NAMED, "launch threads 0 is outside [1, 1024]"},
     {"threads 2048", G, PTX, F(launch.threads), SET, 2048, NULL, 1, FMT, NAMED,
