@@ -48,7 +48,7 @@ int dsv4_choose_form(const dsv4_kernel *k, dsv4_target_kind t, dsv4_launch *out,
                      int why_len)
 {
   const char *arch = k->target[t].arch;
-  dsv4_form_caps caps = {dsv4_target_max_threads(t),       dsv4_target_warp(t, arch),
+  dsv4_form_caps caps = {dsv4_target_max_threads(t),       dsv4_kernel_warp(k, t),
                          dsv4_target_max_shared(t, arch),   dsv4_target_has_bf16_mma(t, arch),
                          dsv4_target_has_e4m3_mma(t, arch), dsv4_target_has_wgmma(t, arch)};
   dsv4_choice c = {k, t, &caps, out, field, why, why_len};

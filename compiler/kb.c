@@ -10,19 +10,20 @@
 #include "dsv4_abi.h"
 #include "caps.h"
 
-void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const char *arch, const char *module_name)
+void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const dsv4_kernel *k)
 {
+  const char *arch = k->target[t->kind].arch;
   memset(kb, 0, sizeof *kb);
   kb->ctx = LLVMContextCreate();
 #if LLVM_VERSION_MAJOR < 16
   /* translator 15 aborts on some opaque-pointer IR (DESIGN.md): typed here */
   LLVMContextSetOpaquePointers(kb->ctx, 0);
 #endif
-  kb->mod = LLVMModuleCreateWithNameInContext(module_name, kb->ctx);
+  kb->mod = LLVMModuleCreateWithNameInContext(k->name, kb->ctx);
   kb->b = LLVMCreateBuilderInContext(kb->ctx);
   kb->t = t;
   kb->arch = arch;
-  kb->warp = dsv4_target_warp(t->kind, arch);
+  kb->warp = dsv4_kernel_warp(k, t->kind);
   kb->v = LLVMVoidTypeInContext(kb->ctx);
   kb->i1 = LLVMInt1TypeInContext(kb->ctx);
   kb->i8 = LLVMInt8TypeInContext(kb->ctx);
@@ -461,11 +462,23 @@ static LLVMValueRef reduce_op(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, int o
   return LLVMBuildSelect(kb->b, LLVMBuildFCmp(kb->b, LLVMRealOGT, c, a, ""), c, a, "");
 }
 
+LLVMValueRef kb_butterfly(dsv4_kb *kb, LLVMValueRef v, int width, int op,
+                          LLVMValueRef (*xor_lane)(dsv4_kb *kb, LLVMValueRef v, int mask))
+{
+  for (int m = width / 2; m >= 1; m /= 2)
+    v = reduce_op(kb, v, xor_lane(kb, v, m), op);
+  return v;
+}
+
 LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int threads)
 {
   if (width <= 1)
     return v;
-  LLVMValueRef r = kb->t->lane_reduce && width <= 32 ? kb->t->lane_reduce(kb, v, width, op) : NULL;
+  /* the hook where each group is whole and inside one warp: width divides
+   * the warp (both powers of two) and the CTA, whose warps start at
+   * multiples of the warp, so no group reaches a lane past the CTA's end */
+  int whole = !(width & (width - 1)) && width <= kb->warp && threads % width == 0;
+  LLVMValueRef r = kb->t->lane_reduce && whole ? kb->t->lane_reduce(kb, v, width, op) : NULL;
   if (r)
     return r;
   /* shared memory: write, barrier, each thread folds its group in order */

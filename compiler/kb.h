@@ -58,8 +58,11 @@ typedef struct dsv4_target_ir {
   /* Optional f32 pair -> two e4m3 bytes (RNE, satfinite) as i16 (lo first). */
   LLVMValueRef (*cvt_e4m3x2_from_f32)(dsv4_kb *kb, LLVMValueRef lo, LLVMValueRef hi);
   /* Optional reduction of an f32 across aligned groups of `width` threads
-   * (width a power of two <= 32) without shared memory; NULL or a NULL
-   * result: kb_lane_reduce's shared-memory version. */
+   * without shared memory (kb_lane_reduce asks only for width a power of
+   * two <= kb->warp and the CTA a whole number of groups, so that each
+   * group is whole and inside one warp); NULL or a NULL result:
+   * kb_lane_reduce's shared-memory version.  kb_butterfly builds one from
+   * a target's lane exchange. */
   LLVMValueRef (*lane_reduce)(dsv4_kb *kb, LLVMValueRef v, int width, int op);
   /* Optional f32 special functions (KB_EXP2, KB_LOG2, KB_EXP2_FTZ); NULL or a NULL
    * result: the llvm.exp2 / llvm.log2 intrinsics. */
@@ -207,15 +210,16 @@ struct dsv4_kb {
   LLVMBuilderRef b;
   const dsv4_target_ir *t;
   const char *arch;
-  int warp; /* threads a warp on this arch, from the target's table (targets/caps.c) */
+  int warp; /* threads a warp: the arch's (targets/caps.c), or the sub-group size the kernel's spec requires */
   LLVMValueRef fn;
   LLVMTypeRef v, i1, i8, i16, i32, i64, f32;
   LLVMTypeRef gptr; /* i8 pointer in the global address space */
   unsigned entry_flags; /* DSV4_ENTRY_* the generators' code earns the bundle entry */
 };
 
-/* Create a context, module and builder for target t (arch as in the plan). */
-void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const char *arch, const char *module_name);
+/* Create a context, module (named after the kernel) and builder for kernel
+ * k on target t: its arch and its warp (dsv4_kernel_warp) from the plan. */
+void kb_init(dsv4_kb *kb, const dsv4_target_ir *t, const dsv4_kernel *k);
 /* Free everything kb_init made (the module too, unless taken). */
 void kb_dispose(dsv4_kb *kb);
 
@@ -305,6 +309,13 @@ void kb_f32x2_to_e4m3(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, LLVMValueRef 
  * barriers.  threads is the CTA size. */
 enum { KB_REDUCE_MAX = 1, KB_REDUCE_ADD = 2 };
 LLVMValueRef kb_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op, int threads);
+/* The cross-lane reduction every target's lane_reduce hook shares: log2(width)
+ * butterfly steps, m = width / 2 down to 1, each folding in the value of
+ * lane ^ m, which xor_lane(kb, v, m) fetches (a shuffle of the target's warp);
+ * every lane of an aligned group of width ends with the group's result.  The
+ * same steps in the same order on every target, so the sums agree bit for bit. */
+LLVMValueRef kb_butterfly(dsv4_kb *kb, LLVMValueRef v, int width, int op,
+                          LLVMValueRef (*xor_lane)(dsv4_kb *kb, LLVMValueRef v, int mask));
 
 /* 2^x and log2(x) in f32 (the target's fast instructions where it has them).
  * kb_exp2_ftz may flush results below 2^-126 to zero (where the target

@@ -55,6 +55,8 @@ typedef struct {
   int enabled;
   char arch[DSV4_ARCH_MAX]; /* sm_90a, gfx942, opencl1.2 */
   int subgroups;            /* SPIR-V: use subgroup built-ins (0 = local mem) */
+  int subgroup_size;        /* with subgroups: the sub-group size the kernel requires (32 or 64), its warp */
+  int emulate_subgroups;    /* with subgroups: the SPIR 1.2 fallback emulates its sub-groups (tests on PoCL) */
 } dsv4_target_opts;
 
 /* Where the writer floors a group's amax before taking the scale exponent:

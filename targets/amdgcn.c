@@ -44,6 +44,38 @@ static LLVMValueRef amd_block_id(dsv4_kb *kb, int dim)
 
 static void amd_barrier(dsv4_kb *kb) { kb_call(kb, "llvm.amdgcn.s.barrier", kb->v, NULL, NULL, 0, LLVMCCallConv); }
 
+/* This thread's lane in its wavefront: the lanes below it (mbcnt over a
+ * full mask, low then high 32 lanes). */
+static LLVMValueRef amd_lane(dsv4_kb *kb)
+{
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef lo_args[2] = {kb_i32(kb, -1), kb_i32(kb, 0)};
+  LLVMValueRef lo = kb_call(kb, "llvm.amdgcn.mbcnt.lo", kb->i32, ps, lo_args, 2, LLVMCCallConv);
+  LLVMValueRef hi_args[2] = {kb_i32(kb, -1), lo};
+  return kb_call(kb, "llvm.amdgcn.mbcnt.hi", kb->i32, ps, hi_args, 2, LLVMCCallConv);
+}
+
+/* f32 v of lane (lane ^ mask) of the wavefront: ds_bpermute_b32, which
+ * reads the source lane's register through the LDS crossbar (no LDS is
+ * allocated, no barrier) at a byte address, lane * 4.  Any mask below 64
+ * reaches across the whole wave, the 32-lane halves included. */
+static LLVMValueRef amd_xor_lane(dsv4_kb *kb, LLVMValueRef v, int mask)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef src = LLVMBuildXor(b, amd_lane(kb), kb_i32(kb, mask), "");
+  LLVMTypeRef ps[2] = {kb->i32, kb->i32};
+  LLVMValueRef args[2] = {LLVMBuildShl(b, src, kb_i32(kb, 2), ""), LLVMBuildBitCast(b, v, kb->i32, "")};
+  LLVMValueRef r = kb_call(kb, "llvm.amdgcn.ds.bpermute", kb->i32, ps, args, 2, LLVMCCallConv);
+  return LLVMBuildBitCast(b, r, kb->f32, "");
+}
+
+/* Groups of up to a whole wave of 64 (kb_lane_reduce asks only for groups
+ * inside one wave): the butterfly over ds_bpermute. */
+static LLVMValueRef amd_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op)
+{
+  return kb_butterfly(kb, v, width, op, amd_xor_lane);
+}
+
 static const dsv4_target_ir amd_ir = {
     .kind = DSV4_TARGET_AMDGCN,
     .global_as = 1,
@@ -54,6 +86,7 @@ static const dsv4_target_ir amd_ir = {
     .thread_id = amd_thread_id,
     .block_id = amd_block_id,
     .barrier = amd_barrier,
+    .lane_reduce = amd_lane_reduce,
 };
 
 /* ld.lld -shared obj -> hsaco, in a private temporary directory. */

@@ -7,6 +7,7 @@
  * and their runtimes pass no dynamic shared memory. */
 #include "caps.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const dsv4_arch_caps ptx[] = {
@@ -84,6 +85,40 @@ int dsv4_target_warp(dsv4_target_kind t, const char *arch)
 {
   const dsv4_arch_caps *r = dsv4_caps(t, arch);
   return r ? r->warp : 1;
+}
+
+int dsv4_kernel_warp(const dsv4_kernel *k, dsv4_target_kind t)
+{
+  const dsv4_target_opts *o = &k->target[t];
+  return o->subgroups && o->subgroup_size > 0 ? o->subgroup_size : dsv4_target_warp(t, o->arch);
+}
+
+int dsv4_subgroup_size_ok(int n)
+{
+  for (int t = 0; t < DSV4_TARGET_COUNT; t++)
+    for (const dsv4_arch_caps *r = tables[t].rows; r->arch; r++)
+      if (r->warp > 1 && r->warp == n)
+        return 1;
+  return 0;
+}
+
+/* The warps above 1 of every table, smallest first, each once. */
+const char *dsv4_subgroup_size_list(char *buf, size_t n)
+{
+  size_t len = 0;
+  int prev = 1;
+  buf[0] = 0;
+  for (;;) {
+    int next = 0;
+    for (int t = 0; t < DSV4_TARGET_COUNT; t++)
+      for (const dsv4_arch_caps *r = tables[t].rows; r->arch; r++)
+        if (r->warp > prev && (!next || r->warp < next))
+          next = r->warp;
+    if (!next || len >= n)
+      return buf;
+    len += (size_t)snprintf(buf + len, n - len, "%s%d", len ? " or " : "", next);
+    prev = next;
+  }
 }
 
 int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch)

@@ -34,6 +34,16 @@ const dsv4_arch_caps *dsv4_caps_row(dsv4_target_kind t, int i);
  * query), answered from the target's table. */
 int dsv4_target_max_threads(dsv4_target_kind t);
 int dsv4_target_warp(dsv4_target_kind t, const char *arch);
+/* The threads of a warp of kernel k on t: the sub-group size its spec
+ * requires (targets.<t>.subgroup_size, with subgroups on), else its
+ * arch's.  What the spec checker, the forms and the generators (kb->warp)
+ * all hold the kernel to. */
+int dsv4_kernel_warp(const dsv4_kernel *k, dsv4_target_kind t);
+/* 1 if n is the warp of some target's arch (above 1): the sub-group sizes a
+ * spec may require, so that a sub-group form runs the code a PTX warp or an
+ * AMDGCN wavefront would.  The list writes them as "32 or 64" into buf. */
+int dsv4_subgroup_size_ok(int n);
+const char *dsv4_subgroup_size_list(char *buf, size_t n);
 /* 1 if (t, arch) has bf16 warp matrix instructions a generator can use. */
 int dsv4_target_has_bf16_mma(dsv4_target_kind t, const char *arch);
 int dsv4_target_has_e4m3_mma(dsv4_target_kind t, const char *arch);

@@ -70,7 +70,7 @@ int dsv4_llvm_compile(const dsv4_target_ir *ir, const dsv4_kernel *k, const char
   LLVMTargetMachineRef tm = LLVMCreateTargetMachine(tgt, triple, cpu, features, LLVMCodeGenLevelAggressive,
                                                     LLVMRelocDefault, LLVMCodeModelDefault);
   dsv4_kb kb;
-  kb_init(&kb, ir, cpu, k->name);
+  kb_init(&kb, ir, k); /* cpu is k's arch for the target */
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
   char *dl = LLVMCopyStringRepOfTargetData(td);
   LLVMSetDataLayout(kb.mod, dl);

@@ -155,17 +155,12 @@ static LLVMValueRef ptx_cvt_e4m3x2_from_f32(dsv4_kb *kb, LLVMValueRef lo, LLVMVa
   return cvt_f32x2(kb, 89, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", kb->i16, lo, hi);
 }
 
+static LLVMValueRef ptx_shfl_xor(dsv4_kb *kb, LLVMValueRef v, int mask);
+
 /* Butterfly shuffles within the warp (shfl.sync.bfly), log2(width) steps. */
 static LLVMValueRef ptx_lane_reduce(dsv4_kb *kb, LLVMValueRef v, int width, int op)
 {
-  LLVMTypeRef ps[4] = {kb->i32, kb->f32, kb->i32, kb->i32};
-  for (int m = width / 2; m >= 1; m /= 2) {
-    LLVMValueRef args[4] = {kb_i32(kb, -1), v, kb_i32(kb, m), kb_i32(kb, 0x1f)};
-    LLVMValueRef o = kb_call(kb, "llvm.nvvm.shfl.sync.bfly.f32", kb->f32, ps, args, 4, LLVMCCallConv);
-    v = op == KB_REDUCE_ADD ? LLVMBuildFAdd(kb->b, v, o, "")
-                            : LLVMBuildSelect(kb->b, LLVMBuildFCmp(kb->b, LLVMRealOGT, o, v, ""), o, v, "");
-  }
-  return v;
+  return kb_butterfly(kb, v, width, op, ptx_shfl_xor);
 }
 
 /* ex2.approx / lg2.approx: LLVM 19 lowers llvm.exp2 / llvm.log2 on NVPTX

@@ -61,7 +61,15 @@ static int take(const unsigned char **p, const unsigned char *end, unsigned char
   return 0;
 }
 
-/* spvValidate in the OpenCL 1.2 environment; disassembly when asked. */
+/* The environment the SPIR-V is validated in: OpenCL 1.2's, or for
+ * sub-group code (SPIR-V 1.3, past every OpenCL environment SPIRV-Tools
+ * 2023.1 has: OpenCL 2.2's is SPIR-V 1.2) SPIR-V 1.3's own rules. */
+static spv_target_env validation_env(const dsv4_kernel *k)
+{
+  return k->target[DSV4_TARGET_SPIRV].subgroups ? SPV_ENV_UNIVERSAL_1_3 : SPV_ENV_OPENCL_1_2;
+}
+
+/* spvValidate in the kernel's environment; disassembly when asked. */
 static int validate(const dsv4_kernel *k, const unsigned char *spv, size_t n, dsv4_artifact *a, unsigned want,
                     dsv4_diags *d)
 {
@@ -69,12 +77,13 @@ static int validate(const dsv4_kernel *k, const unsigned char *spv, size_t n, ds
     dsv4_error(d, k->file, k->line, "kernel '%s': SPIR-V of %zu bytes is not a whole module", k->name, n);
     return 1;
   }
-  spv_context ctx = spvContextCreate(SPV_ENV_OPENCL_1_2);
+  spv_context ctx = spvContextCreate(validation_env(k));
   spv_const_binary_t bin = {(const uint32_t *)spv, n / 4};
   spv_diagnostic diag = NULL;
   int rc = 0;
   if (spvValidate(ctx, &bin, &diag) != SPV_SUCCESS) {
-    dsv4_error(d, k->file, k->line, "kernel '%s': SPIR-V fails validation (SPIRV-Tools, OpenCL 1.2): %s", k->name,
+    dsv4_error(d, k->file, k->line, "kernel '%s': SPIR-V fails validation (SPIRV-Tools, %s): %s", k->name,
+               validation_env(k) == SPV_ENV_OPENCL_1_2 ? "OpenCL 1.2" : "SPIR-V 1.3",
                diag && diag->error ? diag->error : "unknown error");
     rc = 1;
   }
@@ -142,9 +151,12 @@ static int spirv_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned wa
   if (!rc) {
     a->code = spv, a->code_len = sn, spv = NULL;
     a->aux = bc, a->aux_len = bn, bc = NULL;
+    if (k->target[DSV4_TARGET_SPIRV].emulate_subgroups)
+      a->flags |= DSV4_ENTRY_SUBGROUPS_EMULATED;
     if (want & DSV4_WANT_LLVM)
       a->llvm = (char *)ll, ll = NULL;
-    snprintf(a->note, sizeof a->note, "validated by SPIRV-Tools (OpenCL 1.2); SPIR 1.2 fallback %zu bytes", a->aux_len);
+    snprintf(a->note, sizeof a->note, "validated by SPIRV-Tools (%s); SPIR 1.2 fallback %zu bytes",
+             validation_env(k) == SPV_ENV_OPENCL_1_2 ? "OpenCL 1.2" : "SPIR-V 1.3", a->aux_len);
   }
   free(spv), free(bc), free(ll), free(msg), free(out), free(err);
   return rc;

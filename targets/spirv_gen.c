@@ -3,7 +3,8 @@
  * Reads one kernel plan from stdin (spirv_proto.h), lowers it as dsv4c
  * lowers every target (compiler/lower.c) but with the SPIR-V hooks, translates it to
  * SPIR-V, translates that back to SPIR 1.2 bitcode (the fallback for OpenCL
- * implementations without IL input), and writes both to stdout.  The parent
+ * implementations without IL input; its sub-groups emulated where the spec
+ * asks: spirv_subgroups.c), and writes both to stdout.  The parent
  * validates the SPIR-V; this process may abort inside the translator
  * without harming the parent.
  */
@@ -18,8 +19,40 @@
 #include "spirv_proto.h"
 #include "target.h"
 
-int dsv4_spirv_write(LLVMModuleRef m, unsigned char **out, size_t *n, char **err);
+int dsv4_spirv_write(LLVMModuleRef m, int sub_groups, unsigned char **out, size_t *n, char **err);
 int dsv4_spirv_to_spir12(const unsigned char *spv, size_t n, unsigned char **bc, size_t *bcn, char **err);
+int dsv4_spirv_read(const unsigned char *spv, size_t n, LLVMContextRef *ctx, LLVMModuleRef *m, char **err);
+
+/* The SPIR 1.2 fallback of kernel k from its SPIR-V: the reverse
+ * translation, with the sub-groups emulated where the spec asks
+ * (spirv_subgroups.c).  0, or 1 with *err (malloc'd). */
+static int spir12(const dsv4_kernel *k, const unsigned char *spv, size_t n, unsigned char **bc, size_t *bcn,
+                  char **err)
+{
+  const dsv4_target_opts *o = &k->target[DSV4_TARGET_SPIRV];
+  if (!o->emulate_subgroups)
+    return dsv4_spirv_to_spir12(spv, n, bc, bcn, err);
+  LLVMContextRef cx;
+  LLVMModuleRef m;
+  if (dsv4_spirv_read(spv, n, &cx, &m, err))
+    return 1;
+  const dsv4_launch *ln = dsv4_kernel_launch(k, DSV4_TARGET_SPIRV);
+  int threads = (int)(ln->second_threads > ln->threads ? ln->second_threads : ln->threads);
+  int rc = dsv4_spirv_emulate_subgroups(m, o->subgroup_size, threads, err);
+  if (!rc) {
+    LLVMMemoryBufferRef buf = LLVMWriteBitcodeToMemoryBuffer(m);
+    *bcn = LLVMGetBufferSize(buf);
+    *bc = malloc(*bcn ? *bcn : 1);
+    if (*bc)
+      memcpy(*bc, LLVMGetBufferStart(buf), *bcn);
+    else
+      rc = 1, *err = strdup("out of memory for the SPIR 1.2 fallback");
+    LLVMDisposeMemoryBuffer(buf);
+  }
+  LLVMDisposeModule(m);
+  LLVMContextDispose(cx);
+  return rc;
+}
 
 static void put_record(const void *p, uint64_t n)
 {
@@ -55,7 +88,7 @@ int main(void)
   const dsv4_kernel *k = &rq.kernel;
   dsv4_diags d = {0};
   dsv4_kb kb;
-  kb_init(&kb, &dsv4_spirv_ir, k->target[DSV4_TARGET_SPIRV].arch, k->name);
+  kb_init(&kb, &dsv4_spirv_ir, k);
   if (dsv4_lower(&kb, k, NULL, &d)) { /* the diagnostics travel as they are */
     kb_dispose(&kb);
     return reply(1, NULL, 0, NULL, 0, NULL, &d);
@@ -64,7 +97,8 @@ int main(void)
   unsigned char *spv = NULL, *bc = NULL;
   size_t sn = 0, bn = 0;
   char *err = NULL;
-  if (dsv4_spirv_write(kb.mod, &spv, &sn, &err) || dsv4_spirv_to_spir12(spv, sn, &bc, &bn, &err)) {
+  if (dsv4_spirv_write(kb.mod, k->target[DSV4_TARGET_SPIRV].subgroups, &spv, &sn, &err) ||
+      spir12(k, spv, sn, &bc, &bn, &err)) {
     dsv4_error(&d, k->file, k->line, "kernel '%s': SPIR-V translation failed: %s", k->name, err ? err : "");
     return reply(1, NULL, 0, NULL, 0, ll, &d);
   }

@@ -30,13 +30,16 @@ static unsigned char *dup_bytes(const std::string &s, size_t *n)
 }
 
 // Translate module m to SPIR-V; 0 on success, else *err (malloc'd).
-extern "C" int dsv4_spirv_write(LLVMModuleRef m, unsigned char **out, size_t *n, char **err)
+// sub_groups: the module uses sub-group shuffles and a required size.
+extern "C" int dsv4_spirv_write(LLVMModuleRef m, int sub_groups, unsigned char **out, size_t *n, char **err)
 {
   std::ostringstream os;
   std::string msg;
   // SPIR-V 1.0: what OpenCL 1.2 / 2.1 consumers and the validator's OpenCL
-  // 1.2 environment accept; the translator's default would be 1.4.
-  SPIRV::TranslatorOpts opts(SPIRV::VersionNumber::SPIRV_1_0);
+  // 1.2 environment accept; the translator's default would be 1.4.  Sub-group
+  // code needs 1.3 (OpGroupNonUniformShuffleXor; SubgroupSize needs 1.1): the
+  // translator aborts on it at 1.0.
+  SPIRV::TranslatorOpts opts(sub_groups ? SPIRV::VersionNumber::SPIRV_1_3 : SPIRV::VersionNumber::SPIRV_1_0);
   if (!llvm::writeSpirv(llvm::unwrap(m), opts, os, msg)) {
     *err = dup_string(msg.empty() ? "translation failed" : msg);
     return 1;
@@ -64,5 +67,26 @@ extern "C" int dsv4_spirv_to_spir12(const unsigned char *spv, size_t n, unsigned
   os.flush();
   delete m;
   *bc = dup_bytes(buf, bcn);
+  return 0;
+}
+
+// SPIR-V back to an LLVM module in a context of its own (typed pointers, as
+// the translator's SPIR 1.2 output), for a pass to change before it is
+// written (spirv_subgroups.c); the caller disposes of both.  0 on success.
+extern "C" int dsv4_spirv_read(const unsigned char *spv, size_t n, LLVMContextRef *ctx_out, LLVMModuleRef *m_out,
+                               char **err)
+{
+  llvm::LLVMContext *ctx = new llvm::LLVMContext;
+  ctx->setOpaquePointers(false);
+  std::istringstream is(std::string(reinterpret_cast<const char *>(spv), n));
+  llvm::Module *m = nullptr;
+  std::string msg;
+  if (!llvm::readSpirv(*ctx, is, m, msg)) {
+    *err = dup_string(msg.empty() ? "reverse translation failed" : msg);
+    delete ctx;
+    return 1;
+  }
+  *ctx_out = llvm::wrap(ctx);
+  *m_out = llvm::wrap(m);
   return 0;
 }

@@ -54,7 +54,7 @@ int dsv4_tile_threads_check(const dsv4_kernel *k, dsv4_report *r)
     if (!k->target[i].enabled)
       continue;
     int mx = dsv4_target_max_threads((dsv4_target_kind)i);
-    int w = dsv4_target_warp((dsv4_target_kind)i, k->target[i].arch);
+    int w = dsv4_kernel_warp(k, (dsv4_target_kind)i);
     if (k->tile.threads > mx)
       return dsv4_reject(r, field, "gives %d threads per CTA, more than target '%s' allows (%d)", k->tile.threads,
                          dsv4_target_name((dsv4_target_kind)i), mx);

@@ -12,7 +12,7 @@ static const dsv4_tile_field tile[] = {
 static int topk_check(const dsv4_kernel *k, dsv4_report *r)
 {
   for (int i = 0; i < DSV4_TARGET_COUNT; i++) {
-    int w = k->target[i].enabled ? dsv4_target_warp((dsv4_target_kind)i, k->target[i].arch) : 1;
+    int w = k->target[i].enabled ? dsv4_kernel_warp(k, (dsv4_target_kind)i) : 1;
     if (k->tile.threads % w)
       return dsv4_reject(r, "tile.threads", "= %d is not a multiple of target '%s' width %d", k->tile.threads,
                          dsv4_target_name((dsv4_target_kind)i), w);

@@ -42,9 +42,13 @@ static void dump_launch(dsv4_text *b, const dsv4_kernel *k, dsv4_target_kind t)
       [DSV4_GRID_POSITIONS_BATCH] = "ceil(row_len / tokens_per_cta) x batch",
       [DSV4_GRID_ROWS] = "rows",
   };
+  char sg[64] = "";
+  if (k->target[t].subgroups)
+    snprintf(sg, sizeof sg, " subgroups of %d%s", k->target[t].subgroup_size,
+             k->target[t].emulate_subgroups ? " (emulated in the SPIR 1.2 fallback)" : "");
   dsv4_text_printf(
       b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
-      dsv4_target_name(t), k->target[t].arch, k->target[t].subgroups ? " subgroups" : "", dsv4_form_name((int)ln->form),
+      dsv4_target_name(t), k->target[t].arch, sg, dsv4_form_name((int)ln->form),
       ln->threads, ln->shared_bytes, ln->cluster, ln->grid < DSV4_GRID_COUNT && grids[ln->grid] ? grids[ln->grid] : "?",
       ln->second == DSV4_SECOND_COMBINE ? "" : "\n");
   if (ln->second == DSV4_SECOND_COMBINE)

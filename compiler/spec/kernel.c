@@ -5,7 +5,63 @@
 #include "caps.h"
 #include "ops/ops.h"
 
-/* The targets table: { ptx = { arch = "sm_90a" }, spirv = { subgroups = false } } */
+/* The names of the targets whose subgroup code a spec may switch on, into with. */
+static void subgroup_targets(char *with, size_t n)
+{
+  with[0] = 0;
+  for (int j = 0; j < DSV4_TARGET_COUNT; j++)
+    if (dsv4_target_has_subgroup_switch((dsv4_target_kind)j))
+      snprintf(with + strlen(with), n - strlen(with), "%s%s", with[0] ? ", " : "",
+               dsv4_target_name((dsv4_target_kind)j));
+}
+
+/* A target's subgroups, subgroup_size and emulate_subgroups (t's table
+ * open in ot): sub-group code at a size some PTX or AMDGCN arch's warp
+ * has, so that it is the code that warp would run; 1 on an error. */
+static int check_subgroups(cursor *ot, dsv4_target_kind t, dsv4_target_opts *o)
+{
+  int bad = 0;
+  int st = lua_getfield(ot->c->L, ot->idx, "subgroups");
+  if (st == LUA_TBOOLEAN)
+    o->subgroups = lua_toboolean(ot->c->L, -1);
+  else if (st != LUA_TNIL) {
+    FERR(ot, "subgroups", "must be a boolean, got a %s", luaL_typename(ot->c->L, -1));
+    bad = 1;
+  }
+  lua_pop(ot->c->L, 1);
+  int32_t size = 0, emulate = -1;
+  bad |= sc_get_int(ot, "subgroup_size", 0, 1, 1 << 20, 0, &size);
+  bad |= sc_get_bool(ot, "emulate_subgroups", -1, &emulate);
+  char with[64], sizes[64];
+  subgroup_targets(with, sizeof with);
+  dsv4_subgroup_size_list(sizes, sizeof sizes);
+  if (o->subgroups && !dsv4_target_has_subgroup_switch(t)) {
+    FERR(ot, "subgroups", "applies to the %s target only", with);
+    return 1;
+  }
+  if (!o->subgroups) {
+    if (size)
+      FERR(ot, "subgroup_size", "applies only with subgroups = true");
+    if (emulate == 1)
+      FERR(ot, "emulate_subgroups", "applies only with subgroups = true");
+    return bad || size || emulate == 1;
+  }
+  if (!size && !bad) {
+    FERR(ot, "subgroups", "= true needs subgroup_size, the sub-group size the kernel requires (%s)", sizes);
+    return 1;
+  }
+  if (size && !dsv4_subgroup_size_ok(size)) {
+    FERR(ot, "subgroup_size", "must be %s (the warp of a PTX or AMDGCN arch, whose code the sub-groups run), got %d",
+         sizes, (int)size);
+    return 1;
+  }
+  o->subgroup_size = size;
+  o->emulate_subgroups = emulate == 1;
+  return bad;
+}
+
+/* The targets table: { ptx = { arch = "sm_90a" },
+ *                      spirv = { subgroups = true, subgroup_size = 64 } } */
 static int check_targets(cursor *k, dsv4_kernel *kn)
 {
   static const char *const known[] = {
@@ -13,7 +69,7 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
       DSV4_TARGETS(X)
 #undef X
           NULL};
-  static const char *const opt_known[] = {"arch", "subgroups", NULL};
+  static const char *const opt_known[] = {"arch", "subgroups", "subgroup_size", "emulate_subgroups", NULL};
   cursor t;
   int r = sc_enter(k, "targets", &t, 1);
   if (r)
@@ -46,27 +102,7 @@ static int check_targets(cursor *k, dsv4_kernel *kn)
            dsv4_target_arch_list((dsv4_target_kind)i));
       bad = 1;
     }
-    int st = lua_getfield(k->c->L, ot.idx, "subgroups");
-    if (st == LUA_TBOOLEAN)
-      o->subgroups = lua_toboolean(k->c->L, -1);
-    else if (st != LUA_TNIL) {
-      FERR(&ot, "subgroups", "must be a boolean, got a %s", luaL_typename(k->c->L, -1));
-      bad = 1;
-    }
-    lua_pop(k->c->L, 1);
-    if (o->subgroups && !dsv4_target_has_subgroup_switch((dsv4_target_kind)i)) {
-      char with[64] = "";
-      for (int j = 0; j < DSV4_TARGET_COUNT; j++)
-        if (dsv4_target_has_subgroup_switch((dsv4_target_kind)j))
-          snprintf(with + strlen(with), sizeof with - strlen(with), "%s%s", with[0] ? ", " : "",
-                   dsv4_target_name((dsv4_target_kind)j));
-      FERR(&ot, "subgroups", "applies to the %s target only", with);
-      bad = 1;
-    } else if (o->subgroups) {
-      /* reported as missing rather than silently ignored */
-      FERR(&ot, "subgroups", "= true is not implemented yet: no generator emits subgroup code (the gathers need none)");
-      bad = 1;
-    }
+    bad |= check_subgroups(&ot, (dsv4_target_kind)i, o);
     sc_leave(&ot);
   }
   if (!any && !bad) {

@@ -444,10 +444,16 @@ typedef struct {
  * FIRST_WAITS: the same for the entry's first kernel, which waits before
  * it touches any memory (so it may be placed while whatever kernel came
  * before it in the stream ends, where that kernel allows it).  A kernel
- * built without the wait must never be launched so. */
+ * built without the wait must never be launched so.
+ * SUBGROUPS_EMULATED (SPIR-V entries whose SPIR-V requires a sub-group
+ * size, its SubgroupSize execution mode): the SPIR 1.2 fallback carries
+ * its own sub-groups of that size (local memory and work-group barriers:
+ * targets/spirv_subgroups.c), so it runs on a device that has none; the
+ * SPIR-V itself still needs the device's. */
 #define DSV4_ENTRY_SECOND_WAITS 1u
 #define DSV4_ENTRY_FIRST_WAITS 2u
-#define DSV4_ENTRY_FLAGS_KNOWN (DSV4_ENTRY_SECOND_WAITS | DSV4_ENTRY_FIRST_WAITS)
+#define DSV4_ENTRY_SUBGROUPS_EMULATED 4u
+#define DSV4_ENTRY_FLAGS_KNOWN (DSV4_ENTRY_SECOND_WAITS | DSV4_ENTRY_FIRST_WAITS | DSV4_ENTRY_SUBGROUPS_EMULATED)
 
 /* CRC-32 (IEEE, reflected), shared by writer and reader. */
 static inline uint32_t dsv4_crc32(const uint8_t *p, uint64_t n)

@@ -125,14 +125,17 @@ static int check_kind(const dsv4_bundle_entry *e, char *why)
   return check_launch(e, why);
 }
 
-/* Entry flags: known bits, only on PTX sm_90 on matrix sparse_decode
- * entries (early launches: griddepcontrol). */
+/* Entry flags: known bits; the waits only on PTX sm_90 on matrix
+ * sparse_decode entries (early launches: griddepcontrol), the emulated
+ * sub-groups only on SPIR-V entries with a SPIR 1.2 fallback. */
 static int check_flags(const dsv4_bundle_entry *e, char *why)
 {
   int sm = 0;
+  unsigned waits = e->flags & (DSV4_ENTRY_SECOND_WAITS | DSV4_ENTRY_FIRST_WAITS);
   if ((e->flags & ~DSV4_ENTRY_FLAGS_KNOWN) ||
-      (e->flags && (e->op != DSV4_OP_SPARSE_DECODE || e->launch.form == DSV4_FORM_PORTABLE || e->target != 0 ||
-                    sscanf(e->arch, "sm_%d", &sm) != 1 || sm < 90)))
+      (waits && (e->op != DSV4_OP_SPARSE_DECODE || e->launch.form == DSV4_FORM_PORTABLE || e->target != 0 ||
+                 sscanf(e->arch, "sm_%d", &sm) != 1 || sm < 90)) ||
+      ((e->flags & DSV4_ENTRY_SUBGROUPS_EMULATED) && (e->target != 2 || !e->aux_len)))
     return bad(why, "flags 0x%x do not apply to this entry", e->flags);
   return 0;
 }
@@ -657,7 +660,7 @@ int dsv4rt_bundle_entry_runs(const dsv4rt_bundle *b, int i)
 {
   if (!b || i < 0 || i >= b->n)
     return 0;
-  return b->ctx->be->accepts(b->ctx, &b->entries[i]) ? 1 : 0;
+  return rt_accepts(b, i, NULL, 0);
 }
 
 int dsv4rt_bundle_kernel_runs(const dsv4rt_bundle *b, const char *name)

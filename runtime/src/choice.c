@@ -135,7 +135,7 @@ static void put_records(const dsv4rt_bundle *b, choice_set *cs)
   for (int i = 0; i < b->nrecords; i++) {
     dsv4_bundle_choice r;
     memcpy(&r, b->data + at + (size_t)i * sizeof r, sizeof r);
-    if (strcmp(r.device, model) || !b->ctx->be || !b->ctx->be->accepts(b->ctx, &b->entries[r.entry]))
+    if (strcmp(r.device, model) || !b->ctx->be || !rt_accepts(b, (int)r.entry, NULL, 0))
       continue; /* another GPU model (the default rule applies), or a target that does not run here */
     dsv4_shape s;
     memset(&s, 0, sizeof s);
@@ -272,7 +272,7 @@ dsv4rt_status dsv4rt_bundle_load_tuning_text(dsv4rt_bundle *b, const char *text,
       why = "the bundle has no kernel of that name";
     else if (!why && entry < 0)
       why = "the bundle has that kernel for another op, target or arch";
-    else if (!why && !b->ctx->be->accepts(b->ctx, &b->entries[entry]))
+    else if (!why && !rt_accepts(b, entry, NULL, 0))
       why = "that kernel does not run on this device";
     if (!why) {
       if (!hashes[entry][0])

@@ -431,3 +431,25 @@ int rt_spirv_check(const uint8_t *p, uint64_t n, char *why, size_t why_len)
   }
   return 0;
 }
+
+/* OpExecutionMode (opcode 16): entry point, mode, literals; SubgroupSize
+ * is mode 35 with the size as its one literal. */
+uint32_t rt_spirv_subgroup_size(const uint8_t *p, uint64_t n)
+{
+  uint64_t words = n / 4;
+  uint32_t size = 0;
+  for (uint64_t at = 5; at < words;) {
+    uint32_t w[4] = {0};
+    memcpy(w, p + at * 4, 4);
+    uint32_t len = w[0] >> 16, op = w[0] & 0xffff;
+    if (len == 0 || len > words - at)
+      return size; /* not a module rt_spirv_check passed: nothing more to read */
+    if (op == 16 && len == 4) {
+      memcpy(w, p + at * 4, 16);
+      if (w[2] == 35 && w[3] > size)
+        size = w[3];
+    }
+    at += len;
+  }
+  return size;
+}

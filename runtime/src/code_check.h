@@ -11,5 +11,8 @@
 int rt_bitcode_check(const uint8_t *p, uint64_t n, char *why, size_t why_len);
 /* A SPIR-V module: 0, or 1 with why. */
 int rt_spirv_check(const uint8_t *p, uint64_t n, char *why, size_t why_len);
+/* The sub-group size a SPIR-V module (one rt_spirv_check passed) requires:
+ * the largest SubgroupSize execution mode of its entry points, 0 if none. */
+uint32_t rt_spirv_subgroup_size(const uint8_t *p, uint64_t n);
 
 #endif

@@ -291,8 +291,9 @@ static int cu_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, in
  * only where the launch record fits the device: its threads and shared
  * memory, and clusters (CTA pairs) only through cuLaunchKernelEx on
  * capability 9.0 and later. */
-static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+static int cu_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
 {
+  (void)code, (void)why, (void)n; /* PTX asks nothing of the device its arch and launch record do not say */
   int v = 0;
   char suffix = 0;
   if (e->target != 0 || sscanf(e->arch, "sm_%d%c", &v, &suffix) < 1)

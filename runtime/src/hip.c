@@ -318,8 +318,9 @@ static int hip_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, i
 /* An AMDGCN entry for this device's processor whose launch record fits
  * it: threads, dynamic LDS, no clusters (static LDS and the wavefront are
  * the code object's: checked when it loads). */
-static int hip_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+static int hip_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
 {
+  (void)code, (void)why, (void)n; /* (nothing beyond the target, arch and record to say) */
   hip_state *st = S(ctx);
   char arch[sizeof e->arch + 1];
   snprintf(arch, sizeof arch, "%.*s", (int)strcspn(e->arch, ":"), e->arch);

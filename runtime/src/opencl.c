@@ -2,7 +2,13 @@
  * loader; DSV4RT_OPENCL_LIBRARY names another, read at context creation).
  * A SPIR-V entry is loaded as IL where the device takes SPIR-V
  * (CL_DEVICE_IL_VERSION), else as its SPIR 1.2 bitcode fallback where the
- * device has cl_khr_spir (PoCL 3.1, DESIGN.md).  Types and constants are
+ * device has cl_khr_spir (PoCL 3.1, DESIGN.md).  An entry whose SPIR-V
+ * requires a sub-group size (its SubgroupSize execution mode, read from the
+ * code) runs only where the device offers that size
+ * (cl_intel_required_subgroup_size's CL_DEVICE_SUB_GROUP_SIZES_INTEL), or
+ * from a SPIR 1.2 fallback that emulates its sub-groups
+ * (DSV4_ENTRY_SUBGROUPS_EMULATED); any other is refused before anything is
+ * built, saying why.  Types and constants are
  * declared here from the OpenCL 1.2 / 2.1 specification.  Every failure
  * says what failed, with the error's name; a failed allocation or kernel
  * build leaves the context usable. */
@@ -10,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "code_check.h"
 #include "rt.h"
 
 typedef int32_t cl_int;
@@ -33,6 +40,7 @@ enum {
   CL_DEVICE_MAX_WORK_GROUP_SIZE = 0x1004,
   CL_DEVICE_EXTENSIONS = 0x1030,
   CL_DEVICE_IL_VERSION = 0x105B,
+  CL_DEVICE_SUB_GROUP_SIZES_INTEL = 0x4108, /* cl_intel_required_subgroup_size: size_t[] */
   CL_PLATFORM_NAME = 0x0902,
   CL_MEM_READ_WRITE = 1,
   CL_QUEUE_PROFILING_ENABLE = 2,
@@ -87,6 +95,8 @@ typedef struct {
   cl_command_queue q;
   int takes_il, takes_spir;
   size_t max_group; /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  size_t sg_sizes[16]; /* the sub-group sizes a kernel may require here (none without the Intel extension) */
+  int n_sg_sizes;
   cl_event t0;
 } cl_state;
 
@@ -254,6 +264,10 @@ static int ocl_init(dsv4rt_context *ctx, int device)
   const char *force = getenv("DSV4RT_OPENCL_SPIR");
   st->takes_il = st->clCreateProgramWithIL && strstr(il, "SPIR-V") && !(force && *force == '1');
   st->takes_spir = strstr(ext, "cl_khr_spir") != NULL;
+  size_t sgb = 0;
+  if (strstr(ext, "cl_intel_required_subgroup_size") &&
+      !st->clGetDeviceInfo(st->dev, CL_DEVICE_SUB_GROUP_SIZES_INTEL, sizeof st->sg_sizes, st->sg_sizes, &sgb))
+    st->n_sg_sizes = (int)(sgb / sizeof(size_t) < 16 ? sgb / sizeof(size_t) : 16);
   free(ext);
   cl_int r = 0;
   st->cx = st->clCreateContext(NULL, 1, &st->dev, NULL, NULL, &r);
@@ -302,14 +316,45 @@ static int ocl_copy(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, i
   return r ? cl_fail(ctx, r, DSV4RT_ERR_BACKEND, "clEnqueueCopyBuffer") : 0;
 }
 
+/* 1 if the device offers sub-groups of `size` for a kernel to require. */
+static int offers_subgroups(const cl_state *st, uint32_t size)
+{
+  for (int i = 0; i < st->n_sg_sizes; i++)
+    if (st->sg_sizes[i] == size)
+      return 1;
+  return 0;
+}
+
+/* 0 if entry e's code gets the sub-group size its SPIR-V requires (none,
+ * the device's, or the fallback's emulation where the SPIR path is taken),
+ * else 1 with why. */
+static int subgroups_missing(const cl_state *st, const dsv4_bundle_entry *e, const uint8_t *code, char *why,
+                             size_t n)
+{
+  uint32_t size = rt_spirv_subgroup_size(code, e->code_len);
+  if (!size || offers_subgroups(st, size) || (!st->takes_il && (e->flags & DSV4_ENTRY_SUBGROUPS_EMULATED)))
+    return 0;
+  char sizes[96] = "";
+  for (int i = 0, len = 0; i < st->n_sg_sizes && len < (int)sizeof sizes - 8; i++)
+    len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%s%zu", i ? ", " : "", st->sg_sizes[i]);
+  if (why && n)
+    snprintf(why, n,
+             "kernel %s requires sub-groups of %u (its SPIR-V's SubgroupSize), which this device does not offer "
+             "(%s%s)%s", e->name, size, st->n_sg_sizes ? "its sizes: " : "no cl_intel_required_subgroup_size",
+             sizes, e->flags & DSV4_ENTRY_SUBGROUPS_EMULATED ? "; its emulating SPIR 1.2 fallback is for devices "
+                                                                "that take SPIR, not SPIR-V" : "");
+  return 1;
+}
+
 /* A SPIR-V entry whose launch record fits the device: work-group size,
  * no dynamic local memory (it would be an extra kernel argument: none
- * asked yet) and no clusters. */
-static int ocl_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+ * asked yet) and no clusters; and whose code gets its sub-group size. */
+static int ocl_accepts(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
 {
   size_t mg = S(ctx)->max_group ? S(ctx)->max_group : 1024;
   return e->target == 2 && e->launch.shared_bytes == 0 && e->launch.cluster == 1 && e->launch.threads <= mg &&
-         e->launch.second_threads <= mg && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len));
+         e->launch.second_threads <= mg && (S(ctx)->takes_il || (S(ctx)->takes_spir && e->aux_len)) &&
+         !subgroups_missing(S(ctx), e, code, why, n);
 }
 
 /* Keep the first n lines of a build log, joined by spaces, trailing blanks dropped. */
@@ -336,6 +381,9 @@ static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8
   cl_int r = 0;
   cl_program p;
   const char *opts = "";
+  char why[512];
+  if (subgroups_missing(st, e, code, why, sizeof why)) /* accepts() refused it: never handed to the driver */
+    return rt_fail(ctx, DSV4RT_ERR_NO_KERNEL, "OpenCL: %s", why);
   if (st->takes_il)
     p = st->clCreateProgramWithIL(st->cx, code, e->code_len, &r);
   else {

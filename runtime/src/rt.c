@@ -318,10 +318,18 @@ static int64_t dim_of(const dsv4_shape *s, const char *name)
   return 0;
 }
 
+int rt_accepts(const dsv4rt_bundle *b, int i, char *why, size_t n)
+{
+  if (why && n)
+    why[0] = 0;
+  const dsv4_bundle_entry *e = &b->entries[i];
+  return b->ctx->be->accepts(b->ctx, e, b->data + e->code_off, why, n) ? 1 : 0;
+}
+
 int rt_first_runnable(const dsv4rt_bundle *b, dsv4_op op)
 {
   for (int i = 0; i < b->n; i++)
-    if (b->entries[i].op == (uint32_t)op && b->ctx->be->accepts(b->ctx, &b->entries[i]))
+    if (b->entries[i].op == (uint32_t)op && rt_accepts(b, i, NULL, 0))
       return i;
   return -1;
 }
@@ -330,26 +338,32 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
 {
   int64_t heads = dim_of(shape, "H"), next_n = dim_of(shape, "next_n");
   int named = 0;
+  char why[512] = "", w[512];
   for (int i = 0; i < b->n; i++) {
     const dsv4_bundle_entry *e = &b->entries[i];
     if (name && strcmp(e->name, name))
       continue;
     named = 1;
-    if (e->op == (uint32_t)op && b->ctx->be->accepts(b->ctx, e)) {
-      *entry = i;
-      /* unnamed: the best-ranked entry of the same op, layout and op
-       * fields (the first one found fixes them: the caller's buffers are
-       * laid out for it) that runs here */
-      int best = rt_default_rank(e, heads, next_n);
-      for (int j = i + 1; !name && j < b->n; j++) {
-        const dsv4_bundle_entry *m = &b->entries[j];
-        int r = rt_default_rank(m, heads, next_n);
-        if (r > best && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
-            !strcmp(m->layout.name, e->layout.name) && b->ctx->be->accepts(b->ctx, m))
-          *entry = j, best = r;
-      }
-      return DSV4RT_OK;
+    if (e->op != (uint32_t)op)
+      continue;
+    if (!rt_accepts(b, i, w, sizeof w)) {
+      if (!why[0]) /* the first entry refused for more than its target: said in the message */
+        snprintf(why, sizeof why, "%s", w);
+      continue;
     }
+    *entry = i;
+    /* unnamed: the best-ranked entry of the same op, layout and op
+     * fields (the first one found fixes them: the caller's buffers are
+     * laid out for it) that runs here */
+    int best = rt_default_rank(e, heads, next_n);
+    for (int j = i + 1; !name && j < b->n; j++) {
+      const dsv4_bundle_entry *m = &b->entries[j];
+      int r = rt_default_rank(m, heads, next_n);
+      if (r > best && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
+          !strcmp(m->layout.name, e->layout.name) && rt_accepts(b, j, NULL, 0))
+        *entry = j, best = r;
+    }
+    return DSV4RT_OK;
   }
   if (name && !named)
     return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no kernel named '%s'", name);
@@ -365,9 +379,10 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
     if (!seen)
       at += (size_t)snprintf(archs + at, sizeof archs - at, "%s%.15s", at ? ", " : "", e->arch);
   }
-  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)%s%s%s",
+  return rt_fail(b->ctx, DSV4RT_ERR_NO_KERNEL, "the bundle has no %s kernel%s%s that runs on %s (%s)%s%s%s%s%s",
                  rt_op_name(op), name ? " named " : "", name ? name : "", b->ctx->device, b->ctx->be->name,
-                 at ? "; its kernels are for " : "", archs, at ? " (or do not fit this device's limits)" : "");
+                 why[0] ? ": " : "", why, at ? "; its kernels are for " : "", archs,
+                 at && !why[0] ? " (or do not fit this device's limits)" : "");
 }
 
 dsv4rt_status rt_load(dsv4rt_bundle *b, int i)

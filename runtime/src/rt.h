@@ -36,8 +36,11 @@ typedef struct rt_backend {
   int (*write)(dsv4rt_context *ctx, uint64_t native, size_t off, const void *src, size_t n);
   int (*read)(dsv4rt_context *ctx, uint64_t native, size_t off, void *dst, size_t n);
   int (*copy)(dsv4rt_context *ctx, uint64_t dst, uint64_t src, size_t n, int wait);
-  /* 1 if entry e's code runs on this device (target and arch) */
-  int (*accepts)(dsv4rt_context *ctx, const dsv4_bundle_entry *e);
+  /* 1 if entry e's code runs on this device (target, arch, launch record,
+   * and what its code requires: a SPIR-V sub-group size); 0 where it does
+   * not, with why (n bytes; NULL: not asked) saying so where the reason is
+   * more than the target or arch (rt_accepts calls it) */
+  int (*accepts)(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n);
   /* load entry e's code; *kernel is the backend's handle */
   int (*load)(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
               void **module, void **kernel);
@@ -153,6 +156,9 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const ui
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
 /* The spec name of an op number ("?" when unknown). */
 const char *rt_op_name(uint32_t op);
+/* 1 if entry i of b runs on b's device (the backend's accepts, with the
+ * entry's code); 0 with why (may be NULL) as accepts left it ("" if it said nothing). */
+int rt_accepts(const dsv4rt_bundle *b, int i, char *why, size_t n);
 /* The first entry of op that runs on b's device, or -1: it fixes the
  * layout and op fields an unnamed call's kernel must have. */
 int rt_first_runnable(const dsv4rt_bundle *b, dsv4_op op);

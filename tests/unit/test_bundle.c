@@ -399,6 +399,8 @@ static const mutation cases[] = {
     {"an unknown flag", D, PTX, F(flags), SET, 0x80, NULL, 1, FMT, NAMED, "flags 0x80 do not apply"},
     {"flags on a gather", G, PTX, F(flags), SET, 1, NULL, 1, FMT, NAMED, "flags 0x1 do not apply"},
     {"flags on a portable decode", "sparse_decode_v4", SPV, F(flags), SET, 2, NULL, 1, FMT, NAMED, "flags 0x2"},
+    {"emulated sub-groups on PTX", G, PTX, F(flags), SET, DSV4_ENTRY_SUBGROUPS_EMULATED, NULL, 1, FMT, NAMED,
+     "flags 0x4 do not apply"},
     /* the tile, bounded before any arithmetic */
     {"threads 0", G, PTX, F(launch.threads), SET, 0, NULL, 1, FMT, NAMED, "launch threads 0 is outside [1, 1024]"},
     {"threads 2048", G, PTX, F(launch.threads), SET, 2048, NULL, 1, FMT, NAMED,
@@ -634,7 +636,7 @@ static void check_writer(const dsv4_bundle_choice *recs)
  * for another GPU model; the record of the context's model installed (a
  * stand-in backend that runs PTX sm_90a, the context named as CUDA names an
  * H100), and it chooses its entry for its bucket. */
-static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e);
+static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n);
 static void check_installed(const uint8_t *base, size_t size)
 {
   dsv4rt_bundle *x = NULL;
@@ -670,7 +672,7 @@ static void check_installed(const uint8_t *base, size_t size)
     const char *k = rt_tuned_kernel(x, DSV4_OP_SPARSE_DECODE, &as);
     int ref = -1;
     for (int i = 0; i < x->n && ref < 0; i++)
-      if (x->entries[i].op == DSV4_OP_SPARSE_DECODE && runs_sm90a(&c, &x->entries[i]))
+      if (x->entries[i].op == DSV4_OP_SPARSE_DECODE && runs_sm90a(&c, &x->entries[i], NULL, NULL, 0))
         ref = i;
     int kind = ref >= 0 && !strcmp(x->entries[ref].layout.name, x->entries[item_of(D, PTX)].layout.name) &&
                x->entries[ref].v_dim == x->entries[item_of(D, PTX)].v_dim;
@@ -788,9 +790,9 @@ static void check_file(const char *path)
  * base bundle's real launch records, on a stand-in backend that runs every
  * PTX sm_90a entry: a 128-head decode gets the CTA-pair form, a 64-head one
  * the warpgroup form alone, and a named kernel is always that kernel. */
-static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e)
+static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
 {
-  (void)ctx;
+  (void)ctx, (void)code, (void)why, (void)n;
   return e->target == DSV4_TARGET_PTX && !strcmp(e->arch, "sm_90a");
 }
 

@@ -81,7 +81,7 @@ static void check_spec(const char *path, const char *specs)
       char what[160];
       snprintf(what, sizeof what, "%s %s [%s]", path, k->name, dsv4_target_name((dsv4_target_kind)t));
       dsv4_kb kb;
-      kb_init(&kb, tg->ir, k->target[t].arch, k->name);
+      kb_init(&kb, tg->ir, k);
       dsv4_diags gd = {0};
       if (dsv4_generate(&kb, k, &gd)) {
         failed++;
