@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|step [TOKENS]|tune decode|logits [OPTS]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|step [TOKENS]|topk [--quick]|tune decode|logits [OPTS]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
@@ -112,6 +112,11 @@ if [ "$what" = python ]; then
   echo "== bench/bench_python_overhead.py"
   python3 bench_python_overhead.py . --iters ${DSV4_PY_ITERS:-3000}
   exit 0
+fi
+if [ "$what" = topk ]; then
+  # issue 41 item 4: the top-k on its own beside torch.topk, same tensors, same process
+  LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python python3 topk_torch.py . ${2:-} 2>&1 | grep -v Warning
+  exit "${PIPESTATUS[0]}"
 fi
 if [ "$what" = tune ]; then
   # issue 27: dsv4c-tune over a sweep at its shapes.  The lockfile and the report come back in $OUT

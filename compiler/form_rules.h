@@ -246,7 +246,7 @@ static inline dsv4_form_row dsv4_form_of(uint32_t op, uint32_t form)
               [DSV4_FORM_WARP] = {DSV4_GRID_POSITIONS_BATCH, DSV4_SECOND_NONE},
               [DSV4_FORM_WARPGROUP] = {DSV4_GRID_POSITIONS_BATCH, DSV4_SECOND_NONE},
           },
-      [DSV4_OP_TOPK] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_ROWS, DSV4_SECOND_NONE}},
+      [DSV4_OP_TOPK] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_ROWS, DSV4_SECOND_MERGE}},
   };
   dsv4_form_row none = {0, DSV4_SECOND_NONE};
   return op < DSV4_OP_COUNT && form < DSV4_FORM_COUNT ? rows[op][form] : none;
@@ -276,7 +276,9 @@ static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int v
   out->cluster = form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1;
   out->grid = row.grid;
   out->second = row.second;
-  out->second_threads = row.second == DSV4_SECOND_COMBINE ? (uint32_t)dsv4_decode_combine_threads(v_dim) : 0;
+  out->second_threads = row.second == DSV4_SECOND_COMBINE ? (uint32_t)dsv4_decode_combine_threads(v_dim)
+                        : row.second == DSV4_SECOND_MERGE ? out->threads /* the merge: the select's CTA */
+                                                          : 0;
   out->reserved = 0;
   return 0;
 }

@@ -21,7 +21,8 @@ kernel {
   targets = targets,
 }
 
--- Top-k over each logits row: K = 512 (V4-Flash) and 1024 (V4-Pro).
+-- Top-k over each logits row: K = 512 (V4-Flash), 1024 (V4-Pro) and 2048
+-- (the widest compressed list the decode takes).
 kernel {
   name = "topk_512",
   op = "topk",
@@ -34,6 +35,14 @@ kernel {
   name = "topk_1024",
   op = "topk",
   k = 1024,
+  tile = { threads = 512 },
+  targets = targets,
+}
+
+kernel {
+  name = "topk_2048",
+  op = "topk",
+  k = 2048,
   tile = { threads = 512 },
   targets = targets,
 }

@@ -145,7 +145,8 @@ static int launch_agrees(const dsv4_kernel *k, const char *arch, const unsigned 
 
 /* Every kernel k's launch record names, against the record and the op's
  * argument list (the bundle's, dsv4_op_signature) or the combine
- * kernel's (dsv4_combine_args, launched with no dynamic LDS). */
+ * second kernel's (dsv4_second_args: a combine, a merge; launched with no
+ * dynamic LDS). */
 static int launches_agree(const dsv4_kernel *k, const char *arch, const unsigned char *hsaco, size_t hn,
                           dsv4_diags *d)
 {
@@ -154,11 +155,11 @@ static int launches_agree(const dsv4_kernel *k, const char *arch, const unsigned
   int n = dsv4_op_signature(k->op, kinds, NULL);
   if (launch_agrees(k, arch, hsaco, hn, k->name, kinds, n, l->threads, l->shared_bytes, d))
     return 1;
-  if (l->second != DSV4_SECOND_COMBINE)
+  if (!dsv4_second_suffix(l->second))
     return 0;
   char name[DSV4_NAME_MAX + 16];
-  snprintf(name, sizeof name, "%s_combine", k->name);
-  n = dsv4_combine_args(kinds);
+  snprintf(name, sizeof name, "%s%s", k->name, dsv4_second_suffix(l->second));
+  n = dsv4_second_args(l->second, kinds);
   return launch_agrees(k, arch, hsaco, hn, name, kinds, n, l->second_threads, 0, d);
 }
 
@@ -173,10 +174,11 @@ static int amd_compile(const dsv4_target *t, const dsv4_kernel *k, unsigned want
   int rc = link_hsaco(k, obj, on, &hsaco, &hn, d);
   free(obj);
   if (!rc) {
-    char err[256], combine[DSV4_NAME_MAX + 16];
-    snprintf(combine, sizeof combine, "%s_combine", k->name);
-    const char *names[2] = {k->name, combine};
-    int named = dsv4_kernel_launch(k, DSV4_TARGET_AMDGCN)->second == DSV4_SECOND_COMBINE ? 2 : 1;
+    char err[256], second[DSV4_NAME_MAX + 16];
+    const char *suffix = dsv4_second_suffix(dsv4_kernel_launch(k, DSV4_TARGET_AMDGCN)->second);
+    snprintf(second, sizeof second, "%s%s", k->name, suffix ? suffix : "");
+    const char *names[2] = {k->name, second};
+    int named = suffix ? 2 : 1;
     if (dsv4_hsaco_check(hsaco, hn, arch, names, named, err, sizeof err)) {
       dsv4_error(d, k->file, k->line, "kernel '%s': the linked HSA code object fails its check: %s", k->name, err);
       rc = 1;

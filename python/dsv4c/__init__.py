@@ -408,16 +408,17 @@ class Bundle:
                                                   block_size=block_size, kernel=kernel, check_contents=check_contents,
                                                   no_tensor_maps=no_tensor_maps), logits, q, stream, _prepare)
 
-    def topk(self, logits, context_lens, out=None, *, kernel=None, check_contents=False, stream=None,
+    def topk(self, logits, context_lens, out=None, *, splits=0, kernel=None, check_contents=False, stream=None,
              _prepare=False):
         """out[r, :K] = the positions of the K largest logits[r, k], k < context_lens[r] (any order);
         rows with context <= K get 0..ctx-1 then -1.  K is the kernel's (op_info('topk')['topk']).
+        splits: CTAs a row (then a merge kernel; 1: whole rows; 0: the runtime's choice).
         Returns out (int32 [rows, K])."""
         logits = _raw(logits)
         if out is None:
             out = _empty(logits, (_shape(logits, "logits")[0], self.op_info("topk", kernel)["topk"]), "i32")
-        return self._run("topk", dict(out=_raw(out), logits=logits, context_lens=_raw(context_lens), kernel=kernel,
-                                      check_contents=check_contents), out, logits, stream, _prepare)
+        return self._run("topk", dict(out=_raw(out), logits=logits, context_lens=_raw(context_lens), splits=splits,
+                                      kernel=kernel, check_contents=check_contents), out, logits, stream, _prepare)
 
     def _bench_c_loop(self, op, iters, **kwargs):
         """Host seconds per runtime call of `op` in a C loop (arguments taken once): the C side of

@@ -63,7 +63,7 @@ static int table_rows(tview *b, int64_t *stride)
 #define PY_RUNTIME_KV_INSERT(R)
 #define PY_RUNTIME_SPARSE_DECODE(R) R(SPARSE_DECODE, work)
 #define PY_RUNTIME_PAGED_MQA_LOGITS(R) R(PAGED_MQA_LOGITS, kv_map)
-#define PY_RUNTIME_TOPK(R)
+#define PY_RUNTIME_TOPK(R) R(TOPK, work)
 
 /* Each op's runtime call (its argument struct and function) and parser. */
 #define PY_STRUCT_DEQUANT_GATHER dsv4rt_dequant_gather_args
@@ -488,11 +488,14 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
 #define OP TOPK
 static int parse_topk(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
 {
-  static char *kwl[] = {"out", "logits", "context_lens", "kernel", "check_contents", "stream", NULL};
-  PyObject *out, *lg, *cl, *kernel = NULL, *cc = NULL, *stream = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOO:topk", kwl, &out, &lg, &cl, &kernel, &cc, &stream) ||
-      begin_call(self, c, DSV4_OP_TOPK, kernel, cc, stream))
+  static char *kwl[] = {"out", "logits", "context_lens", "splits", "kernel", "check_contents", "stream", NULL};
+  PyObject *out, *lg, *cl, *splits_o = NULL, *kernel = NULL, *cc = NULL, *stream = NULL;
+  int splits;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OOOO:topk", kwl, &out, &lg, &cl, &splits_o, &kernel, &cc,
+                                   &stream) ||
+      as_int(splits_o, "splits", 0, &splits) || begin_call(self, c, DSV4_OP_TOPK, kernel, cc, stream))
     return -1;
+  c->opts.splits = splits;
   if (TAKE(out, out) || TAKE(logits, lg) || TAKE(context_lens, cl))
     return -1;
   dsv4rt_topk_args *a = &c->a.tk;

@@ -210,15 +210,38 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(kv_map_fresh, I32)                \
   A(bt_stride, I64)
 
-/* topk(out, logits, context_lens, rows, row_stride, row_len): one CTA a row;
- * K is the kernel's.  Rows with ctx <= K get 0..ctx-1 then -1. */
+/* topk(out, logits, context_lens, rows, row_stride, row_len, work, chunk):
+ * K is the kernel's; a row's positions are those below min(ctx, row_len).
+ * chunk 0: grid (rows), one CTA a row, writing its K into out (rows with
+ * ctx <= K get 0..ctx-1 then -1).  chunk > 0 (a split): grid (rows,
+ * chunks = ceil(row_len / chunk)); CTA (r, c) takes the row's positions in
+ * [c chunk, (c + 1) chunk) and writes the K largest (all of them, then -1,
+ * where there are no more than K) as positions to work[(r chunks + c) K ..
+ * + K); the module's second kernel, <name>_merge (DSV4_ARGS_TOPK_MERGE,
+ * grid (rows)), then takes each row's K among its chunks' candidates into
+ * out. */
 #define DSV4_ARGS_TOPK(A) \
   A(out, PTR)             \
   A(logits, IN)           \
   A(context_lens, IN)     \
   A(rows, I32)            \
   A(row_stride, I64)      \
-  A(row_len, I32)
+  A(row_len, I32)         \
+  A(work, PTR)            \
+  A(chunk, I32)
+
+/* topk's merge: each row's K largest among the chunks x K candidate
+ * positions its split wrote to work (-1: none), into out; rows with ctx
+ * <= K get 0..ctx-1 then -1, as the one-CTA form's. */
+#define DSV4_ARGS_TOPK_MERGE(A) \
+  A(out, PTR)                   \
+  A(logits, IN)                 \
+  A(context_lens, IN)           \
+  A(rows, I32)                  \
+  A(row_stride, I64)            \
+  A(row_len, I32)               \
+  A(work, IN)                   \
+  A(chunks, I32)
 
 /* Argument positions, from the same lists: DSV4_A_<OP>_<name> (and
  * DSV4_A_<OP>_COUNT).  The generators read their parameters and the
@@ -230,6 +253,7 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
 #define DSV4_A_IDX_DECODE_COMBINE(nm, kind) DSV4_A_DECODE_COMBINE_##nm,
 #define DSV4_A_IDX_PAGED_MQA_LOGITS(nm, kind) DSV4_A_PAGED_MQA_LOGITS_##nm,
 #define DSV4_A_IDX_TOPK(nm, kind) DSV4_A_TOPK_##nm,
+#define DSV4_A_IDX_TOPK_MERGE(nm, kind) DSV4_A_TOPK_MERGE_##nm,
 enum { DSV4_ARGS_DEQUANT_GATHER(DSV4_A_IDX_DEQUANT_GATHER) DSV4_A_DEQUANT_GATHER_COUNT };
 enum { DSV4_ARGS_PAGED_GATHER(DSV4_A_IDX_PAGED_GATHER) DSV4_A_PAGED_GATHER_COUNT };
 enum { DSV4_ARGS_KV_INSERT(DSV4_A_IDX_KV_INSERT) DSV4_A_KV_INSERT_COUNT };
@@ -237,17 +261,7 @@ enum { DSV4_ARGS_SPARSE_DECODE(DSV4_A_IDX_SPARSE_DECODE) DSV4_A_SPARSE_DECODE_CO
 enum { DSV4_ARGS_DECODE_COMBINE(DSV4_A_IDX_DECODE_COMBINE) DSV4_A_DECODE_COMBINE_COUNT };
 enum { DSV4_ARGS_PAGED_MQA_LOGITS(DSV4_A_IDX_PAGED_MQA_LOGITS) DSV4_A_PAGED_MQA_LOGITS_COUNT };
 enum { DSV4_ARGS_TOPK(DSV4_A_IDX_TOPK) DSV4_A_TOPK_COUNT };
-
-/* The combine kernel's argument kinds (the second kernel of a matrix
- * sparse_decode), as dsv4_op_args gives an op's; returns the count. */
-static inline int dsv4_combine_args(unsigned char *kinds)
-{
-  int n = 0;
-#define A(nm, kind) kinds[n++] = DSV4_ARG_##kind;
-  DSV4_ARGS_DECODE_COMBINE(A)
-#undef A
-  return n;
-}
+enum { DSV4_ARGS_TOPK_MERGE(DSV4_A_IDX_TOPK_MERGE) DSV4_A_TOPK_MERGE_COUNT };
 
 /* The argument list of op: kinds (and names when names is not NULL), from
  * the DSV4_ARGS_<OP> lists above; returns the count, -1 for an unknown op.
@@ -283,7 +297,7 @@ static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
  * (DeepSeek-V4 uses 1 and 2) */
 #define DSV4_LOGITS_MAX_NEXT_N 2
 
-/* ---- bundle file format (version 8), all integers little-endian ----------
+/* ---- bundle file format (version 9), all integers little-endian ----------
  *
  *   header   (32 bytes)
  *            @0   magic "DSV4BNDL"                  (every version)
@@ -314,8 +328,9 @@ static inline int dsv4_op_has_layout(int op) { return op != DSV4_OP_TOPK; }
  * field is range-checked and every byte accounted for; 6: each entry holds
  * its launch record (dsv4_launch); 7: the choice records (dsv4_bundle_choice,
  * their count in the header's former reserved word); 8: 64 argument kinds
- * an entry (sparse_decode's strided arguments) */
-#define DSV4_BUNDLE_VERSION 8u
+ * an entry (sparse_decode's strided arguments); 9: topk's split rows
+ * (its work and chunk arguments, the <name>_merge second kernel) */
+#define DSV4_BUNDLE_VERSION 9u
 #define DSV4_BUNDLE_HEADER_BYTES 32
 #define DSV4_BUNDLE_AT_VERSION 8
 #define DSV4_BUNDLE_AT_CRC 12
@@ -362,7 +377,8 @@ enum {
  *   POSITIONS_ROWS    (ceil(row_len / tokens_per_cta), B * next_n)   paged_mqa_logits
  *   POSITIONS_BATCH   (ceil(row_len / tokens_per_cta), B): a CTA every
  *                     next_n row (<= DSV4_LOGITS_MAX_NEXT_N) of one entry
- *   ROWS              (rows): a CTA a row                             topk */
+ *   ROWS              (rows, chunks): a CTA a row or chunk of one     topk
+ *                     (then <name>_merge, grid (rows)) */
 enum {
   DSV4_GRID_TOKENS = 1,
   DSV4_GRID_TOKENS_REQUESTS = 2,
@@ -374,8 +390,30 @@ enum {
   DSV4_GRID_COUNT
 };
 /* The companion kernel (the module's second): the split-KV combine of
- * sparse_decode's matrix forms, named <name>_combine. */
-enum { DSV4_SECOND_NONE = 0, DSV4_SECOND_COMBINE = 1 };
+ * sparse_decode's matrix forms, named <name>_combine; topk's merge of a
+ * split row's chunks, named <name>_merge. */
+enum { DSV4_SECOND_NONE = 0, DSV4_SECOND_COMBINE = 1, DSV4_SECOND_MERGE = 2, DSV4_SECOND_COUNT };
+
+/* The second kernel's name suffix ("_combine", "_merge"; NULL for none). */
+static inline const char *dsv4_second_suffix(uint32_t second)
+{
+  return second == DSV4_SECOND_COMBINE ? "_combine" : second == DSV4_SECOND_MERGE ? "_merge" : (const char *)0;
+}
+
+/* The second kernel's argument kinds, as dsv4_op_args gives an op's; the
+ * count (0 for none). */
+static inline int dsv4_second_args(uint32_t second, unsigned char *kinds)
+{
+  int n = 0;
+#define A(nm, kind) kinds[n++] = DSV4_ARG_##kind;
+  if (second == DSV4_SECOND_COMBINE) {
+    DSV4_ARGS_DECODE_COMBINE(A)
+  } else if (second == DSV4_SECOND_MERGE) {
+    DSV4_ARGS_TOPK_MERGE(A)
+  }
+#undef A
+  return n;
+}
 
 typedef struct {
   uint32_t form;           /* DSV4_FORM_* */

@@ -307,7 +307,8 @@ typedef struct dsv4rt_launch_opts {
                                                  valid block get -inf;
                                topk              context_lens clamped to [0, row_len] (negative: a row of -1). */
   int splits;             /* sparse_decode, warp-matrix kernels: split each token's index lists over this many
-                             CTAs (split-KV, then a combine kernel); 0: chosen from the device's size; 1..64 */
+                             CTAs (split-KV, then a combine kernel); topk: split each row over this many CTAs
+                             (then a merge kernel; 1: whole rows); 0: chosen from the device's size; 1..64 */
   int no_tensor_maps;     /* paged_mqa_logits: 1 keeps the warpgroup form on its per-thread copies even where the
                              cache could be read by tensor map (TMA): an A/B switch for tests and measurements */
 } dsv4rt_launch_opts;

@@ -94,14 +94,14 @@ static int check_launch(const dsv4_bundle_entry *e, char *why)
     return bad(why, "launch shared_bytes %u is outside [0, %d]", ln->shared_bytes, DSV4_ENTRY_MAX_SHARED);
   if (ln->cluster != (ln->form == DSV4_FORM_WARPGROUP_PAIR ? 2u : 1u))
     return bad(why, "launch cluster %u does not go with form %u (2 for CTA pairs, else 1)", ln->cluster, ln->form);
-  int combine = row.second == DSV4_SECOND_COMBINE;
+  int second = dsv4_second_suffix(row.second) != NULL;
   if (ln->second != row.second)
     return bad(why, "launch second kernel %u does not go with op %s's form %u", ln->second, rt_op_name(e->op),
                ln->form);
-  if (combine ? ln->second_threads < 32 || ln->second_threads > DSV4_ENTRY_MAX_THREADS || ln->second_threads % 32
-              : ln->second_threads != 0)
+  if (second ? ln->second_threads < 32 || ln->second_threads > DSV4_ENTRY_MAX_THREADS || ln->second_threads % 32
+             : ln->second_threads != 0)
     return bad(why, "launch second_threads %u is not %s", ln->second_threads,
-               combine ? "a multiple of 32 in [32, 1024]" : "0 without a second kernel");
+               second ? "a multiple of 32 in [32, 1024]" : "0 without a second kernel");
   if (ln->reserved)
     return bad(why, "launch reserved word is %u, not 0", ln->reserved);
   return 0;

@@ -414,19 +414,16 @@ static int hip_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8
   return 0;
 }
 
-/* The module's second kernel (a matrix sparse_decode's combine: its
- * argument kinds are the combine's, dsv4_abi.h). */
+/* The module's second kernel (a matrix sparse_decode's combine, topk's
+ * merge: its argument kinds are the second kernel's, dsv4_abi.h). */
 static int hip_symbol(dsv4rt_context *ctx, void *module, const char *name, void **kernel)
 {
-  static const uint8_t combine[] = {
-#define K(nm, kind) DSV4_ARG_##kind,
-      DSV4_ARGS_DECODE_COMBINE(K)
-#undef K
-  };
   hip_module *md = module;
+  uint8_t second[DSV4_MAX_ARGS];
+  int nsecond = dsv4_second_args(md->e->launch.second, second);
   if (md->k[1])
     return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: a second kernel was already taken", md->e->name);
-  int rc = hip_kernel_of(ctx, md, 1, name, combine, (int)sizeof combine, md->e->launch.second_threads, 0);
+  int rc = hip_kernel_of(ctx, md, 1, name, second, nsecond, md->e->launch.second_threads, 0);
   if (!rc)
     rc = hip_function(ctx, md, 1);
   if (rc) {

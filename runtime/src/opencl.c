@@ -374,6 +374,13 @@ static void first_lines(char *log, int n)
     log[--len] = 0;
 }
 
+/* A loaded program and the second kernel taken from it (ocl_symbol), so
+ * that unloading the module releases both. */
+typedef struct {
+  cl_program p;
+  cl_kernel second;
+} ocl_module;
+
 static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, const uint8_t *aux,
                     void **module, void **kernel)
 {
@@ -408,18 +415,41 @@ static int ocl_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8
                    (int)r, cl_error_name(r), log[0] ? log : "(empty)");
   }
   cl_kernel k = st->clCreateKernel(p, e->name, &r);
-  if (r || !k) {
+  ocl_module *m = r || !k ? NULL : calloc(1, sizeof *m);
+  if (!m) {
+    if (k)
+      st->clReleaseKernel(k);
     st->clReleaseProgram(p);
-    return cl_load_fail(ctx, r, e, "clCreateKernel");
+    if (r || !k)
+      return cl_load_fail(ctx, r, e, "clCreateKernel");
+    return rt_fail(ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
   }
-  *module = p, *kernel = k;
+  m->p = p;
+  *module = m, *kernel = k;
+  return 0;
+}
+
+/* The program's second kernel (topk's merge: the portable form's). */
+static int ocl_symbol(dsv4rt_context *ctx, void *module, const char *name, void **kernel)
+{
+  ocl_module *m = module;
+  cl_int r = 0;
+  cl_kernel k = m->second ? NULL : S(ctx)->clCreateKernel(m->p, name, &r);
+  if (r || !k)
+    return rt_fail(ctx, DSV4RT_ERR_BACKEND, "OpenCL clCreateKernel of %s failed: error %d%s", name, (int)r,
+                   cl_error_name(r));
+  *kernel = m->second = k;
   return 0;
 }
 
 static void ocl_unload(dsv4rt_context *ctx, void *module, void *kernel)
 {
+  ocl_module *m = module;
   S(ctx)->clReleaseKernel(kernel);
-  S(ctx)->clReleaseProgram(module);
+  if (m->second)
+    S(ctx)->clReleaseKernel(m->second);
+  S(ctx)->clReleaseProgram(m->p);
+  free(m);
 }
 
 static int ocl_launch(dsv4rt_context *ctx, void *kernel, const uint32_t grid[3], const uint32_t block[3],
@@ -498,6 +528,7 @@ const rt_backend rt_opencl_backend = {
     .accepts = ocl_accepts,
     .load = ocl_load,
     .unload = ocl_unload,
+    .symbol = ocl_symbol,
     .launch = ocl_launch,
     .sync = ocl_sync,
     .timer_start = ocl_timer_start,

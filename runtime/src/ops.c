@@ -886,13 +886,43 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   return DSV4RT_OK;
 }
 
+/* A topk row split over chunks (docs/ops.md 4, dsv4_abi.h): where the rows
+ * alone leave processors idle, each row's positions go to up to
+ * ceil(units / rows) CTAs, each of at least TOPK_MIN_CHUNK positions and 4
+ * K, and at most TOPK_MAX_CANDIDATES / K of them, so that the merge, one
+ * CTA a row, selects among at most that many candidates (on an H200 one
+ * CTA takes a 1M-position row in 550 us, torch.topk 135: bench/RESULTS.md).
+ * opts->splits forces the count (1: whole rows).  Returns the chunk length,
+ * 0 for whole rows; *chunks the count. */
+#define TOPK_MIN_CHUNK 4096
+#define TOPK_MAX_CANDIDATES 65536
+static int64_t topk_chunk(const call *c, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts, int64_t *chunks)
+{
+  int64_t R = a->rows, L = a->row_len, K = c->en->topk, S;
+  if (opts && opts->splits)
+    S = opts->splits;
+  else {
+    int64_t least = K * 4 > TOPK_MIN_CHUNK ? K * 4 : TOPK_MIN_CHUNK;
+    S = R > 0 && R < c->ctx->units ? (c->ctx->units + R - 1) / R : 1;
+    S = S > TOPK_MAX_CANDIDATES / K ? TOPK_MAX_CANDIDATES / K : S;
+    S = S > L / least ? L / least : S;
+  }
+  *chunks = 1;
+  if (S < 2 || L <= K || c->en->launch.second != DSV4_SECOND_MERGE)
+    return 0;
+  int64_t chunk = (L + S - 1) / S;
+  *chunks = (L + chunk - 1) / chunk;
+  return *chunks > 1 ? chunk : (*chunks = 1, 0);
+}
+
 dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts)
 {
   call c;
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_TOPK, opts, "dsv4rt_topk");
   if (s || (s = need_range(&c, "rows", a->rows, 0, I32_MAX)) ||
       (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
-      (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)))
+      (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
+      (opts && (s = need_range(&c, "opts->splits", opts->splits, 0, DSV4_DECODE_MAX_SPLITS))))
     return s;
   int64_t R = a->rows, K = c.en->topk;
   barg v[] = {
@@ -903,6 +933,10 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
   if ((s = check_bufs(&c, v, COUNT(v))) ||
       (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, NULL))))
     return s;
+  int64_t chunks, chunk = topk_chunk(&c, a, opts, &chunks);
+  dsv4rt_buffer *work = NULL;
+  if (chunk && (s = rt_work(b, c.e, (size_t)(R * chunks * K) * 4, &work)))
+    return s;
   rt_arg args[DSV4_A_TOPK_COUNT] = {
       [DSV4_A_TOPK_out] = {DSV4_ARG_PTR, {.buf = a->out}},
       [DSV4_A_TOPK_logits] = {DSV4_ARG_IN, {.buf = a->logits}},
@@ -910,7 +944,22 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
       [DSV4_A_TOPK_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)R}},
       [DSV4_A_TOPK_row_stride] = {DSV4_ARG_I64, {.i64 = a->row_stride}},
       [DSV4_A_TOPK_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
+      [DSV4_A_TOPK_work] = {DSV4_ARG_PTR, {.buf = work}},
+      [DSV4_A_TOPK_chunk] = {DSV4_ARG_I32, {.i32 = (int32_t)chunk}},
   };
-  uint32_t grid[3] = {(uint32_t)R, 1, 1};
-  return rt_launch(b, c.e, grid, args, COUNT(args));
+  uint32_t grid[3] = {(uint32_t)R, (uint32_t)chunks, 1};
+  if ((s = rt_launch(b, c.e, grid, args, COUNT(args))) || !chunk)
+    return s;
+  rt_arg margs[DSV4_A_TOPK_MERGE_COUNT] = {
+      [DSV4_A_TOPK_MERGE_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_TOPK_MERGE_logits] = {DSV4_ARG_IN, {.buf = a->logits}},
+      [DSV4_A_TOPK_MERGE_context_lens] = {DSV4_ARG_IN, {.buf = a->context_lens}},
+      [DSV4_A_TOPK_MERGE_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      [DSV4_A_TOPK_MERGE_row_stride] = {DSV4_ARG_I64, {.i64 = a->row_stride}},
+      [DSV4_A_TOPK_MERGE_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
+      [DSV4_A_TOPK_MERGE_work] = {DSV4_ARG_IN, {.buf = work}},
+      [DSV4_A_TOPK_MERGE_chunks] = {DSV4_ARG_I32, {.i32 = (int32_t)chunks}},
+  };
+  uint32_t mgrid[3] = {(uint32_t)R, 1, 1};
+  return rt_launch2(b, c.e, mgrid, margs, COUNT(margs));
 }

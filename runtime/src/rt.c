@@ -396,9 +396,9 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
     return DSV4RT_OK;
   int rc = ctx->be->load(ctx, e, b->data + e->code_off, e->aux_len ? b->data + e->aux_off : NULL, &ld->module,
                          &ld->kernel);
-  if (!rc && e->launch.second == DSV4_SECOND_COMBINE) { /* the combine kernel of the split-KV form */
+  if (!rc && dsv4_second_suffix(e->launch.second)) { /* the second kernel: a combine, a merge */
     char name[sizeof e->name + 16];
-    snprintf(name, sizeof name, "%s_combine", e->name);
+    snprintf(name, sizeof name, "%s%s", e->name, dsv4_second_suffix(e->launch.second));
     rc = ctx->be->symbol
              ? ctx->be->symbol(ctx, ld->module, name, &ld->kernel2)
              : (int)rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: %s cannot look up %s", e->name, ctx->be->name, name);
@@ -413,24 +413,24 @@ dsv4rt_status rt_load(dsv4rt_bundle *b, int i)
 
 /* The arguments the runtime built against the signature the kernel was
  * built for: the entry's (checked against dsv4_abi.h when the bundle was
- * opened) or the combine kernel's.  A mismatch is a runtime bug (ops.c
+ * opened) or its second kernel's.  A mismatch is a runtime bug (ops.c
  * places arguments by the DSV4_A_* positions, so a slot it missed has kind
  * 0): refused before any launch. */
 static dsv4rt_status check_signature(const dsv4rt_bundle *b, int i, int second, const rt_arg *args, int nargs)
 {
   const dsv4_bundle_entry *e = &b->entries[i];
   unsigned char kinds[DSV4_MAX_ARGS];
-  int n = second ? dsv4_combine_args(kinds) : (int)e->nargs;
+  int n = second ? dsv4_second_args(e->launch.second, kinds) : (int)e->nargs;
   const unsigned char *want = second ? kinds : e->args;
   for (int a = 0; a < nargs && a < n; a++)
     if (args[a].kind != want[a])
       return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG,
                      "kernel %s%s: argument %d has kind %d where its signature has %d (a runtime bug)", e->name,
-                     second ? " (combine)" : "", a, args[a].kind, want[a]);
+                     second ? dsv4_second_suffix(e->launch.second) : "", a, args[a].kind, want[a]);
   if (nargs != n)
     return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG,
                    "kernel %s%s: %d arguments where its signature has %d (a runtime bug)", e->name,
-                   second ? " (combine)" : "", nargs, n);
+                   second ? dsv4_second_suffix(e->launch.second) : "", nargs, n);
   return DSV4RT_OK;
 }
 

@@ -57,9 +57,22 @@ static void check_logits(const char *what, const float *got, const float *want, 
   CHECK(diff < tol && diff == diff, "%s: calc_diff %.3g over %zu valid entries (tolerance %g)", what, diff, n, tol);
 }
 
-/* Run every topk kernel of the bundle on device logits and check the sets. */
+/* Run every topk kernel of the bundle on device logits and check the sets:
+ * as the runtime's rule splits the rows (or not), whole rows, and rows
+ * split over 2, 3 and 16 chunks (then the merge kernel; 16 gives the
+ * long-row tests chunks shorter than K, which hand on every position). */
+static const int topk_splits[] = {0, 1, 2, 3, 16};
+static void run_topks_split(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L,
+                            int64_t stride, dsv4rt_buffer *cb, const int32_t *ctxs, int splits);
 static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L, int64_t stride,
                       dsv4rt_buffer *cb, const int32_t *ctxs)
+{
+  for (size_t i = 0; i < sizeof topk_splits / sizeof *topk_splits; i++)
+    run_topks_split(what, lb, host, rows, L, stride, cb, ctxs, topk_splits[i]);
+}
+
+static void run_topks_split(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L,
+                            int64_t stride, dsv4rt_buffer *cb, const int32_t *ctxs, int splits)
 {
   for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
     const char *name, *op;
@@ -75,11 +88,11 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
     dsv4rt_buffer *ob = dev(got, (size_t)(rows * K) * 4);
     dsv4rt_topk_args a = {
         .out = ob, .logits = lb, .rows = rows, .row_len = L, .row_stride = stride, .context_lens = cb};
-    dsv4rt_launch_opts o = {.kernel = name};
+    dsv4rt_launch_opts o = {.kernel = name, .splits = splits};
     dsv4rt_status s = dsv4rt_topk(bundle, &a, &o);
     if (!s)
       s = dsv4rt_synchronize(ctx);
-    CHECK(s == DSV4RT_OK, "%s %s: %s", what, name, dsv4rt_last_error(ctx));
+    CHECK(s == DSV4RT_OK, "%s %s (splits %d): %s", what, name, splits, dsv4rt_last_error(ctx));
     dsv4rt_buffer_read(ob, 0, got, (size_t)(rows * K) * 4);
     /* the kernel sees at most row_len positions */
     int32_t *c = malloc((size_t)rows * 4);
@@ -87,7 +100,7 @@ static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, in
       c[r] = ctxs[r] < L ? ctxs[r] : (int32_t)L;
     char err[256] = "";
     int bad = dsv4_ref_topk_check(host, rows, stride, c, K, got, err, sizeof err);
-    CHECK(!bad, "%s %s (K %lld): %s", what, name, (long long)K, err);
+    CHECK(!bad, "%s %s (K %lld, splits %d): %s", what, name, (long long)K, splits, err);
     free(c), free(got);
     dsv4rt_buffer_destroy(ob);
   }

@@ -93,14 +93,16 @@ static void check_spec(const char *path, const char *specs)
         check_fn(kb.mod, k->name, what, kinds, names, n);
         /* the module's second kernel exists exactly where the launch
          * record (choose_form) names one */
-        char cname[96];
-        snprintf(cname, sizeof cname, "%s_combine", k->name);
-        if (k->launch[t].second == DSV4_SECOND_COMBINE) {
-          n = dsv4_combine_args(kinds);
-          check_fn(kb.mod, cname, what, kinds, NULL, n);
-        } else if (LLVMGetNamedFunction(kb.mod, cname)) {
-          failed++;
-          printf("FAIL %s: has %s, but its launch record names no second kernel\n", what, cname);
+        for (uint32_t sk = DSV4_SECOND_COMBINE; sk < DSV4_SECOND_COUNT; sk++) {
+          char cname[96];
+          snprintf(cname, sizeof cname, "%s%s", k->name, dsv4_second_suffix(sk));
+          if (k->launch[t].second == sk) {
+            n = dsv4_second_args(sk, kinds);
+            check_fn(kb.mod, cname, what, kinds, NULL, n);
+          } else if (LLVMGetNamedFunction(kb.mod, cname)) {
+            failed++;
+            printf("FAIL %s: has %s, but its launch record names no such second kernel\n", what, cname);
+          }
         }
       }
       kb_dispose(&kb);

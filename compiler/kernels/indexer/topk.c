@@ -2,7 +2,10 @@
  * of the largest values among [0, ctx), in no particular order; a row with
  * ctx <= K gets 0 .. ctx-1 then -1.
  *
- * One CTA a row, portable radix select over the logits' 32-bit keys (the
+ * One CTA a row (or, split, a chunk of one: then the module's second
+ * kernel, <name>_merge, selects the row's K among the chunks' candidates
+ * with the same code, reading each candidate's key through its position),
+ * portable radix select over the logits' 32-bit keys (the
  * float bits made monotone): three passes of a histogram in shared memory
  * (atomic adds) over digits of 12, 12 and 8 bits narrow the K-th largest
  * key T and how many keys equal to T still belong to the answer; a last
@@ -20,6 +23,8 @@
  * UNROLL loads in flight.  Barriers separate the phases; the branch on
  * ctx <= K is uniform per CTA.
  */
+#include <stdio.h>
+
 #include "../gen.h"
 
 /* Parameter positions: DSV4_A_TOPK_<name> (dsv4_abi.h). */
@@ -45,26 +50,41 @@ static LLVMValueRef word(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef i)
 enum { UNROLL = 8, DIGITS = 3, NB_MAX = 4096 };
 static const int digit_bits[DIGITS] = {12, 12, 8};
 
-/* For each position i of the row (< n) in the CTA's stride, UNROLL loads
- * at a time: body(key, i) (the loads of a round are issued before any
- * body runs, so that their latencies overlap). */
-typedef void (*key_fn)(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *ctx);
-static void for_keys(dsv4_kb *kb, LLVMValueRef lrow, LLVMValueRef tid, LLVMValueRef n, int T, key_fn body, void *ctx)
+/* Where the keys come from: index i (< n) is position base + i of the
+ * row's logits lrow, or (cand non-NULL) the position cand[i], -1 for none
+ * (the merge's candidate list). */
+typedef struct {
+  LLVMValueRef lrow, base, cand;
+} key_src;
+
+/* For each index i < n in the CTA's stride, UNROLL loads at a time:
+ * body(key, position) for those with a key (the loads of a round are
+ * issued before any body runs, so that their latencies overlap). */
+typedef void (*key_fn)(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef pos, void *ctx);
+static void for_keys(dsv4_kb *kb, const key_src *src, LLVMValueRef tid, LLVMValueRef n, int T, key_fn body, void *ctx)
 {
   LLVMBuilderRef b = kb->b;
   kb_loop_t l;
   kb_for(kb, &l, kb_i32(kb, 0), n, 0, NULL);
-  LLVMValueRef idx[UNROLL], key[UNROLL], in[UNROLL];
+  LLVMValueRef pos[UNROLL], key[UNROLL], in[UNROLL];
   for (int u = 0; u < UNROLL; u++) {
-    idx[u] = LLVMBuildAdd(b, l.iv, LLVMBuildAdd(b, tid, kb_i32(kb, u * T), ""), "");
-    in[u] = LLVMBuildICmp(b, LLVMIntSLT, idx[u], n, "");
-    LLVMValueRef off =
-        LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, in[u], idx[u], kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
-    key[u] = key_of(kb, kb_load_if(kb, in[u], kb->i32, lrow, off, 4, kb_i32(kb, 0)));
+    LLVMValueRef idx = LLVMBuildAdd(b, l.iv, LLVMBuildAdd(b, tid, kb_i32(kb, u * T), ""), "");
+    in[u] = LLVMBuildICmp(b, LLVMIntSLT, idx, n, "");
+    LLVMValueRef at = kb_zext64(kb, LLVMBuildSelect(b, in[u], idx, kb_i32(kb, 0), ""));
+    if (src->cand) {
+      pos[u] = kb_load_if(kb, in[u], kb->i32, src->cand, LLVMBuildMul(b, at, kb_i64(kb, 4), ""), 4, kb_i32(kb, -1));
+      in[u] = LLVMBuildICmp(b, LLVMIntSGE, pos[u], kb_i32(kb, 0), "");
+      at = kb_zext64(kb, LLVMBuildSelect(b, in[u], pos[u], kb_i32(kb, 0), ""));
+    } else {
+      pos[u] = LLVMBuildAdd(b, src->base, idx, "pos");
+      at = LLVMBuildAdd(b, at, kb_zext64(kb, src->base), "");
+    }
+    LLVMValueRef off = LLVMBuildMul(b, at, kb_i64(kb, 4), "");
+    key[u] = key_of(kb, kb_load_if(kb, in[u], kb->i32, src->lrow, off, 4, kb_i32(kb, 0)));
   }
   for (int u = 0; u < UNROLL; u++) {
     kb_if_t f = kb_if(kb, in[u], "key");
-    body(kb, key[u], idx[u], ctx);
+    body(kb, key[u], pos[u], ctx);
     kb_endif(kb, &f);
   }
   l.step = T * UNROLL;
@@ -154,35 +174,46 @@ static void find_bin(dsv4_kb *kb, LLVMValueRef hist, LLVMValueRef psum, LLVMValu
   }
 }
 
-int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
-{
-  (void)d;
-  LLVMBuilderRef b = kb->b;
-  int T = dsv4_gen_threads(kb, k), K = k->topk;
-  LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
-  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(rows)), "")); /* whole CTAs only */
-  LLVMValueRef r64 = kb_zext64(kb, r);
-  LLVMValueRef ctx =
-      kb_load(kb, kb->i32, kb_byte_ptr(kb, kb_arg(kb, ARG(context_lens)), LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
-  LLVMValueRef n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, ctx, kb_arg(kb, ARG(row_len)), ""), ctx,
-                                   kb_arg(kb, ARG(row_len)), "");
-  n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "n");
-  LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
-  LLVMValueRef lrow =
-      kb_byte_ptr(kb, kb_arg(kb, ARG(logits)),
-                  LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), ""));
-  LLVMValueRef hist = kb_shared_array(kb, kb->i32, NB_MAX + 4, "dsv4_topk_hist"); /* + bin, above, gt, eq */
-  LLVMValueRef psum = kb_shared_array(kb, kb->i32, T, "dsv4_topk_scan");
-  LLVMValueRef bin_slot = word(kb, hist, kb_i32(kb, NB_MAX)), above_slot = word(kb, hist, kb_i32(kb, NB_MAX + 1));
-  LLVMValueRef gt_slot = word(kb, hist, kb_i32(kb, NB_MAX + 2)), eq_slot = word(kb, hist, kb_i32(kb, NB_MAX + 3));
+/* The shared arrays of a select (names per kernel of the module). */
+typedef struct {
+  LLVMValueRef hist, psum, bin_slot, above_slot, gt_slot, eq_slot;
+} select_mem;
 
+static select_mem select_arrays(dsv4_kb *kb, int T, const char *tag)
+{
+  char h[48], p[48];
+  snprintf(h, sizeof h, "dsv4_topk%s_hist", tag);
+  snprintf(p, sizeof p, "dsv4_topk%s_scan", tag);
+  select_mem m;
+  m.hist = kb_shared_array(kb, kb->i32, NB_MAX + 4, h); /* + bin, above, gt, eq */
+  m.psum = kb_shared_array(kb, kb->i32, T, p);
+  m.bin_slot = word(kb, m.hist, kb_i32(kb, NB_MAX)), m.above_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 1));
+  m.gt_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 2)), m.eq_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 3));
+  return m;
+}
+
+/* The K largest keys of src's n indices as positions into orow (K i32),
+ * by T threads: where n <= K, every index's position (-1 for a candidate
+ * that is none) then -1; else the radix select.  Uniform in n: every
+ * thread reaches the barriers. */
+static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LLVMValueRef n, LLVMValueRef orow,
+                        LLVMValueRef tid, int T, int K)
+{
+  LLVMBuilderRef b = kb->b;
   kb_if_t small = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, K), ""), "short_row");
-  { /* 0 .. n-1 then -1 */
+  { /* the positions of 0 .. n-1 then -1 */
     kb_loop_t l;
     kb_for(kb, &l, kb_i32(kb, 0), kb_i32(kb, (K + T - 1) / T), 0, NULL);
     LLVMValueRef i = LLVMBuildAdd(b, LLVMBuildMul(b, l.iv, kb_i32(kb, T), ""), tid, "");
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, i, kb_i32(kb, K), ""), "w");
-    LLVMValueRef v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, i, n, ""), i, kb_i32(kb, -1), "");
+    LLVMValueRef have = LLVMBuildICmp(b, LLVMIntSLT, i, n, "");
+    LLVMValueRef v;
+    if (src->cand)
+      v = kb_load_if(kb, have, kb->i32, src->cand,
+                     LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, i, kb_i32(kb, 0), "")), kb_i64(kb, 4), ""),
+                     4, kb_i32(kb, -1));
+    else
+      v = LLVMBuildSelect(b, have, LLVMBuildAdd(b, src->base, i, ""), kb_i32(kb, -1), "");
     kb_store(kb, v, word(kb, orow, i), 4);
     kb_endif(kb, &in);
     kb_for_end(kb, &l, NULL);
@@ -196,17 +227,17 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
       for (int c = 0; c < nb; c += T) { /* clear the histogram */
         LLVMValueRef i = LLVMBuildAdd(b, tid, kb_i32(kb, c), "");
         kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
-        kb_store(kb, kb_i32(kb, 0), word(kb, hist, i), 4);
+        kb_store(kb, kb_i32(kb, 0), word(kb, m->hist, i), 4);
         kb_endif(kb, &in);
       }
       kb->t->barrier(kb);
       /* count the keys that match the prefix so far, by their next digit */
-      count_ctx cc = {hist, prefix, mask, shift, digit_bits[p]};
-      for_keys(kb, lrow, tid, n, T, count_key, &cc);
+      count_ctx cc = {m->hist, prefix, mask, shift, digit_bits[p]};
+      for_keys(kb, src, tid, n, T, count_key, &cc);
       kb->t->barrier(kb);
-      find_bin(kb, hist, psum, tid, T, nb, remaining, bin_slot, above_slot);
+      find_bin(kb, m->hist, m->psum, tid, T, nb, remaining, m->bin_slot, m->above_slot);
       kb->t->barrier(kb);
-      LLVMValueRef bin = kb_load(kb, kb->i32, bin_slot, 4), above = kb_load(kb, kb->i32, above_slot, 4);
+      LLVMValueRef bin = kb_load(kb, kb->i32, m->bin_slot, 4), above = kb_load(kb, kb->i32, m->above_slot, 4);
       remaining = LLVMBuildSub(b, remaining, above, "remaining");
       prefix = LLVMBuildOr(b, prefix, LLVMBuildShl(b, bin, kb_i32(kb, shift), ""), "prefix");
       mask = LLVMBuildOr(b, mask, kb_i32(kb, (int)((unsigned)(nb - 1) << shift)), "mask");
@@ -214,13 +245,94 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
     }
     /* prefix is the K-th largest key T; take all above it and `remaining` equal to it */
     kb_if_t z = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, tid, kb_i32(kb, 0), ""), "cnt");
-    kb_store(kb, kb_i32(kb, 0), gt_slot, 4);
-    kb_store(kb, kb_i32(kb, 0), eq_slot, 4);
+    kb_store(kb, kb_i32(kb, 0), m->gt_slot, 4);
+    kb_store(kb, kb_i32(kb, 0), m->eq_slot, 4);
     kb_endif(kb, &z);
     kb->t->barrier(kb);
-    take_ctx tc = {prefix, remaining, LLVMBuildSub(b, kb_i32(kb, K), remaining, ""), gt_slot, eq_slot, orow};
-    for_keys(kb, lrow, tid, n, T, take_key, &tc);
+    take_ctx tc = {prefix, remaining, LLVMBuildSub(b, kb_i32(kb, K), remaining, ""), m->gt_slot, m->eq_slot, orow};
+    for_keys(kb, src, tid, n, T, take_key, &tc);
   }
   kb_endif(kb, &small);
+}
+
+/* Row r's positions below min(ctx, row_len) (>= 0): its length. */
+static LLVMValueRef row_length(dsv4_kb *kb, LLVMValueRef ctx_lens, LLVMValueRef row_len, LLVMValueRef r64)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, ctx_lens, LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
+  LLVMValueRef n = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, ctx, row_len, ""), ctx, row_len, "");
+  return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "n");
+}
+
+/* <name>_merge: row r's K among its chunks' K candidates each (work), into
+ * out; rows no longer than K as the one-CTA form writes them. */
+static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
+{
+#define MARG(name) DSV4_A_TOPK_MERGE_##name
+  unsigned char kinds[DSV4_MAX_ARGS];
+  const char *names[DSV4_MAX_ARGS];
+  int na = 0;
+#define A(nm, kind) kinds[na] = DSV4_ARG_##kind, names[na++] = #nm;
+  DSV4_ARGS_TOPK_MERGE(A)
+#undef A
+  char name[DSV4_NAME_MAX + 16];
+  snprintf(name, sizeof name, "%s%s", k->name, dsv4_second_suffix(DSV4_SECOND_MERGE));
+  kb_kernel(kb, name, kinds, names, na, T);
+  LLVMBuilderRef b = kb->b;
+  int K = k->topk;
+  LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, MARG(rows)), ""));
+  LLVMValueRef r64 = kb_zext64(kb, r), chunks = kb_arg(kb, MARG(chunks));
+  LLVMValueRef n = row_length(kb, kb_arg(kb, MARG(context_lens)), kb_arg(kb, MARG(row_len)), r64);
+  LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, MARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
+  LLVMValueRef lrow = LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, MARG(row_stride)), ""), kb_i64(kb, 4), "");
+  key_src src = {kb_byte_ptr(kb, kb_arg(kb, MARG(logits)), lrow), kb_i32(kb, 0), NULL};
+  select_mem m = select_arrays(kb, T, "_merge");
+  kb_if_t small = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, K), ""), "short_row");
+  select_topk(kb, &m, &src, n, orow, tid, T, K); /* (0 .. n-1 then -1) */
+  kb_else(kb, &small);
+  /* candidates: the row's chunks x K positions */
+  LLVMValueRef ncand = LLVMBuildMul(b, chunks, kb_i32(kb, K), "ncand");
+  src.cand = kb_byte_ptr(kb, kb_arg(kb, MARG(work)),
+                         LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_zext64(kb, ncand), ""), kb_i64(kb, 4), ""));
+  select_topk(kb, &m, &src, ncand, orow, tid, T, K);
+  kb_endif(kb, &small);
+#undef MARG
+}
+
+int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
+{
+  (void)d;
+  LLVMBuilderRef b = kb->b;
+  int T = dsv4_gen_threads(kb, k), K = k->topk;
+  LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0), c = kb->t->block_id(kb, 1);
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(rows)), "")); /* whole CTAs only */
+  LLVMValueRef r64 = kb_zext64(kb, r), row_len = kb_arg(kb, ARG(row_len)), chunk = kb_arg(kb, ARG(chunk));
+  LLVMValueRef n = row_length(kb, kb_arg(kb, ARG(context_lens)), row_len, r64);
+  key_src src = {kb_byte_ptr(kb, kb_arg(kb, ARG(logits)),
+                             LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), "")),
+                 kb_i32(kb, 0), NULL};
+  /* whole row: into out; a chunk c of `chunk` positions (split): its part
+   * of the row, into slot (r chunks + c) of work, chunks = ceil(row_len /
+   * chunk) (the grid's) */
+  LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, chunk, kb_i32(kb, 0), "split");
+  LLVMValueRef one = LLVMBuildSelect(b, split, chunk, kb_i32(kb, 1), "");
+  LLVMValueRef chunks =
+      LLVMBuildUDiv(b, LLVMBuildAdd(b, row_len, LLVMBuildSub(b, one, kb_i32(kb, 1), ""), ""), one, "chunks");
+  LLVMValueRef base = LLVMBuildSelect(b, split, LLVMBuildMul(b, c, chunk, ""), kb_i32(kb, 0), "base");
+  LLVMValueRef left = LLVMBuildSub(b, n, base, "");
+  left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, kb_i32(kb, 0), ""), kb_i32(kb, 0), left, "");
+  left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, left, chunk, ""), chunk, left, "");
+  src.base = base;
+  n = LLVMBuildSelect(b, split, left, n, "n");
+  LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_zext64(kb, chunks), ""), kb_zext64(kb, c), "");
+  LLVMValueRef orow = LLVMBuildSelect(
+      b, split,
+      kb_byte_ptr(kb, kb_arg(kb, ARG(work)), LLVMBuildMul(b, slot, kb_i64(kb, (long long)K * 4), "")),
+      kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), "")), "orow");
+  select_mem m = select_arrays(kb, T, "");
+  select_topk(kb, &m, &src, n, orow, tid, T, K);
+  LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
+  merge_kernel(kb, k, T);
   return 0;
 }
