@@ -217,9 +217,10 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * chunks = ceil(row_len / chunk)); CTA (r, c) takes the row's positions in
  * [c chunk, (c + 1) chunk) and writes the K largest (all of them, then -1,
  * where there are no more than K) as positions to work[(r chunks + c) K ..
- * + K); the module's second kernel, <name>_merge (DSV4_ARGS_TOPK_MERGE,
- * grid (rows)), then takes each row's K among its chunks' candidates into
- * out. */
+ * + K) (i32) and their keys (the float bits made monotone, u32) rows chunks
+ * K words further on; the module's second kernel, <name>_merge
+ * (DSV4_ARGS_TOPK_MERGE, grid (rows)), then takes each row's K among its
+ * chunks' candidates into out. */
 #define DSV4_ARGS_TOPK(A) \
   A(out, PTR)             \
   A(logits, IN)           \

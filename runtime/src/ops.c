@@ -891,11 +891,20 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
  * ceil(units / rows) CTAs, each of at least TOPK_MIN_CHUNK positions and 4
  * K, and at most TOPK_MAX_CANDIDATES / K of them, so that the merge, one
  * CTA a row, selects among at most that many candidates (on an H200 one
- * CTA takes a 1M-position row in 550 us, torch.topk 135: bench/RESULTS.md).
- * opts->splits forces the count (1: whole rows).  Returns the chunk length,
- * 0 for whole rows; *chunks the count. */
+ * CTA takes a 1M-position row in 606 us, torch.topk 108-110: bench/
+ * RESULTS.md).  A chunk's time grows with its L / S positions and the
+ * merge's with its S K candidates, so S near sqrt(L / K) balances them:
+ * 0.7 sqrt(L / K) fits the H200's best counts (1M rows: 32, 16-32, 16 at
+ * K 512, 1024, 2048; 128K rows: 8-16, 8, 8).  The merge also costs a
+ * launch, which rows under TOPK_MIN_SPLIT_ROW positions, or split in two
+ * under TOPK_MIN_HALVED_ROW, do not win back (8K rows 10.4 us whole, 14.2
+ * in two; 128 rows of 32K 28.0 whole, 31.3 in two; of 128K 132.4 whole,
+ * 96.8 in two).  opts->splits forces the count (1: whole rows).  Returns
+ * the chunk length, 0 for whole rows; *chunks the count. */
 #define TOPK_MIN_CHUNK 4096
 #define TOPK_MAX_CANDIDATES 65536
+#define TOPK_MIN_SPLIT_ROW 16384
+#define TOPK_MIN_HALVED_ROW 65536
 static int64_t topk_chunk(const call *c, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts, int64_t *chunks)
 {
   int64_t R = a->rows, L = a->row_len, K = c->en->topk, S;
@@ -906,6 +915,13 @@ static int64_t topk_chunk(const call *c, const dsv4rt_topk_args *a, const dsv4rt
     S = R > 0 && R < c->ctx->units ? (c->ctx->units + R - 1) / R : 1;
     S = S > TOPK_MAX_CANDIDATES / K ? TOPK_MAX_CANDIDATES / K : S;
     S = S > L / least ? L / least : S;
+    int64_t q = L / K, root = 0;
+    while ((root + 1) * (root + 1) <= q)
+      root++;
+    int64_t best = (7 * root + 5) / 10;
+    S = S > best ? best : S;
+    if (L < TOPK_MIN_SPLIT_ROW || (S == 2 && L < TOPK_MIN_HALVED_ROW))
+      S = 1;
   }
   *chunks = 1;
   if (S < 2 || L <= K || c->en->launch.second != DSV4_SECOND_MERGE)
@@ -935,7 +951,7 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
     return s;
   int64_t chunks, chunk = topk_chunk(&c, a, opts, &chunks);
   dsv4rt_buffer *work = NULL;
-  if (chunk && (s = rt_work(b, c.e, (size_t)(R * chunks * K) * 4, &work)))
+  if (chunk && (s = rt_work(b, c.e, (size_t)(R * chunks * K) * 8, &work))) /* positions, then their keys */
     return s;
   rt_arg args[DSV4_A_TOPK_COUNT] = {
       [DSV4_A_TOPK_out] = {DSV4_ARG_PTR, {.buf = a->out}},

@@ -51,10 +51,10 @@ enum { UNROLL = 8, DIGITS = 3, NB_MAX = 4096 };
 static const int digit_bits[DIGITS] = {12, 12, 8};
 
 /* Where the keys come from: index i (< n) is position base + i of the
- * row's logits lrow, or (cand non-NULL) the position cand[i], -1 for none
- * (the merge's candidate list). */
+ * row's logits lrow, or (cand non-NULL) the position cand[i], -1 for none,
+ * whose key is ckey[i] (the merge's candidates, keys beside them). */
 typedef struct {
-  LLVMValueRef lrow, base, cand;
+  LLVMValueRef lrow, base, cand, ckey;
 } key_src;
 
 /* For each index i < n in the CTA's stride, UNROLL loads at a time:
@@ -71,15 +71,15 @@ static void for_keys(dsv4_kb *kb, const key_src *src, LLVMValueRef tid, LLVMValu
     LLVMValueRef idx = LLVMBuildAdd(b, l.iv, LLVMBuildAdd(b, tid, kb_i32(kb, u * T), ""), "");
     in[u] = LLVMBuildICmp(b, LLVMIntSLT, idx, n, "");
     LLVMValueRef at = kb_zext64(kb, LLVMBuildSelect(b, in[u], idx, kb_i32(kb, 0), ""));
-    if (src->cand) {
-      pos[u] = kb_load_if(kb, in[u], kb->i32, src->cand, LLVMBuildMul(b, at, kb_i64(kb, 4), ""), 4, kb_i32(kb, -1));
-      in[u] = LLVMBuildICmp(b, LLVMIntSGE, pos[u], kb_i32(kb, 0), "");
-      at = kb_zext64(kb, LLVMBuildSelect(b, in[u], pos[u], kb_i32(kb, 0), ""));
-    } else {
-      pos[u] = LLVMBuildAdd(b, src->base, idx, "pos");
-      at = LLVMBuildAdd(b, at, kb_zext64(kb, src->base), "");
-    }
     LLVMValueRef off = LLVMBuildMul(b, at, kb_i64(kb, 4), "");
+    if (src->cand) { /* the candidate's position, and its key stored beside it */
+      pos[u] = kb_load_if(kb, in[u], kb->i32, src->cand, off, 4, kb_i32(kb, -1));
+      key[u] = kb_load_if(kb, in[u], kb->i32, src->ckey, off, 4, kb_i32(kb, 0));
+      in[u] = LLVMBuildICmp(b, LLVMIntSGE, pos[u], kb_i32(kb, 0), "");
+      continue;
+    }
+    pos[u] = LLVMBuildAdd(b, src->base, idx, "pos");
+    off = LLVMBuildMul(b, LLVMBuildAdd(b, at, kb_zext64(kb, src->base), ""), kb_i64(kb, 4), "");
     key[u] = key_of(kb, kb_load_if(kb, in[u], kb->i32, src->lrow, off, 4, kb_i32(kb, 0)));
   }
   for (int u = 0; u < UNROLL; u++) {
@@ -108,8 +108,27 @@ static void count_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
   kb_endif(kb, &m);
 }
 
+/* Where the chosen positions go: orow; with okey (non-NULL), where okey_on
+ * holds, each one's key too, at the same index (a split row's candidates,
+ * so that the merge reads keys in order instead of gathering them). */
 typedef struct {
-  LLVMValueRef prefix, remaining, base_eq, gt_slot, eq_slot, orow;
+  LLVMValueRef orow, okey, okey_on;
+} sink;
+
+/* Put position pos (and its key) at index at of the sink. */
+static void put(dsv4_kb *kb, const sink *s, LLVMValueRef at, LLVMValueRef pos, LLVMValueRef key)
+{
+  kb_store(kb, pos, word(kb, s->orow, at), 4);
+  if (!s->okey)
+    return;
+  kb_if_t on = kb_if(kb, s->okey_on, "keys");
+  kb_store(kb, key, word(kb, s->okey, at), 4);
+  kb_endif(kb, &on);
+}
+
+typedef struct {
+  LLVMValueRef prefix, remaining, base_eq, gt_slot, eq_slot;
+  const sink *out;
 } take_ctx;
 
 static void take_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
@@ -118,12 +137,12 @@ static void take_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
   take_ctx *c = vc;
   kb_if_t gt = kb_if(kb, LLVMBuildICmp(b, LLVMIntUGT, key, c->prefix, ""), "gt");
   LLVMValueRef at = kb_atomic_add_i32(kb, c->gt_slot, kb_i32(kb, 1));
-  kb_store(kb, i, word(kb, c->orow, at), 4);
+  put(kb, c->out, at, i, key);
   kb_else(kb, &gt);
   kb_if_t eq = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, key, c->prefix, ""), "eq");
   LLVMValueRef e = kb_atomic_add_i32(kb, c->eq_slot, kb_i32(kb, 1));
   kb_if_t take = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, e, c->remaining, ""), "take");
-  kb_store(kb, i, word(kb, c->orow, LLVMBuildAdd(b, c->base_eq, e, "")), 4);
+  put(kb, c->out, LLVMBuildAdd(b, c->base_eq, e, ""), i, key);
   kb_endif(kb, &take);
   kb_endif(kb, &eq);
   kb_endif(kb, &gt);
@@ -196,7 +215,7 @@ static select_mem select_arrays(dsv4_kb *kb, int T, const char *tag)
  * by T threads: where n <= K, every index's position (-1 for a candidate
  * that is none) then -1; else the radix select.  Uniform in n: every
  * thread reaches the barriers. */
-static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LLVMValueRef n, LLVMValueRef orow,
+static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LLVMValueRef n, const sink *out,
                         LLVMValueRef tid, int T, int K)
 {
   LLVMBuilderRef b = kb->b;
@@ -207,14 +226,20 @@ static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LL
     LLVMValueRef i = LLVMBuildAdd(b, LLVMBuildMul(b, l.iv, kb_i32(kb, T), ""), tid, "");
     kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, i, kb_i32(kb, K), ""), "w");
     LLVMValueRef have = LLVMBuildICmp(b, LLVMIntSLT, i, n, "");
-    LLVMValueRef v;
-    if (src->cand)
-      v = kb_load_if(kb, have, kb->i32, src->cand,
-                     LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, i, kb_i32(kb, 0), "")), kb_i64(kb, 4), ""),
-                     4, kb_i32(kb, -1));
-    else
+    LLVMValueRef at = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, i, kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+    LLVMValueRef v, key;
+    if (src->cand) {
+      v = kb_load_if(kb, have, kb->i32, src->cand, at, 4, kb_i32(kb, -1));
+      key = kb_load_if(kb, have, kb->i32, src->ckey, at, 4, kb_i32(kb, 0));
+    } else {
       v = LLVMBuildSelect(b, have, LLVMBuildAdd(b, src->base, i, ""), kb_i32(kb, -1), "");
-    kb_store(kb, v, word(kb, orow, i), 4);
+      key = out->okey ? key_of(kb, kb_load_if(kb, have, kb->i32, src->lrow,
+                                              LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, v, kb_i32(kb, 0), "")),
+                                                           kb_i64(kb, 4), ""),
+                                              4, kb_i32(kb, 0)))
+                      : NULL;
+    }
+    put(kb, out, i, v, key);
     kb_endif(kb, &in);
     kb_for_end(kb, &l, NULL);
   }
@@ -249,7 +274,7 @@ static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LL
     kb_store(kb, kb_i32(kb, 0), m->eq_slot, 4);
     kb_endif(kb, &z);
     kb->t->barrier(kb);
-    take_ctx tc = {prefix, remaining, LLVMBuildSub(b, kb_i32(kb, K), remaining, ""), m->gt_slot, m->eq_slot, orow};
+    take_ctx tc = {prefix, remaining, LLVMBuildSub(b, kb_i32(kb, K), remaining, ""), m->gt_slot, m->eq_slot, out};
     for_keys(kb, src, tid, n, T, take_key, &tc);
   }
   kb_endif(kb, &small);
@@ -286,16 +311,20 @@ static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
   LLVMValueRef n = row_length(kb, kb_arg(kb, MARG(context_lens)), kb_arg(kb, MARG(row_len)), r64);
   LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, MARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
   LLVMValueRef lrow = LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, MARG(row_stride)), ""), kb_i64(kb, 4), "");
-  key_src src = {kb_byte_ptr(kb, kb_arg(kb, MARG(logits)), lrow), kb_i32(kb, 0), NULL};
+  key_src src = {kb_byte_ptr(kb, kb_arg(kb, MARG(logits)), lrow), kb_i32(kb, 0), NULL, NULL};
+  sink out = {orow, NULL, NULL};
   select_mem m = select_arrays(kb, T, "_merge");
   kb_if_t small = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, K), ""), "short_row");
-  select_topk(kb, &m, &src, n, orow, tid, T, K); /* (0 .. n-1 then -1) */
+  select_topk(kb, &m, &src, n, &out, tid, T, K); /* (0 .. n-1 then -1) */
   kb_else(kb, &small);
-  /* candidates: the row's chunks x K positions */
-  LLVMValueRef ncand = LLVMBuildMul(b, chunks, kb_i32(kb, K), "ncand");
-  src.cand = kb_byte_ptr(kb, kb_arg(kb, MARG(work)),
-                         LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_zext64(kb, ncand), ""), kb_i64(kb, 4), ""));
-  select_topk(kb, &m, &src, ncand, orow, tid, T, K);
+  /* candidates: the row's chunks x K positions, their keys rows x chunks x
+   * K words further on */
+  LLVMValueRef ncand = kb_zext64(kb, LLVMBuildMul(b, chunks, kb_i32(kb, K), "ncand"));
+  LLVMValueRef all = LLVMBuildMul(b, kb_zext64(kb, kb_arg(kb, MARG(rows))), ncand, "");
+  LLVMValueRef at = LLVMBuildMul(b, r64, ncand, "");
+  src.cand = kb_byte_ptr(kb, kb_arg(kb, MARG(work)), LLVMBuildMul(b, at, kb_i64(kb, 4), ""));
+  src.ckey = kb_byte_ptr(kb, kb_arg(kb, MARG(work)), LLVMBuildMul(b, LLVMBuildAdd(b, all, at, ""), kb_i64(kb, 4), ""));
+  select_topk(kb, &m, &src, LLVMBuildTrunc(b, ncand, kb->i32, ""), &out, tid, T, K);
   kb_endif(kb, &small);
 #undef MARG
 }
@@ -311,10 +340,11 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef n = row_length(kb, kb_arg(kb, ARG(context_lens)), row_len, r64);
   key_src src = {kb_byte_ptr(kb, kb_arg(kb, ARG(logits)),
                              LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), "")),
-                 kb_i32(kb, 0), NULL};
+                 kb_i32(kb, 0), NULL, NULL};
   /* whole row: into out; a chunk c of `chunk` positions (split): its part
-   * of the row, into slot (r chunks + c) of work, chunks = ceil(row_len /
-   * chunk) (the grid's) */
+   * of the row, into slot (r chunks + c) of work's positions, its keys
+   * rows x chunks x K words further on; chunks = ceil(row_len / chunk) (the
+   * grid's) */
   LLVMValueRef split = LLVMBuildICmp(b, LLVMIntSGT, chunk, kb_i32(kb, 0), "split");
   LLVMValueRef one = LLVMBuildSelect(b, split, chunk, kb_i32(kb, 1), "");
   LLVMValueRef chunks =
@@ -326,12 +356,13 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   src.base = base;
   n = LLVMBuildSelect(b, split, left, n, "n");
   LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_zext64(kb, chunks), ""), kb_zext64(kb, c), "");
-  LLVMValueRef orow = LLVMBuildSelect(
-      b, split,
-      kb_byte_ptr(kb, kb_arg(kb, ARG(work)), LLVMBuildMul(b, slot, kb_i64(kb, (long long)K * 4), "")),
-      kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), "")), "orow");
+  LLVMValueRef all = LLVMBuildMul(b, kb_zext64(kb, kb_arg(kb, ARG(rows))), kb_zext64(kb, chunks), "");
+  LLVMValueRef work = kb_arg(kb, ARG(work)), K4 = kb_i64(kb, (long long)K * 4);
+  sink out = {LLVMBuildSelect(b, split, kb_byte_ptr(kb, work, LLVMBuildMul(b, slot, K4, "")),
+                              kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, K4, "")), "orow"),
+              kb_byte_ptr(kb, work, LLVMBuildMul(b, LLVMBuildAdd(b, all, slot, ""), K4, "")), split};
   select_mem m = select_arrays(kb, T, "");
-  select_topk(kb, &m, &src, n, orow, tid, T, K);
+  select_topk(kb, &m, &src, n, &out, tid, T, K);
   LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
   merge_kernel(kb, k, T);
   return 0;
