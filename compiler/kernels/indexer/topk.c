@@ -233,11 +233,9 @@ static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LL
       key = kb_load_if(kb, have, kb->i32, src->ckey, at, 4, kb_i32(kb, 0));
     } else {
       v = LLVMBuildSelect(b, have, LLVMBuildAdd(b, src->base, i, ""), kb_i32(kb, -1), "");
-      key = out->okey ? key_of(kb, kb_load_if(kb, have, kb->i32, src->lrow,
-                                              LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, v, kb_i32(kb, 0), "")),
-                                                           kb_i64(kb, 4), ""),
-                                              4, kb_i32(kb, 0)))
-                      : NULL;
+      LLVMValueRef voff =
+          LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, v, kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
+      key = out->okey ? key_of(kb, kb_load_if(kb, have, kb->i32, src->lrow, voff, 4, kb_i32(kb, 0))) : NULL;
     }
     put(kb, out, i, v, key);
     kb_endif(kb, &in);
