@@ -159,7 +159,7 @@ static int launches_agree(const dsv4_kernel *k, const char *arch, const unsigned
     return 0;
   char name[DSV4_NAME_MAX + 16];
   snprintf(name, sizeof name, "%s%s", k->name, dsv4_second_suffix(l->second));
-  n = dsv4_second_args(l->second, kinds);
+  n = dsv4_second_args(l->second, kinds, NULL);
   return launch_agrees(k, arch, hsaco, hn, name, kinds, n, l->second_threads, 0, d);
 }
 

@@ -1,6 +1,8 @@
 /* gen.c -- the op -> generator table and the argument signatures. */
 #include "gen.h"
 
+#include <stdio.h>
+
 #include "dsv4_abi.h"
 
 typedef int (*gen_fn)(dsv4_kb *, const dsv4_kernel *, dsv4_diags *);
@@ -13,6 +15,16 @@ static const gen_fn generators[DSV4_OP_COUNT] = {
     [DSV4_OP_PAGED_MQA_LOGITS] = dsv4_gen_paged_mqa_logits,
     [DSV4_OP_TOPK] = dsv4_gen_topk,
 };
+
+void dsv4_gen_second_kernel(dsv4_kb *kb, const dsv4_kernel *k, uint32_t second, int threads)
+{
+  unsigned char kinds[DSV4_MAX_ARGS];
+  const char *names[DSV4_MAX_ARGS];
+  int n = dsv4_second_args(second, kinds, names);
+  char name[DSV4_NAME_MAX + 16];
+  snprintf(name, sizeof name, "%s%s", k->name, dsv4_second_suffix(second));
+  kb_kernel(kb, name, kinds, names, n, threads);
+}
 
 int dsv4_generate(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
 {

@@ -26,6 +26,10 @@ static inline int dsv4_gen_threads(const dsv4_kb *kb, const dsv4_kernel *k)
   return (int)dsv4_kernel_launch(k, kb->t->kind)->threads;
 }
 
+/* Start kernel k's module's second kernel (dsv4_abi.h: <name><suffix>, its
+ * argument list), `threads` wide, in kb's module. */
+void dsv4_gen_second_kernel(dsv4_kb *kb, const dsv4_kernel *k, uint32_t second, int threads);
+
 /* Greatest common divisor (alignments of strided accesses). */
 static inline int dsv4_gcd(int a, int b)
 {

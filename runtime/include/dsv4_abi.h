@@ -401,12 +401,12 @@ static inline const char *dsv4_second_suffix(uint32_t second)
   return second == DSV4_SECOND_COMBINE ? "_combine" : second == DSV4_SECOND_MERGE ? "_merge" : (const char *)0;
 }
 
-/* The second kernel's argument kinds, as dsv4_op_args gives an op's; the
- * count (0 for none). */
-static inline int dsv4_second_args(uint32_t second, unsigned char *kinds)
+/* The second kernel's argument kinds (and names when names is not NULL),
+ * as dsv4_op_args gives an op's; the count (0 for none). */
+static inline int dsv4_second_args(uint32_t second, unsigned char *kinds, const char **names)
 {
   int n = 0;
-#define A(nm, kind) kinds[n++] = DSV4_ARG_##kind;
+#define A(nm, kind) (names ? (void)(names[n] = #nm) : (void)0), kinds[n++] = DSV4_ARG_##kind;
   if (second == DSV4_SECOND_COMBINE) {
     DSV4_ARGS_DECODE_COMBINE(A)
   } else if (second == DSV4_SECOND_MERGE) {

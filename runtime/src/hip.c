@@ -420,7 +420,7 @@ static int hip_symbol(dsv4rt_context *ctx, void *module, const char *name, void 
 {
   hip_module *md = module;
   uint8_t second[DSV4_MAX_ARGS];
-  int nsecond = dsv4_second_args(md->e->launch.second, second);
+  int nsecond = dsv4_second_args(md->e->launch.second, second, NULL);
   if (md->k[1])
     return rt_fail(ctx, DSV4RT_ERR_BACKEND, "kernel %s: a second kernel was already taken", md->e->name);
   int rc = hip_kernel_of(ctx, md, 1, name, second, nsecond, md->e->launch.second_threads, 0);

@@ -420,7 +420,7 @@ static dsv4rt_status check_signature(const dsv4rt_bundle *b, int i, int second, 
 {
   const dsv4_bundle_entry *e = &b->entries[i];
   unsigned char kinds[DSV4_MAX_ARGS];
-  int n = second ? dsv4_second_args(e->launch.second, kinds) : (int)e->nargs;
+  int n = second ? dsv4_second_args(e->launch.second, kinds, NULL) : (int)e->nargs;
   const unsigned char *want = second ? kinds : e->args;
   for (int a = 0; a < nargs && a < n; a++)
     if (args[a].kind != want[a])

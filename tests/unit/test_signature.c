@@ -97,7 +97,7 @@ static void check_spec(const char *path, const char *specs)
           char cname[96];
           snprintf(cname, sizeof cname, "%s%s", k->name, dsv4_second_suffix(sk));
           if (k->launch[t].second == sk) {
-            n = dsv4_second_args(sk, kinds);
+            n = dsv4_second_args(sk, kinds, NULL);
             check_fn(kb.mod, cname, what, kinds, NULL, n);
           } else if (LLVMGetNamedFunction(kb.mod, cname)) {
             failed++;

@@ -292,15 +292,7 @@ static LLVMValueRef row_length(dsv4_kb *kb, LLVMValueRef ctx_lens, LLVMValueRef 
 static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
 {
 #define MARG(name) DSV4_A_TOPK_MERGE_##name
-  unsigned char kinds[DSV4_MAX_ARGS];
-  const char *names[DSV4_MAX_ARGS];
-  int na = 0;
-#define A(nm, kind) kinds[na] = DSV4_ARG_##kind, names[na++] = #nm;
-  DSV4_ARGS_TOPK_MERGE(A)
-#undef A
-  char name[DSV4_NAME_MAX + 16];
-  snprintf(name, sizeof name, "%s%s", k->name, dsv4_second_suffix(DSV4_SECOND_MERGE));
-  kb_kernel(kb, name, kinds, names, na, T);
+  dsv4_gen_second_kernel(kb, k, DSV4_SECOND_MERGE, T);
   LLVMBuilderRef b = kb->b;
   int K = k->topk;
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);

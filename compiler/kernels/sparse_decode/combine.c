@@ -33,15 +33,7 @@ typedef struct {
 /* Start <name>_combine in kb's module (DSV4_ARGS_DECODE_COMBINE). */
 static void start_kernel(dsv4_kb *kb, const dsv4_kernel *k)
 {
-  unsigned char kinds[DSV4_MAX_ARGS];
-  const char *names[DSV4_MAX_ARGS];
-  int n = 0;
-#define A(nm, kind) kinds[n] = DSV4_ARG_##kind, names[n++] = #nm;
-  DSV4_ARGS_DECODE_COMBINE(A)
-#undef A
-  char name[DSV4_NAME_MAX + 16];
-  snprintf(name, sizeof name, "%s_combine", k->name);
-  kb_kernel(kb, name, kinds, names, n, dsv4_decode_combine_threads(k->v_dim));
+  dsv4_gen_second_kernel(kb, k, DSV4_SECOND_COMBINE, dsv4_decode_combine_threads(k->v_dim));
   /* nothing is read before the splits' kernel has finished: the runtime may
    * then launch this one as its programmatic dependent (DSV4_ENTRY_SECOND_WAITS);
    * and the next decode's splits may be placed as this grid runs */
