@@ -189,15 +189,22 @@ int main(int argc, char **argv)
   if (dsv4rt_bundle_open(bench_ctx, argv[1], &bundle))
     bench_die("bundle");
   rng.s = dsv4_check_seed();
+  /* the cache layout: the indexer spec's portable kernel's, else (a sweep's
+   * or a probe's bundle) the first logits kernel's */
   dsv4_layout L;
-  int e;
+  int e, first = -1;
   for (e = 0; e < dsv4rt_bundle_count(bundle); e++) {
-    const char *name;
-    dsv4rt_bundle_entry(bundle, e, &name, NULL, NULL, NULL);
+    const char *name, *op;
+    dsv4rt_bundle_entry(bundle, e, &name, &op, NULL, NULL);
     if (!strcmp(name, "mqa_logits_v4"))
       break;
+    if (first < 0 && !strcmp(op, "paged_mqa_logits"))
+      first = e;
   }
-  dsv4rt_bundle_entry_layout(bundle, e, &L);
+  if ((e == dsv4rt_bundle_count(bundle) && (e = first) < 0) || dsv4rt_bundle_entry_layout(bundle, e, &L)) {
+    fprintf(stderr, "bench_indexer: %s has no paged_mqa_logits kernel\n", argv[1]);
+    return 2;
+  }
   int small = getenv("DSV4_BENCH_SMALL") != NULL;
   /* DSV4_BENCH_SHAPES: "matrix" (issue 41's: B 1, 8, 32, 128 at contexts 8K, 32K, 128K, and 1M at B 1) or a
    * list "B:CTX,B:CTX,..."; by default B 128 at 32K.  DSV4_BENCH_LENS: "equal" (the default), "test"

@@ -58,6 +58,22 @@ kernel {
   targets = { ptx = { arch = "sm_90a" } },
 }
 
+-- The same with 256 and 512 positions a CTA: a small batch on 1024-position
+-- CTAs leaves most of the device idle (H200: B 1 / 8K 11.1 us at 1024, 5.0
+-- at 256; B 8 / 32K 15.9 at 1024, 13.6 at 512).  The runtime's rule takes
+-- the largest step whose grid reaches twice the processors, else the
+-- smallest (runtime/src/rt.c, fills_better).
+for _, c in ipairs { 256, 512 } do
+  kernel {
+    name = "mqa_logits_v4_mma_p" .. c,
+    op = "paged_mqa_logits",
+    layout = L.indexer_fp8,
+    heads = 64,
+    tile = { tokens_per_cta = c, matrix = true },
+    targets = { ptx = { arch = "sm_90a" } },
+  }
+end
+
 -- The same for sm_89 (no wgmma): mma.sync m16n8k32 e4m3 per warp, K rows
 -- as the A operand, q^T fragments from shared memory.  Runs on sm_90 too.
 kernel {

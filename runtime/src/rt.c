@@ -318,6 +318,29 @@ static int64_t dim_of(const dsv4_shape *s, const char *name)
   return 0;
 }
 
+/* Among entries the rule ranks equal, whether m fills the device better
+ * than e for a call of shape s: for the logits' batch forms (a CTA every
+ * next_n row of a batch entry, tokens_per_cta positions), the largest step
+ * whose grid (B x ceil(L / step)) reaches twice the processors, else the
+ * smallest.  A small batch on 1024-position CTAs leaves most of the device
+ * idle: on an H200, B 1 / 8K takes 11.1 us at 1024 positions a CTA and 5.0
+ * at 256; B 8 / 32K 15.9 at 1024, 13.6 at 512; at B 128 / 32K the 1024
+ * step is the fastest (bench/RESULTS.md). */
+static int fills_better(const dsv4rt_bundle *b, const dsv4_bundle_entry *m, const dsv4_bundle_entry *e,
+                        const dsv4_shape *s)
+{
+  if (!s || m->launch.grid != DSV4_GRID_POSITIONS_BATCH || e->launch.grid != m->launch.grid ||
+      m->tokens_per_cta == e->tokens_per_cta)
+    return 0;
+  int64_t B = dim_of(s, "B"), L = dim_of(s, "L"), want = 2 * (int64_t)b->ctx->units;
+  int64_t gm = B * ((L + m->tokens_per_cta - 1) / m->tokens_per_cta);
+  int64_t ge = B * ((L + e->tokens_per_cta - 1) / e->tokens_per_cta);
+  int fm = gm >= want, fe = ge >= want;
+  if (fm != fe)
+    return fm;
+  return fm ? m->tokens_per_cta > e->tokens_per_cta : m->tokens_per_cta < e->tokens_per_cta;
+}
+
 int rt_accepts(const dsv4rt_bundle *b, int i, char *why, size_t n)
 {
   if (why && n)
@@ -359,7 +382,8 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
     for (int j = i + 1; !name && j < b->n; j++) {
       const dsv4_bundle_entry *m = &b->entries[j];
       int r = rt_default_rank(m, heads, next_n);
-      if (r > best && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
+      int better = r > best || (r == best && fills_better(b, m, &b->entries[*entry], shape));
+      if (better && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
           !strcmp(m->layout.name, e->layout.name) && rt_accepts(b, j, NULL, 0))
         *entry = j, best = r;
     }

@@ -840,6 +840,27 @@ static void check_default_rule(const unsigned char *base, size_t size)
     check(s == DSV4RT_OK && e >= 0 && x->entries[e].launch.form == want_form, what,
           s == DSV4RT_OK && e >= 0 ? x->entries[e].name : dsv4rt_last_error(&stub));
   }
+  /* the logits' step on a device of 132 processors: the largest whose grid
+   * (B x ceil(L / step)) reaches twice the processors, else the smallest */
+  static const struct {
+    long long batch, len;
+    unsigned step;
+  } steps[] = {{1, 8192, 256}, {1, 131072, 256}, {8, 8192, 256}, {8, 32768, 512}, {32, 8192, 512},
+               {128, 32768, 1024}, {1, 1 << 20, 1024}};
+  int units = stub.units;
+  stub.units = 132;
+  for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+    dsv4_shape lsh = {DSV4_OP_PAGED_MQA_LOGITS, 3, {steps[i].batch, 1, steps[i].len}};
+    char what[128];
+    snprintf(what, sizeof what, "default rule: logits at B %lld, L %lld take %u positions a CTA", steps[i].batch,
+             steps[i].len, steps[i].step);
+    e = -1;
+    dsv4rt_status s = rt_find(x, DSV4_OP_PAGED_MQA_LOGITS, NULL, &lsh, &e);
+    check(s == DSV4RT_OK && e >= 0 && x->entries[e].launch.form == DSV4_FORM_WARPGROUP &&
+              x->entries[e].tokens_per_cta == steps[i].step,
+          what, s == DSV4RT_OK && e >= 0 ? x->entries[e].name : dsv4rt_last_error(&stub));
+  }
+  stub.units = units;
   stub.be = keep;
   dsv4rt_bundle_destroy(x);
 }
