@@ -8,7 +8,7 @@
 #          check_baseline.sh --make DSV4C OUT   (write a baseline of the same
 #          specs, in the same form, from that dsv4c: a change that rightly
 #          alters code makes the next one, e.g. tests/artifacts/*.sha256)
-# defaults: build/bin/dsv4c, tests/artifacts/artifacts-819259e.sha256 (the
+# defaults: build/bin/dsv4c, tests/artifacts/artifacts-5d6e902.sha256 (the
 # newest, named after the commit it was taken at: a new baseline moves this
 # default; b138c22's, beside it, is from before b111a42 altered every
 # dequantizing kernel's code (the producers' loads and bf16 scale product)
@@ -27,7 +27,9 @@
 # topk its work and chunk arguments and a merge kernel (the 11 topk
 # artifacts; topk_2048's 4 new; the other 215 identical); 282db00's,
 # from before 819259e stored the split rows' keys beside their positions
-# (the 15 topk artifacts; the other 215 identical);
+# (the 15 topk artifacts; the other 215 identical); 819259e's, from
+# before 5d6e902 added the logits' 256- and 512-position kernels (their 2
+# PTX artifacts; the other 230 identical);
 # ../shared/baselines/ has 8aee285's, from before the P-format change
 # altered the decode's PTX)
 set -u
@@ -45,7 +47,7 @@ if [ "${1:-}" = --make ]; then
   exit 0
 fi
 dsv4c=${1:-$root/build/bin/dsv4c}
-base=${2:-$root/tests/artifacts/artifacts-819259e.sha256}
+base=${2:-$root/tests/artifacts/artifacts-5d6e902.sha256}
 [ -f "$base" ] || { echo "no baseline at $base: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
