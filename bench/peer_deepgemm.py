@@ -34,7 +34,8 @@ ap.add_argument("--no-check", action="store_true", help="time only (the second, 
 ap.add_argument("--no-kineto", action="store_true")
 ap.add_argument("--ours", default="", help="also run dsv4c's kernel (--ours-kernel) from this bundle on the same "
                                           "tensors, through the Python package: same check, kineto and events")
-ap.add_argument("--ours-kernel", default="mqa_logits_v4_mma")
+ap.add_argument("--ours-kernel", default="", help="a kernel name; empty: the runtime's rule, which takes the logits' "
+                                                 "step (256, 512 or 1024 positions a CTA) by the batch")
 args = ap.parse_args()
 
 os.environ.setdefault("DG_JIT_CACHE_DIR", "/tmp/deepgemm_jit_cache")
@@ -187,7 +188,7 @@ def case(B, C, nn, lens, copy):
             for i in range(SETS):
                 out = torch.empty((R, stride), device="cuda", dtype=torch.float)[:, :max_model_len]
                 preps.append(OURS.prepare("paged_mqa_logits", qs[i], kvs[i], ws[i], ctx_nextn, block_table,
-                                          logits=out, kernel=args.ours_kernel))
+                                          logits=out, kernel=args.ours_kernel or None))
         except Exception as e:  # noqa: BLE001 -- DeepGEMM's figures stand without ours
             print(f"OURS B {B}, ctx {C}, next_n {nn}, {lens:5s} ERROR {e!r}", flush=True)
             preps = []
@@ -238,11 +239,13 @@ def case(B, C, nn, lens, copy):
             ot = med_batched(lambda i: preps[i](), SETS)
             otk = float("nan")
             if not args.no_kineto:
-                otk = bench_kineto(lambda: preps[0](), args.ours_kernel, suppress_kineto_output=True) or float("nan")
+                # (kineto finds the kernel by name: each step's kernel starts with mqa_logits_v4_mma)
+                otk = bench_kineto(lambda: preps[0](), args.ours_kernel or "mqa_logits_v4_mma",
+                                   suppress_kineto_output=True) or float("nan")
             print(f"OURS B {B}, ctx {C}, next_n {nn}, {lens:5s} us {ot * 1e6:9.1f} kineto_us {otk * 1e6:9.1f} "
                   f"GB/s {nbytes / ot / 1e9:6.0f} pct {100 * nbytes / ot / 1e9 / copy:6.1f} "
                   f"TFLOP/s {flop / ot / 1e12:6.1f} diff {odiff:.1e} sim_diff {osim:.1e} {ocheck} "
-                  f"exact_diff {oxdiff:.1e} (dsv4c {args.ours_kernel}, same tensors)", flush=True)
+                  f"exact_diff {oxdiff:.1e} (dsv4c {args.ours_kernel or 'rule'}, same tensors)", flush=True)
         except Exception as e:  # noqa: BLE001
             print(f"OURS B {B}, ctx {C}, next_n {nn}, {lens:5s} ERROR {e!r}", flush=True)
         for p in preps:
