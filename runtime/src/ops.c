@@ -927,8 +927,8 @@ static int64_t topk_chunk(const call *c, const dsv4rt_topk_args *a, const dsv4rt
   if (S < 2 || L <= K || c->en->launch.second != DSV4_SECOND_MERGE)
     return 0;
   int64_t chunk = (L + S - 1) / S;
-  *chunks = (L + chunk - 1) / chunk;
-  return *chunks > 1 ? chunk : (*chunks = 1, 0);
+  *chunks = (L + chunk - 1) / chunk; /* (at least 2: S >= 2 and L > K >= 1) */
+  return chunk;
 }
 
 dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts)

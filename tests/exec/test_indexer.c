@@ -57,20 +57,8 @@ static void check_logits(const char *what, const float *got, const float *want, 
   CHECK(diff < tol && diff == diff, "%s: calc_diff %.3g over %zu valid entries (tolerance %g)", what, diff, n, tol);
 }
 
-/* Run every topk kernel of the bundle on device logits and check the sets:
- * as the runtime's rule splits the rows (or not), whole rows, and rows
- * split over 2, 3 and 16 chunks (then the merge kernel; 16 gives the
- * long-row tests chunks shorter than K, which hand on every position). */
-static const int topk_splits[] = {0, 1, 2, 3, 16};
-static void run_topks_split(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L,
-                            int64_t stride, dsv4rt_buffer *cb, const int32_t *ctxs, int splits);
-static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L, int64_t stride,
-                      dsv4rt_buffer *cb, const int32_t *ctxs)
-{
-  for (size_t i = 0; i < sizeof topk_splits / sizeof *topk_splits; i++)
-    run_topks_split(what, lb, host, rows, L, stride, cb, ctxs, topk_splits[i]);
-}
-
+/* Run every topk kernel of the bundle on device logits, rows split over
+ * `splits` CTAs (0: as the runtime's rule chooses), and check the sets. */
 static void run_topks_split(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L,
                             int64_t stride, dsv4rt_buffer *cb, const int32_t *ctxs, int splits)
 {
@@ -104,6 +92,17 @@ static void run_topks_split(const char *what, dsv4rt_buffer *lb, const float *ho
     free(c), free(got);
     dsv4rt_buffer_destroy(ob);
   }
+}
+
+/* Every topk kernel as the rule chooses, whole rows, and rows split over 2, 3 and 16
+ * chunks (then the merge kernel; 16 gives the long-row tests chunks
+ * shorter than K, which hand on every position). */
+static void run_topks(const char *what, dsv4rt_buffer *lb, const float *host, int64_t rows, int64_t L, int64_t stride,
+                      dsv4rt_buffer *cb, const int32_t *ctxs)
+{
+  static const int splits[] = {0, 1, 2, 3, 16};
+  for (size_t i = 0; i < sizeof splits / sizeof *splits; i++)
+    run_topks_split(what, lb, host, rows, L, stride, cb, ctxs, splits[i]);
 }
 
 /* Top-k alone on long rows (more positions than one pass of a CTA's loads
