@@ -23,29 +23,15 @@ kernel {
 
 -- Top-k over each logits row: K = 512 (V4-Flash), 1024 (V4-Pro) and 2048
 -- (the widest compressed list the decode takes).
-kernel {
-  name = "topk_512",
-  op = "topk",
-  k = 512,
-  tile = { threads = 512 },
-  targets = targets,
-}
-
-kernel {
-  name = "topk_1024",
-  op = "topk",
-  k = 1024,
-  tile = { threads = 512 },
-  targets = targets,
-}
-
-kernel {
-  name = "topk_2048",
-  op = "topk",
-  k = 2048,
-  tile = { threads = 512 },
-  targets = targets,
-}
+for _, k in ipairs { 512, 1024, 2048 } do
+  kernel {
+    name = "topk_" .. k,
+    op = "topk",
+    k = k,
+    tile = { threads = 512 },
+    targets = targets,
+  }
+end
 
 -- The matrix form, 1024 positions a CTA of 4 warps.  On sm_90a the CTA is
 -- one warpgroup: wgmma e4m3 with K rows and q both read from shared memory.
