@@ -33,7 +33,7 @@ if [ -f "$build"/python/dsv4c/_dsv4c.abi3.so ]; then # (built where Python's dev
   mkdir -p .gpu/python/dsv4c .gpu/lib
   cp python/dsv4c/*.py "$build"/python/dsv4c/_dsv4c.abi3.so .gpu/python/dsv4c/
   cp -P "$build"/runtime/libdsv4rt.so* .gpu/lib/
-  cp tests/python/test_torch.py tests/python/flashmla_matrix.py bench/bench_python_overhead.py bench/peer_flashmla_graph.py bench/decode_step_graph.py bench/graph_timing.py bench/topk_torch.py \
+  cp tests/python/test_torch.py tests/python/flashmla_matrix.py bench/bench_python_overhead.py bench/peer_flashmla_graph.py bench/peer_flashmla_tp.py bench/decode_step_graph.py bench/graph_timing.py bench/topk_torch.py \
     python/examples/decode_step.py .gpu/
 fi
 # the peers, built and timed on the device in the same command as ours (gpu_run.sh decode: FlashMLA;

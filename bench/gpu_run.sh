@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on the device machine from the repository root, after bench/gpu_pack.sh:
-#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|step [TOKENS]|topk [--quick]|tune decode|logits [OPTS]|all]
+#   bash .gpu/gpu_run.sh [tests|bench|sanitize [TOOL...]|decode [KERNELS [SHAPE]]|indexer [SHAPES]|python|serving [pro|flash]|tp [TOKENS]|step [TOKENS]|topk [--quick]|tune decode|logits [OPTS]|all]
 # GPU tests first (correctness), then the benchmark tables; sanitize runs
 # every GPU test program under compute-sanitizer's memcheck, racecheck and
 # synccheck (each run bounded by DSV4_SANITIZE_TIMEOUT seconds, default 400).
@@ -89,6 +89,14 @@ if [ "$what" = serving ]; then
   bash peers/flashmla/build.sh "$PWD/peers/flashmla" >/tmp/flashmla_build.log 2>&1 || { tail -5 /tmp/flashmla_build.log; exit 1; }
   LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python DSV4C_BUNDLES=$PWD/decode.dsv4b \
     python3 peer_flashmla_graph.py /tmp/FlashMLA ${2:+--shapes $2} 2>&1 | grep -v -E "Warning|return func|_warn_once"
+  exit "${PIPESTATUS[0]}"
+fi
+if [ "$what" = tp ]; then
+  # issue 40: FlashMLA with its heads padded to 64 (as engines run it) beside dsv4c at 8 and 16 heads, on
+  # FlashMLA's own test tensors, both timed by its kineto timer, same process
+  bash peers/flashmla/build.sh "$PWD/peers/flashmla" >/tmp/flashmla_build.log 2>&1 || { tail -5 /tmp/flashmla_build.log; exit 1; }
+  LD_LIBRARY_PATH=$PWD/lib PYTHONPATH=$PWD/python DSV4C_BUNDLES=$PWD/decode.dsv4b \
+    python3 peer_flashmla_tp.py /tmp/FlashMLA ${2:+--tokens $2} 2>&1 | grep -v -E "Warning|return func|_warn_once"
   exit "${PIPESTATUS[0]}"
 fi
 if [ "$what" = step ]; then

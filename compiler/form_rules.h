@@ -17,8 +17,10 @@
 #include "kernel_geometry.h"
 
 /* sparse_decode's warp-matrix form: K rows a tile, warps a 16-head row
- * block (each takes a quarter of a tile's rows and of V). */
+ * block (each takes a quarter of a tile's rows and of V); its direct form
+ * (below) has twice the warps, each an eighth. */
 #define DSV4_DECODE_WARPS 4
+#define DSV4_DECODE_DIRECT_WARPS 8
 /* paged_mqa_logits' warp-matrix form: warps a CTA (two 16-position
  * m-tiles each a step: tokens_per_cta a multiple of 128). */
 #define DSV4_LOGITS_WARPS 4
@@ -94,10 +96,81 @@ static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
 {
   return (int)((dsv4_layout_min_block_bytes(l, DSV4_DECODE_TILE) + 15) / 16 * 16);
 }
-static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta, int form)
+/* The direct warp form (DSV4_FORM_WARP_DIRECT) reads its matrix operands
+ * straight from the cache bytes (compiler/kernels/sparse_decode/direct.c:
+ * no dequantized K tile), for CTAs of at most 32 heads, where the bytes,
+ * not the matrix work, bound the decode, and layouts whose every segment
+ * lets it: e4m3 values (UE8M0 group
+ * scales, one tensor scale, or none) whose dims and groups come in whole
+ * 32-dim pieces at 4-byte offsets, or bf16 values in 16-dim pieces at
+ * 16-byte offsets; V (the first v_dim dims) in DSV4_DECODE_DIRECT_WARPS
+ * parts of such pieces.  Its raw tiles keep rows dsv4_decode_direct_pitch()
+ * apart: a multiple of 16 bytes whose word count is 4 mod 8, so that the
+ * 8 rows x 4 words a fragment load reads fall in distinct banks. */
+static inline int dsv4_decode_direct_piece(const dsv4_layout *l, int d, int end)
+{
+  for (int s = 0; s < l->nseg; s++) {
+    const dsv4_segment *g = &l->seg[s];
+    if (d < g->d0 || d >= g->d1)
+      continue;
+    if (g->type == DSV4_DT_E4M3) {
+      int grouped = g->scale_type == DSV4_DT_UE8M0 && !g->scale_tensor;
+      if ((g->scale_type != DSV4_DT_NONE && !grouped && !g->scale_tensor) || g->offset % 4 ||
+          (grouped && (g->scale_group % 32 || (d - g->d0) % g->scale_group % 32)) || d + 32 > g->d1 || d + 32 > end ||
+          (d - g->d0) % 32)
+        return 0;
+      return 32;
+    }
+    if (g->type == DSV4_DT_BF16)
+      return g->offset % 16 == 0 && (d - g->d0) % 16 == 0 && d + 16 <= g->d1 && d + 16 <= end ? 16 : 0;
+    return 0;
+  }
+  return 0;
+}
+static inline int dsv4_decode_warp_direct(const dsv4_layout *l, int heads_per_cta, int v_dim)
+{
+  if (heads_per_cta > 32 || heads_per_cta % 16 || v_dim % DSV4_DECODE_DIRECT_WARPS || v_dim > l->dim ||
+      l->row_bytes % 16 || l->align % 16 || (l->scale_place == DSV4_SCALES_BLOCK_TAIL && l->scale_row_bytes % 4))
+    return 0;
+  int part = v_dim / DSV4_DECODE_DIRECT_WARPS;
+  for (int p = 0; p < DSV4_DECODE_DIRECT_WARPS; p++)
+    for (int d = p * part, w; d < (p + 1) * part; d += w)
+      if (!(w = dsv4_decode_direct_piece(l, d, (p + 1) * part)))
+        return 0;
+  for (int d = v_dim, w; d < l->dim; d += w) /* K's dims past V */
+    if (!(w = dsv4_decode_direct_piece(l, d, l->dim)))
+      return 0;
+  return 1;
+}
+static inline int dsv4_decode_direct_pitch(int row_bytes)
+{
+  int p = (row_bytes + 15) / 16 * 16;
+  while (p / 4 % 8 != 4)
+    p += 16;
+  return p;
+}
+/* One raw tile: DSV4_DECODE_TILE data rows, then (block-tail scales)
+ * their scale rows, a multiple of 16 bytes. */
+static inline int dsv4_decode_direct_tile_bytes(const dsv4_layout *l)
+{
+  int s = l->scale_place == DSV4_SCALES_BLOCK_TAIL ? DSV4_DECODE_TILE * l->scale_row_bytes : 0;
+  return DSV4_DECODE_TILE * dsv4_decode_direct_pitch(l->row_bytes) + (s + 15) / 16 * 16;
+}
+/* Its shared memory: q (rows of dim * 2 + 32 bytes), P in fp32 (rows of
+ * DSV4_DECODE_TILE * 4 + 32 bytes), two raw tiles, a row maximum and a
+ * row sum a head and part, a validity word a row of each raw tile. */
+static inline int dsv4_decode_direct_shared_bytes(const dsv4_layout *l, int heads_per_cta)
+{
+  return heads_per_cta * (l->dim * 2 + 32) + heads_per_cta * (DSV4_DECODE_TILE * 4 + 32) +
+         2 * dsv4_decode_direct_tile_bytes(l) + heads_per_cta * 8 * DSV4_DECODE_DIRECT_WARPS +
+         2 * DSV4_DECODE_TILE * 4;
+}
+static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_cta, int form, int v_dim)
 {
   if (form == DSV4_FORM_WARPGROUP || form == DSV4_FORM_WARPGROUP_PAIR)
     return dsv4_decode_wg_shared_bytes(l->dim) + (form == DSV4_FORM_WARPGROUP_PAIR ? 4 * 8 : 0);
+  if (form == DSV4_FORM_WARP_DIRECT)
+    return dsv4_decode_direct_shared_bytes(l, heads_per_cta);
   return (heads_per_cta + DSV4_DECODE_TILE) * dsv4_decode_row_bytes(l->dim) +
          2 * heads_per_cta * (DSV4_DECODE_TILE * 2 + 16) + heads_per_cta * 8 * DSV4_DECODE_WARPS +
          DSV4_DECODE_TILE * 8 + dsv4_decode_raw_bytes(l) + DSV4_DECODE_TILE * 16;
@@ -113,7 +186,7 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
 typedef struct {
   int (*threads)(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread, int heads);
   int (*takes)(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim);
-  int (*shared_bytes)(int form, const dsv4_layout *l, int tokens_per_cta);
+  int (*shared_bytes)(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim);
 } dsv4_op_geometry;
 
 /* The gathers give each token dim/vpt lanes. */
@@ -142,16 +215,21 @@ static inline int dsv4_decode_threads(int form, int dim, int vpt, int tokens_per
     return dsv4_decode_wg_threads(form);
   if (form == DSV4_FORM_WARP)
     return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_WARPS * 32;
+  if (form == DSV4_FORM_WARP_DIRECT)
+    return tokens_per_cta % 16 ? 0 : tokens_per_cta / 16 * DSV4_DECODE_DIRECT_WARPS * 32;
   return dsv4_pow2ceil(dim / vpt) * tokens_per_cta;
 }
-/* the warpgroup forms: 64 heads a CTA, V of 512 dims */
+/* the warpgroup forms: 64 heads a CTA, V of 512 dims; the direct form:
+ * dsv4_decode_warp_direct */
 static inline int dsv4_decode_takes(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim)
 {
+  if (form == DSV4_FORM_WARP_DIRECT)
+    return dsv4_decode_warp_direct(l, tokens_per_cta, v_dim);
   return !dsv4_decode_wg_form(form) || dsv4_decode_wg_shape_ok(l->dim, v_dim, tokens_per_cta);
 }
-static inline int dsv4_decode_form_shared_bytes(int form, const dsv4_layout *l, int tokens_per_cta)
+static inline int dsv4_decode_form_shared_bytes(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim)
 {
-  return form != DSV4_FORM_PORTABLE ? dsv4_decode_shared_bytes(l, tokens_per_cta, form) : 0;
+  return form != DSV4_FORM_PORTABLE ? dsv4_decode_shared_bytes(l, tokens_per_cta, form, v_dim) : 0;
 }
 static inline int dsv4_logits_batch_form(int form) { return form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP; }
 /* paged_mqa_logits: the batch forms DSV4_LOGITS_WARPS warps (the row
@@ -222,6 +300,7 @@ static inline const char *dsv4_form_name(int form)
       [DSV4_FORM_WARPGROUP] = "warpgroup",
       [DSV4_FORM_WARPGROUP_PAIR] = "warpgroup CTA-pair",
       [DSV4_FORM_ROW_WARP] = "row warp-matrix",
+      [DSV4_FORM_WARP_DIRECT] = "direct warp-matrix",
   };
   return form >= 0 && form < DSV4_FORM_COUNT ? names[form] : "?";
 }
@@ -236,6 +315,7 @@ static inline dsv4_form_row dsv4_form_of(uint32_t op, uint32_t form)
           {
               [DSV4_FORM_PORTABLE] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_NONE},
               [DSV4_FORM_WARP] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
+              [DSV4_FORM_WARP_DIRECT] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
               [DSV4_FORM_WARPGROUP] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
               [DSV4_FORM_WARPGROUP_PAIR] = {DSV4_GRID_HEADS_TOKENS, DSV4_SECOND_COMBINE},
           },
@@ -272,7 +352,7 @@ static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int v
     return 1;
   out->form = (uint32_t)form;
   out->threads = (uint32_t)dsv4_op_threads(op, l->dim, vpt, tokens_per_cta, tokens_per_thread, heads, form);
-  out->shared_bytes = g->shared_bytes ? (uint32_t)g->shared_bytes(form, l, tokens_per_cta) : 0;
+  out->shared_bytes = g->shared_bytes ? (uint32_t)g->shared_bytes(form, l, tokens_per_cta, v_dim) : 0;
   out->cluster = form == DSV4_FORM_WARPGROUP_PAIR ? 2 : 1;
   out->grid = row.grid;
   out->second = row.second;

@@ -25,7 +25,7 @@ static int cost(const dsv4_job *j)
 {
   const dsv4_launch *ln = &j->kernel->launch[j->target];
   int c = ln->form == DSV4_FORM_WARPGROUP || ln->form == DSV4_FORM_WARPGROUP_PAIR ? 16
-          : ln->form == DSV4_FORM_WARP                                            ? 8
+          : ln->form == DSV4_FORM_WARP || ln->form == DSV4_FORM_WARP_DIRECT        ? 8
           : ln->form == DSV4_FORM_PORTABLE                                        ? 2
                                                                                   : 4;
   return c * dsv4_target_build_of(j->target)->compile_weight;

@@ -273,6 +273,29 @@ LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte)
   return bits_to_f32(kb, LLVMBuildSelect(b, zero, kb_i32(kb, 0x00400000), bits, ""));
 }
 
+LLVMValueRef kb_byte_perm(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, int sel)
+{
+  if (kb->t->byte_perm)
+    return kb->t->byte_perm(kb, a, c, sel);
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef ab = LLVMBuildOr(b, LLVMBuildZExt(b, a, kb->i64, ""),
+                                LLVMBuildShl(b, LLVMBuildZExt(b, c, kb->i64, ""), kb_i64(kb, 32), ""), "");
+  LLVMValueRef r = kb_i32(kb, 0);
+  for (int i = 0; i < 4; i++) {
+    int from = sel >> 4 * i & 7;
+    LLVMValueRef v = LLVMBuildAnd(b, LLVMBuildLShr(b, ab, kb_i64(kb, 8 * from), ""), kb_i64(kb, 0xff), "");
+    r = LLVMBuildOr(b, r, LLVMBuildShl(b, LLVMBuildTrunc(b, v, kb->i32, ""), kb_i32(kb, 8 * i), ""), "");
+  }
+  return r;
+}
+
+LLVMValueRef kb_e4m3x2_bits_bf16x2(dsv4_kb *kb, LLVMValueRef y)
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef mag = LLVMBuildAnd(b, LLVMBuildLShr(b, y, kb_i32(kb, 4), ""), kb_i32(kb, 0x07f007f0), "");
+  return LLVMBuildOr(b, mag, LLVMBuildAnd(b, y, kb_i32(kb, (int)0x80008000u), ""), "bf16x2");
+}
+
 /* UE8M0 as bf16 (the same 8-bit exponent field): b << 7; b = 0 is the
  * bf16 subnormal 2^-127 (0x0040), 255 is +inf, as kb_ue8m0_to_f32. */
 LLVMValueRef kb_ue8m0_to_bf16x2(dsv4_kb *kb, LLVMValueRef byte)

@@ -107,6 +107,9 @@ typedef struct dsv4_target_ir {
   void (*cp_async_wait)(dsv4_kb *kb, int n);
   /* Optional barrier of the warp's threads (memory ordered among them). */
   void (*warp_sync)(dsv4_kb *kb);
+  /* Optional byte permute (kb_byte_perm says what it computes; NULL: the
+   * helper builds it from shifts and masks). */
+  LLVMValueRef (*byte_perm)(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, int sel);
   /* Optional warpgroup matrix units (PTX sm_90a wgmma).  wgmma: for the
    * 128 threads of a warpgroup (4 consecutive warps from a multiple of 4),
    * starts D[64 x n] (+)= sum over ks < ksteps of A_ks[64 x k] * B_ks[k x n]
@@ -284,6 +287,16 @@ LLVMValueRef kb_call(dsv4_kb *kb, const char *name, LLVMTypeRef ret, LLVMTypeRef
 LLVMValueRef kb_e4m3_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);   /* OCP e4m3fn */
 LLVMValueRef kb_ue8m0_to_f32(dsv4_kb *kb, LLVMValueRef byte_i8);  /* 2^(b-127) */
 LLVMValueRef kb_ue8m0_to_bf16x2(dsv4_kb *kb, LLVMValueRef byte_i8); /* the same, exactly, as an i32 bf16 pair */
+/* Byte i of the result (i32) is byte (sel >> 4 i) & 7 of the pair (a, b):
+ * 0-3 a's, 4-7 b's (PTX prmt's default mode; sel's other bits 0). */
+LLVMValueRef kb_byte_perm(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef b, int sel);
+/* Two e4m3 values, bytes 1 and 3 of y (its other bytes ignored), as a bf16
+ * pair (byte 1's in bits 0..15) each 2^-120 times its value, exactly: the
+ * e4m3 sign, exponent and mantissa bits moved into bf16's (an e4m3
+ * subnormal becomes a bf16 subnormal).  Four integer instructions a pair,
+ * where a convert and a scale multiply take more; the caller multiplies
+ * 2^120 back in wherever it folds the scale. */
+LLVMValueRef kb_e4m3x2_bits_bf16x2(dsv4_kb *kb, LLVMValueRef y);
 LLVMValueRef kb_bf16_to_f32(dsv4_kb *kb, LLVMValueRef bits_i16);
 LLVMValueRef kb_f32_to_bf16(dsv4_kb *kb, LLVMValueRef f);         /* RNE, NaN -> 0x7FC0 */
 /* Two at a time, through the target's instructions where it has them

@@ -73,3 +73,17 @@ kernel {
   tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, prefetch = true, p = "bf16x2" },
   targets = { ptx = { arch = "sm_90a" } },
 }
+
+-- Tensor-parallel head counts (8-16 heads a GPU, where FlashMLA pads to
+-- 64): 16 heads a CTA, the direct warp form, its operands read straight
+-- from the cache bytes (direct.c); the runtime takes it at serving batches
+-- (rt.c's rule: faster than the warpgroup form from about 400 tokens on an
+-- H200, slower below).  The 32-head CTA (sparse_decode.lua) is slower than
+-- the warpgroup form at 32 heads, so the bundle leaves it out.
+kernel {
+  name = "sparse_decode_v4_mma_h16",
+  op = "sparse_decode",
+  layout = L.fp8_ds_mla_v4,
+  tile = { values_per_thread = 64, heads_per_cta = 16, matrix = true, interleave = 8, p = "bf16", partials = "bf16" },
+  targets = { ptx = { arch = "sm_90a" } },
+}

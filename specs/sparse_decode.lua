@@ -91,14 +91,20 @@ for _, v in ipairs {
   -- the warp-matrix form of the DSv4 cache on the same GPU (sm_90 has no
   -- wgmma), for the benchmark's side-by-side and the tests
   { "sparse_decode_v4_mma_sm90", L.fp8_ds_mla_v4, nil, { ptx = { arch = "sm_90" } } },
+  -- tensor-parallel head counts (8-32 heads a GPU): 16 or 32 heads a CTA
+  -- take the warp form with operands read straight from the cache bytes
+  -- (form_rules.h, direct.c), where the bytes and not the matrix work
+  -- bound the decode
+  { "sparse_decode_v4_mma_h16", L.fp8_ds_mla_v4, nil, nil, nil, 16 },
+  { "sparse_decode_v4_mma_h32", L.fp8_ds_mla_v4, nil, nil, nil, 32 },
 } do
   for _, p in ipairs { "bf16", "bf16x2" } do
     kernel {
       name = p == "bf16" and v[1] or v[1] .. "_bf16x2",
       op = "sparse_decode",
       layout = v[2],
-      tile = { values_per_thread = 64, heads_per_cta = 64, matrix = true, interleave = 8, pair = v[5],
-               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil, p = p, longest_first = v[5],
+      tile = { values_per_thread = 64, heads_per_cta = v[6] or 64, matrix = true, interleave = 8, pair = v[5],
+               prefetch = v[2] == L.fp8_ds_mla_v4 and v[4] == nil and v[6] == nil, p = p, longest_first = v[5],
                partials = p == "bf16" and "bf16" or "f32" },
       v_dim = v[3],
       targets = v[4] or mma,

@@ -196,6 +196,14 @@ static int ptx_mma_e4m3(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValu
 
 /* mma.sync m16n8k16 bf16 x bf16 -> f32 and ldmatrix (sm_80+): NVVM
  * intrinsics, so LLVM sees their memory effects. */
+/* prmt.b32 (default mode). */
+static LLVMValueRef ptx_byte_perm(dsv4_kb *kb, LLVMValueRef a, LLVMValueRef c, int sel)
+{
+  LLVMTypeRef ps[3] = {kb->i32, kb->i32, kb->i32};
+  LLVMValueRef args[3] = {a, c, kb_i32(kb, sel)};
+  return kb_call(kb, "llvm.nvvm.prmt", kb->i32, ps, args, 3, LLVMCCallConv);
+}
+
 static int ptx_mma_bf16(dsv4_kb *kb, LLVMValueRef *a, LLVMValueRef *bf, LLVMValueRef *c, LLVMValueRef *d)
 {
   if (arch_number(kb->arch) < 80 || !d)
@@ -669,6 +677,7 @@ static const dsv4_target_ir ptx_ir = {
     .cp_async_commit = ptx_cp_async_commit,
     .cp_async_wait = ptx_cp_async_wait,
     .warp_sync = ptx_warp_sync,
+    .byte_perm = ptx_byte_perm,
     .wgmma = ptx_wgmma,
     .bar_sync = ptx_bar_sync,
     .bar_arrive = ptx_bar_arrive,

@@ -43,9 +43,11 @@ int dsv4_decode_wg_maps(const dsv4_kernel *k, int form)
          (form != DSV4_FORM_WARPGROUP_PAIR || k->tile.values_per_thread / k->tile.interleave == 8);
 }
 
-/* sparse_decode: portable without tile.matrix; with it the warpgroup form
- * (in CTA pairs with tile.pair) where the arch has wgmma and the shape maps
- * and fits its shared memory, else the warp form on bf16 mma.sync.  The
+/* sparse_decode: portable without tile.matrix; with it the direct warp
+ * form for up to 32 heads a CTA where the layout lets it (form_rules.h),
+ * the warpgroup form (in CTA pairs with tile.pair) where the arch has wgmma
+ * and the shape maps and fits its shared memory, else the warp form on
+ * bf16 mma.sync.  The
  * matrix forms come with the split-KV combine kernel. */
 static int sparse_decode_form(dsv4_choice *c)
 {
@@ -59,7 +61,10 @@ static int sparse_decode_form(dsv4_choice *c)
                               "kernel only targets that do (ptx)",
                               tname, arch);
   int form = DSV4_FORM_WARP;
-  if (c->caps->wgmma && dsv4_decode_wg_shape_ok(k->layout.dim, k->v_dim, k->tile.tokens_per_cta) &&
+  if (dsv4_decode_warp_direct(&k->layout, k->tile.tokens_per_cta, k->v_dim) &&
+      dsv4_decode_direct_shared_bytes(&k->layout, k->tile.tokens_per_cta) <= c->caps->max_shared)
+    form = DSV4_FORM_WARP_DIRECT;
+  else if (c->caps->wgmma && dsv4_decode_wg_shape_ok(k->layout.dim, k->v_dim, k->tile.tokens_per_cta) &&
       dsv4_decode_wg_shared_bytes(k->layout.dim) <= c->caps->max_shared &&
       dsv4_decode_wg_maps(k, DSV4_FORM_WARPGROUP))
     form = k->tile.pair ? DSV4_FORM_WARPGROUP_PAIR : DSV4_FORM_WARPGROUP;
@@ -72,14 +77,14 @@ static int sparse_decode_form(dsv4_choice *c)
     return dsv4_choice_refuse(c, "tile",
                               "sets longest_first = true, which needs CTA pairs (tile.pair in the warpgroup form: "
                               "alone, a ranked token held in a register made the producers spill)");
-  int wg = form != DSV4_FORM_WARP;
+  int wg = dsv4_decode_wg_form(form);
   const char *wg_only = k->tile.prefetch && !wg ? "prefetch" : k->tile.pair && !wg ? "pair" : NULL;
   if (wg_only)
     return dsv4_choice_refuse(c, "tile",
                               "sets %s = true, which needs the warpgroup form (tile.matrix, 64 heads a CTA, 512 dims "
                               "with V = K, and only targets with wgmma: ptx sm_90a)",
                               wg_only);
-  int shared = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
+  int shared = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form, k->v_dim);
   if (shared > c->caps->max_shared)
     return dsv4_choice_refuse(c, "tile.heads_per_cta",
                               "= %d needs %d bytes of shared memory, more than target '%s' %s allows (%d)",

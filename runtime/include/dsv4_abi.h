@@ -368,6 +368,7 @@ enum {
   DSV4_FORM_WARPGROUP = 2,      /* warpgroup matrix units (wgmma), one CTA */
   DSV4_FORM_WARPGROUP_PAIR = 3, /* the same in clusters of two CTAs (sparse_decode's tile.pair) */
   DSV4_FORM_ROW_WARP = 4,       /* paged_mqa_logits: the portable geometry, rows on mma.sync */
+  DSV4_FORM_WARP_DIRECT = 5,    /* sparse_decode: mma.sync on operands read straight from the cache bytes */
   DSV4_FORM_COUNT
 };
 /* Grid rules (each op's call in ops.c implements its own):

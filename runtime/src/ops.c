@@ -695,7 +695,9 @@ static dsv4rt_status check_decode_scalars(const call *c, const dsv4rt_sparse_dec
  * at once, and one more costs a second dependent round of loads (V4-Flash
  * T 8, ten tiles: 8 splits 14.2 us, 10 splits 14.9, H200).  It does not
  * round down to the fewest splits with the same longest share: 8 uneven
- * splits measured 4% faster than 6 even ones (docs/perf-log.md). */
+ * splits measured 4% faster than 6 even ones (docs/perf-log.md).  The
+ * direct warp form's CTAs are small enough that several share a processor
+ * (two of 16 heads: its shared memory): it fills that many a processor. */
 static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, const dsv4rt_launch_opts *opts)
 {
   int64_t groups = (a->heads + c->en->tokens_per_cta - 1) / c->en->tokens_per_cta * a->n_tokens;
@@ -703,7 +705,9 @@ static int64_t decode_splits(const call *c, const dsv4rt_sparse_decode_args *a, 
                   (a->extra_cache ? (a->extra_topk + DSV4_DECODE_TILE - 1) / DSV4_DECODE_TILE : 0);
   if (c->en->launch.second != DSV4_SECOND_COMBINE)
     return 1;
-  int units = c->ctx->units;
+  int64_t units = c->ctx->units;
+  if (c->en->launch.form == DSV4_FORM_WARP_DIRECT) /* CTAs a processor holds by shared memory (227 KiB on sm_90) */
+    units *= 1 + (c->en->launch.shared_bytes + 1024 <= 227 * 1024 / 2);
   int64_t S = opts && opts->splits ? opts->splits : groups > 0 && groups * 2 <= units ? units / groups : 1;
   S = S > tiles ? tiles : S;
   if (!(opts && opts->splits) && S > DSV4_DECODE_COMBINE_BATCH)

@@ -284,12 +284,21 @@ dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *
  * logits' row warp-matrix form, then the portable one; CTA pairs first
  * where a token has at least two 64-head groups (V4-Pro's 128 heads: the
  * pair shares each tile's dequantization), else last of the matrix forms
- * (V4-Flash's 64 heads: a pair would dequantize for a CTA of padding).  A
+ * (V4-Flash's 64 heads: a pair would dequantize for a CTA of padding).
+ * Above all of them the direct warp form (its operands read from the
+ * cache) in CTAs of 16 heads where a token's heads fit one and the tokens
+ * come three a processor or more: tensor-parallel head counts at serving
+ * batches.  On an H200 at 16 heads it was 124.5 us
+ * against the 64-head warpgroup form's 138.5 at T 512, but 42.3 against
+ * 36.9 at T 128 and 12.6 against 12.0 at T 8 (its split CTAs each take
+ * few tiles); at 32 heads its 32-head CTA (16 warps) was slower than the
+ * warpgroup form at every T measured.  Elsewhere it ranks with the
+ * portable form.  A
  * form whose CTA holds every next_n row of a batch entry cannot take more
  * than DSV4_LOGITS_MAX_NEXT_N of them: -1 then (MTP with next_n 3 runs
  * the row forms).  The split count is decode_splits' (ops.c).  Measured
  * choices from a tuned bundle or lockfile come first where they exist. */
-int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n)
+int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n, int64_t tokens, int units)
 {
   if (e->launch.grid == DSV4_GRID_POSITIONS_BATCH && next_n > DSV4_LOGITS_MAX_NEXT_N)
     return -1;
@@ -298,6 +307,8 @@ int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n)
     return heads >= 2 * 64 ? 4 : 1;
   case DSV4_FORM_WARPGROUP:
     return 3;
+  case DSV4_FORM_WARP_DIRECT:
+    return heads > 0 && heads <= e->tokens_per_cta && e->tokens_per_cta <= 16 && tokens >= 3 * (int64_t)units ? 5 : 0;
   case DSV4_FORM_WARP:
     return 2;
   case DSV4_FORM_ROW_WARP:
@@ -359,7 +370,8 @@ int rt_first_runnable(const dsv4rt_bundle *b, dsv4_op op)
 
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4_shape *shape, int *entry)
 {
-  int64_t heads = dim_of(shape, "H"), next_n = dim_of(shape, "next_n");
+  int64_t heads = dim_of(shape, "H"), next_n = dim_of(shape, "next_n"), tokens = dim_of(shape, "T");
+  int units = b->ctx->units;
   int named = 0;
   char why[512] = "", w[512];
   for (int i = 0; i < b->n; i++) {
@@ -378,10 +390,10 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
     /* unnamed: the best-ranked entry of the same op, layout and op
      * fields (the first one found fixes them: the caller's buffers are
      * laid out for it) that runs here */
-    int best = rt_default_rank(e, heads, next_n);
+    int best = rt_default_rank(e, heads, next_n, tokens, units);
     for (int j = i + 1; !name && j < b->n; j++) {
       const dsv4_bundle_entry *m = &b->entries[j];
-      int r = rt_default_rank(m, heads, next_n);
+      int r = rt_default_rank(m, heads, next_n, tokens, units);
       int better = r > best || (r == best && fills_better(b, m, &b->entries[*entry], shape));
       if (better && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
           !strcmp(m->layout.name, e->layout.name) && rt_accepts(b, j, NULL, 0))

@@ -140,7 +140,8 @@ dsv4rt_status rt_launch2(dsv4rt_bundle *b, int entry, const uint32_t grid[3], co
 /* 1 if entry e is in a form tile.matrix asks for (warp, warpgroup, pair). */
 static inline int rt_matrix_form(const dsv4_bundle_entry *e)
 {
-  return e->launch.form == DSV4_FORM_WARP || e->launch.form == DSV4_FORM_WARPGROUP ||
+  return e->launch.form == DSV4_FORM_WARP || e->launch.form == DSV4_FORM_WARP_DIRECT ||
+         e->launch.form == DSV4_FORM_WARPGROUP ||
          e->launch.form == DSV4_FORM_WARPGROUP_PAIR;
 }
 /* A device copy of the tensor map the backend's tensor_map() encodes from
@@ -164,7 +165,7 @@ int rt_accepts(const dsv4rt_bundle *b, int i, char *why, size_t n);
 int rt_first_runnable(const dsv4rt_bundle *b, dsv4_op op);
 /* The default rule's rank of entry e for a call of `heads` heads and
  * `next_n` rows a batch entry (0 where the op has none; rt.c). */
-int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n);
+int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n, int64_t tokens, int units);
 /* Find the entry for op (and name, if given) that runs on b's device; an
  * unnamed call of shape s (NULL: unknown) gets the default rule's best. */
 dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4_shape *s, int *entry);

@@ -874,6 +874,9 @@ int main(int argc, char **argv)
     random_case(k, 3, 128, 1, 2);          /* C128: pages of 2 entries */
     random_case(k, 4, 64, 0, 64);          /* SWA only */
     random_case(k, 3, 20, 1, 64);          /* heads not a multiple of the CTA's */
+    random_case(k, 3, 8, 1, 64);           /* tensor-parallel head counts: 8, 16, 32 a GPU */
+    random_case(k, 3, 16, 1, 2);
+    random_case(k, 3, 32, 1, 64);
     random_case(k, 2, 100, 1, 64);         /* two head groups, the second part padding */
     random_case(k, 2, 192, 0, 64);         /* three head groups (CTA pairs: the last beside a padding CTA) */
     random_case_ex(k, 2, 64, 1, 64, 0, 0); /* topk 0: the extra list alone */

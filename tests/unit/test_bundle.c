@@ -791,7 +791,9 @@ static void check_file(const char *path)
 /* The runtime's default rule (rt_find without a kernel name, rt.c) on the
  * base bundle's real launch records, on a stand-in backend that runs every
  * PTX sm_90a entry: a 128-head decode gets the CTA-pair form, a 64-head one
- * the warpgroup form alone, and a named kernel is always that kernel. */
+ * the warpgroup form alone, 8 or 16 heads at three CTAs a processor or
+ * more the direct warp form (fewer tokens, or 32 heads: the warpgroup
+ * form), and a named kernel is always that kernel. */
 static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
 {
   (void)ctx, (void)code, (void)why, (void)n;
@@ -813,7 +815,10 @@ static void check_default_rule(const unsigned char *base, size_t size)
     long long heads, tokens;
     unsigned form;
   } want[] = {{128, 128, DSV4_FORM_WARPGROUP_PAIR}, {128, 8, DSV4_FORM_WARPGROUP_PAIR}, {64, 128, DSV4_FORM_WARPGROUP},
-              {64, 8, DSV4_FORM_WARPGROUP}};
+              {64, 8, DSV4_FORM_WARPGROUP},       {16, 512, DSV4_FORM_WARP_DIRECT},    {8, 400, DSV4_FORM_WARP_DIRECT},
+              {16, 128, DSV4_FORM_WARPGROUP},     {8, 8, DSV4_FORM_WARPGROUP},         {32, 512, DSV4_FORM_WARPGROUP}};
+  int units = stub.units;
+  stub.units = 132; /* (the direct form's rule: three CTAs a processor) */
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     dsv4_shape sh = {DSV4_OP_SPARSE_DECODE, 5, {want[i].tokens, want[i].heads, 1024, 0, 0}};
     int e = -1;
@@ -824,6 +829,7 @@ static void check_default_rule(const unsigned char *base, size_t size)
     check(s == DSV4RT_OK && e >= 0 && x->entries[e].launch.form == want[i].form, what,
           s == DSV4RT_OK && e >= 0 ? x->entries[e].name : dsv4rt_last_error(&stub));
   }
+  stub.units = units;
   dsv4_shape sh = {DSV4_OP_SPARSE_DECODE, 5, {128, 128, 1024, 0, 0}};
   int e = -1;
   check(rt_find(x, DSV4_OP_SPARSE_DECODE, D, &sh, &e) == DSV4RT_OK && e >= 0 && !strcmp(x->entries[e].name, D),
@@ -847,7 +853,6 @@ static void check_default_rule(const unsigned char *base, size_t size)
     unsigned step;
   } steps[] = {{1, 8192, 256}, {1, 131072, 256}, {8, 8192, 256}, {8, 32768, 512}, {32, 8192, 512},
                {128, 32768, 1024}, {1, 1 << 20, 1024}};
-  int units = stub.units;
   stub.units = 132;
   for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
     dsv4_shape lsh = {DSV4_OP_PAGED_MQA_LOGITS, 3, {steps[i].batch, 1, steps[i].len}};

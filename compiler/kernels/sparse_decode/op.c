@@ -19,7 +19,11 @@ static int matrix_forms(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
    * combine, or this kernel, of the decode before). */
   if (kb->t->grid_dep && kb->t->grid_dep(kb, 0) && kb->t->grid_dep(kb, 1))
     kb->entry_flags |= DSV4_ENTRY_FIRST_WAITS;
-  if (dsv4_kernel_launch(k, kb->t->kind)->form == DSV4_FORM_WARP ? sd_warp(kb, k, d) : sd_warpgroup(kb, k, d))
+  int form = dsv4_kernel_launch(k, kb->t->kind)->form;
+  int (*gen)(dsv4_kb *, const dsv4_kernel *, dsv4_diags *) = form == DSV4_FORM_WARP          ? sd_warp
+                                                             : form == DSV4_FORM_WARP_DIRECT ? sd_direct
+                                                                                             : sd_warpgroup;
+  if (gen(kb, k, d))
     return 1;
   LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
   sd_combine(kb, k);

@@ -481,7 +481,7 @@ LLVMValueRef sd_carve(dsv4_kb *kb, LLVMValueRef sm, long long *o, long long byte
  * form_rules.h's rule, which choose_form recorded in the launch record. */
 int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
 {
-  int want = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form);
+  int want = dsv4_decode_shared_bytes(&k->layout, k->tile.tokens_per_cta, form, k->v_dim);
   if (o == want)
     return 0;
   dsv4_error(d, k->file, k->line, "internal error: kernel '%s' lays out %lld bytes of shared memory, not %d", k->name,

@@ -8,6 +8,8 @@
  *                across them, online softmax (every target)
  *   warp.c       tile.matrix: mma.sync m16n8k16 over 64-row tiles staged
  *                by cp.async (DSV4_FORM_WARP)
+ *   direct.c     the same form for up to 32 heads a CTA, its operands read
+ *                straight from the cache bytes (dsv4_decode_warp_direct)
  *   warpgroup.c  tile.matrix on targets with wgmma: producer warps and two
  *                consumer warpgroups, alone or as CTA pairs
  *                (DSV4_FORM_WARPGROUP, DSV4_FORM_WARPGROUP_PAIR)
@@ -177,6 +179,7 @@ int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
  * 0 on success, else diagnostics in d (a target that cannot build it). */
 int sd_portable(dsv4_kb *kb, const dsv4_kernel *k);
 int sd_warp(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+int sd_direct(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int sd_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 /* <name>_combine, the module's second kernel (it starts it). */
 void sd_combine(dsv4_kb *kb, const dsv4_kernel *k);
