@@ -156,12 +156,12 @@ static inline int dsv4_decode_direct_tile_bytes(const dsv4_layout *l)
   int s = l->scale_place == DSV4_SCALES_BLOCK_TAIL ? DSV4_DECODE_TILE * l->scale_row_bytes : 0;
   return DSV4_DECODE_TILE * dsv4_decode_direct_pitch(l->row_bytes) + (s + 15) / 16 * 16;
 }
-/* Its shared memory: q (rows of dim * 2 + 32 bytes), P in fp32 (rows of
+/* Its shared memory: q (in fragment order: dim * 2 bytes a head), P in fp32 (rows of
  * DSV4_DECODE_TILE * 4 + 32 bytes), two raw tiles, a row maximum and a
  * row sum a head and part, a validity word a row of each raw tile. */
 static inline int dsv4_decode_direct_shared_bytes(const dsv4_layout *l, int heads_per_cta)
 {
-  return heads_per_cta * (l->dim * 2 + 32) + heads_per_cta * (DSV4_DECODE_TILE * 4 + 32) +
+  return heads_per_cta * l->dim * 2 + heads_per_cta * (DSV4_DECODE_TILE * 4 + 32) +
          2 * dsv4_decode_direct_tile_bytes(l) + heads_per_cta * 8 * DSV4_DECODE_DIRECT_WARPS +
          2 * DSV4_DECODE_TILE * 4;
 }

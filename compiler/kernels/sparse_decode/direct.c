@@ -63,7 +63,7 @@ typedef struct {
   LLVMValueRef n[2], ntiles[2];
 } dctx;
 
-static const double UP = 4294967296.0;                /* 2^32: q's e4m3 dims, P's scale */
+static const double UP = 4294967296.0;                    /* 2^32: q's e4m3 dims, P's scale */
 static const double DOWN = 309485009821345068724781056.0; /* 2^88 = 2^120 / 2^32 */
 
 static const dsv4_segment *seg_at(const dsv4_layout *L, int d)
@@ -84,20 +84,19 @@ static LLVMValueRef raw_buf(dsv4_kb *kb, const dctx *x, LLVMValueRef buf)
 /* Raw row r's (i64) scale of segment s for dim d (f32): its UE8M0 byte,
  * or 1 for an unscaled or tensor-scaled segment (the tensor scale folds
  * into scale2 and the output). */
-static LLVMValueRef row_scale_at(dsv4_kb *kb, const dctx *x, LLVMValueRef rbase, LLVMValueRef r,
-                                 const dsv4_segment *s, LLVMValueRef d)
+static LLVMValueRef row_scale_at(dsv4_kb *kb, const dctx *x, LLVMValueRef rbase, LLVMValueRef r, const dsv4_segment *s,
+                                 LLVMValueRef d)
 {
   LLVMBuilderRef b = kb->b;
   if (!grouped(s))
     return sd_f32(kb, 1.0);
-  LLVMValueRef at = LLVMBuildAdd(
-      b, kb_i64(kb, s->scale_offset),
-      LLVMBuildUDiv(b, LLVMBuildSub(b, d, kb_i64(kb, s->d0), ""), kb_i64(kb, s->scale_group), ""), "");
-  LLVMValueRef off =
-      x->L->scale_place == DSV4_SCALES_BLOCK_TAIL
-          ? LLVMBuildAdd(b, LLVMBuildAdd(b, kb_i64(kb, (long long)SD_TILE * x->pitch), at, ""),
-                         LLVMBuildMul(b, r, kb_i64(kb, x->L->scale_row_bytes), ""), "")
-          : LLVMBuildAdd(b, at, LLVMBuildMul(b, r, kb_i64(kb, x->pitch), ""), "");
+  LLVMValueRef at =
+      LLVMBuildAdd(b, kb_i64(kb, s->scale_offset),
+                   LLVMBuildUDiv(b, LLVMBuildSub(b, d, kb_i64(kb, s->d0), ""), kb_i64(kb, s->scale_group), ""), "");
+  LLVMValueRef off = x->L->scale_place == DSV4_SCALES_BLOCK_TAIL
+                         ? LLVMBuildAdd(b, LLVMBuildAdd(b, kb_i64(kb, (long long)SD_TILE * x->pitch), at, ""),
+                                        LLVMBuildMul(b, r, kb_i64(kb, x->L->scale_row_bytes), ""), "")
+                         : LLVMBuildAdd(b, at, LLVMBuildMul(b, r, kb_i64(kb, x->pitch), ""), "");
   return kb_ue8m0_to_f32(kb, kb_load(kb, kb->i8, kb_byte_ptr(kb, rbase, off), 1));
 }
 
@@ -114,8 +113,8 @@ static LLVMValueRef load_index(dsv4_kb *kb, const dctx *x, LLVMValueRef i)
   LLVMBuilderRef b = kb->b;
   sd_tile_list tl = sd_pick_list(kb, x->token, i, x->n, x->ntiles);
   LLVMValueRef pos = LLVMBuildAdd(b, LLVMBuildMul(b, tl.lt, kb_i32(kb, SD_TILE), ""), x->jrow, "pos");
-  LLVMValueRef want = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, i, x->hi, ""),
-                                   LLVMBuildICmp(b, LLVMIntSLT, pos, tl.n, ""), "want");
+  LLVMValueRef want =
+      LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, i, x->hi, ""), LLVMBuildICmp(b, LLVMIntSLT, pos, tl.n, ""), "want");
   LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, tl.irow, kb_zext64(kb, pos), ""), kb_i64(kb, 4), "");
   return kb_load_if(kb, want, kb->i32, tl.ind, ioff, 4, kb_i32(kb, -1));
 }
@@ -131,7 +130,8 @@ static void issue_copy(dsv4_kb *kb, const dctx *x, LLVMValueRef i, LLVMValueRef 
   LLVMValueRef i64 = kb_sext64(kb, idx);
   LLVMValueRef valid = sd_row_valid(kb, i64, tl.nb, tl.bs);
   LLVMValueRef s0 = LLVMBuildSelect(b, valid, i64, kb_i64(kb, 0), "");
-  LLVMValueRef row = LLVMBuildURem(b, s0, tl.bs, ""), blk = LLVMBuildMul(b, LLVMBuildUDiv(b, s0, tl.bs, ""), tl.stride, "");
+  LLVMValueRef row = LLVMBuildURem(b, s0, tl.bs, ""),
+               blk = LLVMBuildMul(b, LLVMBuildUDiv(b, s0, tl.bs, ""), tl.stride, "");
   LLVMValueRef rp =
       kb_byte_ptr(kb, tl.cache, LLVMBuildAdd(b, blk, LLVMBuildMul(b, row, kb_i64(kb, L->row_bytes), ""), ""));
   LLVMValueRef rb = raw_buf(kb, x, buf), jr = kb_zext64(kb, x->jrow);
@@ -154,7 +154,8 @@ static void issue_copy(dsv4_kb *kb, const dctx *x, LLVMValueRef i, LLVMValueRef 
     int srb = L->scale_row_bytes, sz = srb % 16 == 0 ? 16 : srb % 8 == 0 ? 8 : 4;
     LLVMValueRef sp = kb_byte_ptr(kb, tl.cache, LLVMBuildAdd(b, blk, sd_tail_scale_offset(kb, L, tl.bs, row), ""));
     LLVMValueRef sd = kb_byte_ptr(
-        kb, rb, LLVMBuildAdd(b, kb_i64(kb, (long long)SD_TILE * x->pitch), LLVMBuildMul(b, jr, kb_i64(kb, srb), ""), ""));
+        kb, rb,
+        LLVMBuildAdd(b, kb_i64(kb, (long long)SD_TILE * x->pitch), LLVMBuildMul(b, jr, kb_i64(kb, srb), ""), ""));
     LLVMValueRef nz = LLVMBuildSelect(b, valid, kb_i32(kb, sz), kb_i32(kb, 0), "");
     for (int o = 0; o < srb; o += sz)
       kb->t->cp_async(kb, kb_byte_ptr(kb, sd, kb_i64(kb, o)), kb_byte_ptr(kb, sp, kb_i64(kb, o)), sz, nz);
@@ -165,23 +166,21 @@ static void issue_copy(dsv4_kb *kb, const dctx *x, LLVMValueRef i, LLVMValueRef 
   kb_endif(kb, &f0);
 }
 
-/* The A fragment of q for the 16 dims at d: 8 bytes (dims 4c .. 4c + 3)
- * of rows g and g + 8 of the row block. */
+/* The A fragment of q for the 16 dims at d: q_tile holds q in fragment
+ * order (stage_q), the lane's four registers 16 bytes at ((row block x
+ * k-steps + k-step) x 32 + lane) x 16: one conflict-free 16-byte load. */
 static void q_frag(dsv4_kb *kb, const dctx *x, int d, LLVMValueRef a[4])
 {
   LLVMBuilderRef b = kb->b;
-  LLVMTypeRef v2 = LLVMVectorType(kb->i32, 2);
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""),
-                                    LLVMBuildAdd(b, x->g, kb_i32(kb, 8 * h), ""), "");
-    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, x->q_row), ""),
-                                    kb_zext64(kb, LLVMBuildMul(b, LLVMBuildAdd(b, x->c, kb_i32(kb, 0), ""),
-                                                               kb_i32(kb, 8), "")),
-                                    "");
-    LLVMValueRef v = kb_load(kb, v2, kb_byte_ptr(kb, x->q_tile, LLVMBuildAdd(b, off, kb_i64(kb, 2LL * d), "")), 8);
-    a[h] = LLVMBuildExtractElement(b, v, kb_i32(kb, 0), "");
-    a[2 + h] = LLVMBuildExtractElement(b, v, kb_i32(kb, 1), "");
-  }
+  LLVMValueRef at = LLVMBuildAdd(
+      b,
+      LLVMBuildMul(
+          b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, x->dim / 16 * 32), ""), x->lane, "")),
+          kb_i64(kb, 16), ""),
+      kb_i64(kb, (long long)d / 16 * 32 * 16), "");
+  LLVMValueRef v = kb_load(kb, LLVMVectorType(kb->i32, 4), kb_byte_ptr(kb, x->q_tile, at), 16);
+  for (int r = 0; r < 4; r++)
+    a[r] = LLVMBuildExtractElement(b, v, kb_i32(kb, r), "");
 }
 
 /* S = q K^T for the warp's rows of raw tile rb, scale groups folded in. */
@@ -197,10 +196,9 @@ static void qk(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, LLVMValueRef S[2][4]
                           LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, r), kb_i64(kb, x->pitch), ""),
                                        kb_zext64(kb, LLVMBuildMul(b, x->c, kb_i32(kb, 4), "")), ""));
     for (int e = 0; e < 2; e++)
-      col[j][e] = kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, DT_ROWS), ""),
-                                             LLVMBuildAdd(b, LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""),
-                                                          kb_i32(kb, 8 * j + e), ""),
-                                             ""));
+      col[j][e] = kb_zext64(
+          kb, LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, DT_ROWS), ""),
+                           LLVMBuildAdd(b, LLVMBuildMul(b, x->c, kb_i32(kb, 2), ""), kb_i32(kb, 8 * j + e), ""), ""));
     for (int e = 0; e < 4; e++)
       S[j][e] = sd_f32(kb, 0.0);
   }
@@ -283,8 +281,7 @@ static LLVMValueRef head_off(dsv4_kb *kb, const dctx *x, int h)
 /* Mask S (base 2, -inf for invalid rows), publish the lane's row maxima,
  * then (after the barrier) the step: new maxima, P into shared memory
  * (fp32), the state rescaled into nx. */
-static void softmax(dsv4_kb *kb, const dctx *x, LLVMValueRef buf, LLVMValueRef S[2][4], const dstate *cur,
-                    dstate *nx)
+static void softmax(dsv4_kb *kb, const dctx *x, LLVMValueRef buf, LLVMValueRef S[2][4], const dstate *cur, dstate *nx)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef vbase = LLVMBuildMul(b, kb_zext64(kb, buf), kb_i64(kb, SD_TILE * 4), "");
@@ -294,9 +291,9 @@ static void softmax(dsv4_kb *kb, const dctx *x, LLVMValueRef buf, LLVMValueRef S
   for (int j = 0; j < DT_STILES; j++)
     for (int e = 0; e < 2; e++) {
       LLVMValueRef colj = kb_zext64(kb, LLVMBuildAdd(b, col0, kb_i32(kb, 8 * j + e), ""));
-      LLVMValueRef ok = kb_load(
-          kb, kb->i32, kb_byte_ptr(kb, x->valid, LLVMBuildAdd(b, vbase, LLVMBuildMul(b, colj, kb_i64(kb, 4), ""), "")),
-          4);
+      LLVMValueRef ok =
+          kb_load(kb, kb->i32,
+                  kb_byte_ptr(kb, x->valid, LLVMBuildAdd(b, vbase, LLVMBuildMul(b, colj, kb_i64(kb, 4), ""), "")), 4);
       ok = LLVMBuildICmp(b, LLVMIntNE, ok, kb_i32(kb, 0), "");
       for (int h = 0; h < 2; h++)
         S[j][h * 2 + e] = rowv[h][2 * j + e] =
@@ -391,8 +388,9 @@ static void pv_part(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, int pt, LLVMVal
   LLVMValueRef dbase = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, x->vpart), "dbase");
   LLVMValueRef prow[2];
   for (int h = 0; h < 2; h++)
-    prow[h] = kb_byte_ptr(
-        kb, x->p_tile, LLVMBuildMul(b, LLVMBuildUDiv(b, head_off(kb, x, h), kb_i64(kb, 4), ""), kb_i64(kb, x->p_row), ""));
+    prow[h] =
+        kb_byte_ptr(kb, x->p_tile,
+                    LLVMBuildMul(b, LLVMBuildUDiv(b, head_off(kb, x, h), kb_i64(kb, 4), ""), kb_i64(kb, x->p_row), ""));
   for (int ks = 0; ks < SD_TILE / 16; ks++) {
     LLVMValueRef r[4], p[2][4], a[4], al[4];
     for (int q = 0; q < 4; q++) /* the k-step's rows k = 2c, 2c + 1, 2c + 8, 2c + 9 */
@@ -409,8 +407,10 @@ static void pv_part(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, int pt, LLVMVal
       int d = pt * x->vpart + rel; /* (the representative's dim: its segment and group start) */
       const dsv4_segment *s = seg_at(x->L, d);
       LLVMValueRef dd = LLVMBuildAdd(b, dbase, kb_i64(kb, rel), ""); /* the warp's dim */
-      LLVMValueRef at = LLVMBuildAdd(b, kb_i64(kb, s->offset), LLVMBuildMul(b, LLVMBuildSub(b, dd, kb_i64(kb, s->d0), ""),
-                                                                         kb_i64(kb, s->type == DSV4_DT_BF16 ? 2 : 1), ""), "");
+      LLVMValueRef at = LLVMBuildAdd(
+          b, kb_i64(kb, s->offset),
+          LLVMBuildMul(b, LLVMBuildSub(b, dd, kb_i64(kb, s->d0), ""), kb_i64(kb, s->type == DSV4_DT_BF16 ? 2 : 1), ""),
+          "");
       if (s->type == DSV4_DT_BF16) { /* ldmatrix.trans of the rows, P unscaled */
         if (fs != s) {
           LLVMValueRef one[4] = {sd_f32(kb, 1.0), sd_f32(kb, 1.0), sd_f32(kb, 1.0), sd_f32(kb, 1.0)};
@@ -566,25 +566,29 @@ static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const dctx *x, dstate
     for (int w = 0; w < x->parts; w++)
       l = LLVMBuildFAdd(
           b, l,
-          kb_load(kb, kb->f32, kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), ro[h], "")),
-                  4),
+          kb_load(kb, kb->f32,
+                  kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), ro[h], "")), 4),
           "l");
     LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""),
                                       LLVMBuildICmp(b, LLVMIntEQ, x->part, kb_i32(kb, 0), ""), "");
     LLVMValueRef pr[DT_OTILES_MAX][2];
     for (int j = 0; j < x->o_tiles; j++)
       pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
-    LLVMValueRef row = LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""),
-                                    LLVMBuildAdd(b, x->g, kb_i32(kb, 8 * h), ""), "");
+    LLVMValueRef row =
+        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, 8 * h), ""), "");
     sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l, pr, x->o_tiles, dim0, first, NULL,
                 NULL);
   }
 }
 
-/* q rows h0 .. h0 + heads of the token into q_tile (zeros past the heads),
- * then (after a barrier) its e4m3 dims times 2^32: each bf16 value exactly
- * (below 2^96). */
-static void stage_q(dsv4_kb *kb, const dctx *x, LLVMValueRef h0)
+/* q rows h0 .. h0 + heads of the token (zeros past the heads) into q_tile
+ * in fragment order (q_frag), each e4m3 dim times 2^32 (exact below 2^96).
+ * The rows land first in `temp` (a raw tile no copy is using yet), then
+ * each thread moves words: word w of row r (dims 2w, 2w + 1) is register
+ * 2 ((2w mod 16) / 2 mod 2) + (r mod 16) / 8 of lane 4 ((r mod 16) mod 8) +
+ * (2w mod 16) / 4 at k-step 2w / 16 of row block r / 16.  Ends with a
+ * barrier. */
+static void stage_q(dsv4_kb *kb, const dctx *x, LLVMValueRef h0, LLVMValueRef temp)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef H = kb_arg(kb, SD_heads);
@@ -592,7 +596,7 @@ static void stage_q(dsv4_kb *kb, const dctx *x, LLVMValueRef h0)
       LLVMBuildMul(b, kb_sext64(kb, LLVMBuildSub(b, H, h0, "")), kb_i64(kb, (long long)x->dim * 2), "");
   kb_stage_rows(kb, kb_arg(kb, SD_q), sd_head_at(kb, x->token, h0, SD_seq_q, SD_q_sb, SD_q_ss, SD_q_sh, 2),
                 LLVMBuildMul(b, kb_arg(kb, SD_q_sh), kb_i64(kb, 2), ""), (long long)x->heads * x->dim * 2, qvalid,
-                x->dim * 2, x->q_row, x->q_tile, x->tid, x->threads);
+                x->dim * 2, x->q_row, temp, x->tid, x->threads);
   kb->t->barrier(kb);
   int words = x->dim / 2, total = x->heads * words;
   for (int u = 0; u * x->threads < total; u++) {
@@ -608,20 +612,33 @@ static void stage_q(dsv4_kb *kb, const dctx *x, LLVMValueRef h0)
                                      LLVMBuildICmp(b, LLVMIntULT, wd, kb_i32(kb, g->d1 / 2), ""), "");
       f2 = LLVMBuildSelect(b, in, sd_f32(kb, UP), f2, "");
     }
-    LLVMValueRef at = kb_byte_ptr(kb, x->q_tile,
-                                  LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, x->q_row), ""),
-                                               LLVMBuildMul(b, kb_zext64(kb, wd), kb_i64(kb, 4), ""), ""));
-    LLVMValueRef w = kb_load(kb, kb->i32, at, 4);
+    LLVMValueRef src = kb_byte_ptr(kb, temp,
+                                   LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, x->q_row), ""),
+                                                LLVMBuildMul(b, kb_zext64(kb, wd), kb_i64(kb, 4), ""), ""));
+    LLVMValueRef w = kb_load(kb, kb->i32, src, 4);
     LLVMValueRef lo = LLVMBuildBitCast(b, LLVMBuildShl(b, w, kb_i32(kb, 16), ""), kb->f32, "");
     LLVMValueRef hi = LLVMBuildBitCast(b, LLVMBuildAnd(b, w, kb_i32(kb, (int)0xffff0000u), ""), kb->f32, "");
     lo = LLVMBuildBitCast(b, LLVMBuildFMul(b, lo, f2, ""), kb->i32, "");
     hi = LLVMBuildBitCast(b, LLVMBuildFMul(b, hi, f2, ""), kb->i32, "");
-    kb_store(kb,
-             LLVMBuildOr(b, LLVMBuildLShr(b, lo, kb_i32(kb, 16), ""),
-                         LLVMBuildAnd(b, hi, kb_i32(kb, (int)0xffff0000u), ""), ""),
-             at, 4);
+    LLVMValueRef v = LLVMBuildOr(b, LLVMBuildLShr(b, lo, kb_i32(kb, 16), ""),
+                                 LLVMBuildAnd(b, hi, kb_i32(kb, (int)0xffff0000u), ""), "");
+    LLVMValueRef in16 = LLVMBuildURem(b, wd, kb_i32(kb, 8), ""), r16 = LLVMBuildURem(b, row, kb_i32(kb, 16), "");
+    LLVMValueRef reg = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildURem(b, in16, kb_i32(kb, 2), ""), kb_i32(kb, 2), ""),
+                                    LLVMBuildUDiv(b, r16, kb_i32(kb, 8), ""), "reg");
+    LLVMValueRef lane = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildURem(b, r16, kb_i32(kb, 8), ""), kb_i32(kb, 4), ""),
+                                     LLVMBuildUDiv(b, in16, kb_i32(kb, 2), ""), "qlane");
+    LLVMValueRef frag =
+        LLVMBuildAdd(b, LLVMBuildMul(b, LLVMBuildUDiv(b, row, kb_i32(kb, 16), ""), kb_i32(kb, x->dim / 16), ""),
+                     LLVMBuildUDiv(b, wd, kb_i32(kb, 8), ""), "");
+    LLVMValueRef dst = LLVMBuildAdd(
+        b,
+        LLVMBuildMul(b, kb_zext64(kb, LLVMBuildAdd(b, LLVMBuildMul(b, frag, kb_i32(kb, 32), ""), lane, "")),
+                     kb_i64(kb, 16), ""),
+        LLVMBuildMul(b, kb_zext64(kb, reg), kb_i64(kb, 4), ""), "");
+    kb_store(kb, v, kb_byte_ptr(kb, x->q_tile, dst), 4);
     kb_endif(kb, &f);
   }
+  kb->t->barrier(kb);
 }
 
 /* The form's shape from kernel k (no IR). */
@@ -641,7 +658,7 @@ static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const dctx *x, dsv4_d
   if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || !T->cp_async || !T->cp_async_wait_all ||
       kb->warp != 32 || !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) ||
       !T->cp_async(kb, NULL, NULL, 16, NULL) || x->o_tiles > DT_OTILES_MAX || x->threads % SD_TILE ||
-      4 + 4 * x->o_tiles > KB_LOOP_MAX_VARS - 1) {
+      (long long)x->heads * x->q_row > x->tile_bytes || 4 + 4 * x->o_tiles > KB_LOOP_MAX_VARS - 1) {
     dsv4_error(d, k->file, k->line,
                "kernel '%s': this target (%s) cannot build the warp-matrix form of sparse_decode with operands read "
                "from the cache",
@@ -655,7 +672,7 @@ static int carve_shared(dsv4_kb *kb, const dsv4_kernel *k, dctx *x, dsv4_diags *
 {
   LLVMValueRef sm = kb_dyn_shared(kb);
   long long o = 0;
-  x->q_tile = sd_carve(kb, sm, &o, (long long)x->heads * x->q_row);
+  x->q_tile = sd_carve(kb, sm, &o, (long long)x->heads * x->dim * 2);
   x->p_tile = sd_carve(kb, sm, &o, (long long)x->heads * x->p_row);
   x->raw = sd_carve(kb, sm, &o, 2LL * x->tile_bytes);
   x->red = sd_carve(kb, sm, &o, (long long)x->heads * 8 * x->parts);
@@ -682,7 +699,6 @@ int sd_direct(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   x.token = kb->t->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, x.token, kb_arg(kb, SD_n_tokens), "")); /* whole CTAs */
   LLVMValueRef h0 = LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, x.heads), "h0");
-  stage_q(kb, &x, h0);
   x.scale2 = sd_scale2(kb, k);
   dstate st;
   for (int h = 0; h < 2; h++)
@@ -697,6 +713,8 @@ int sd_direct(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb_if_t any = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLT, lo, x.hi, ""), "tiles");
   issue_copy(kb, &x, lo, idx, LLVMBuildAnd(b, lo, kb_i32(kb, 1), ""));
   kb_endif(kb, &any);
+  /* q through the raw tile the first copy leaves free (tile lo + 1's) */
+  stage_q(kb, &x, h0, raw_buf(kb, &x, LLVMBuildAnd(b, LLVMBuildAdd(b, lo, kb_i32(kb, 1), ""), kb_i32(kb, 1), "")));
   LLVMValueRef init[KB_LOOP_MAX_VARS];
   pack(&x, &st, init);
   init[4 + 4 * x.o_tiles] = load_index(kb, &x, LLVMBuildAdd(b, lo, kb_i32(kb, 1), ""));
