@@ -77,8 +77,8 @@ kernel {
 -- Tensor-parallel head counts (8-16 heads a GPU, where FlashMLA pads to
 -- 64): 16 heads a CTA, the direct warp form, its operands read straight
 -- from the cache bytes (direct.c); the runtime takes it at serving batches
--- (rt.c's rule: faster than the warpgroup form from about 200 tokens on an
--- H200, slower below).  The 32-head CTA (sparse_decode.lua) is slower than
+-- (rt.c's rule: from about 400 tokens; on an H200 it was faster than the
+-- warpgroup form at T 512, even or slower at T 256 and below).  The 32-head CTA (sparse_decode.lua) is slower than
 -- the warpgroup form at 32 heads, so the bundle leaves it out.
 kernel {
   name = "sparse_decode_v4_mma_h16",

@@ -287,13 +287,15 @@ dsv4rt_status dsv4rt_buffer_copy_async(dsv4rt_buffer *dst, const dsv4rt_buffer *
  * (V4-Flash's 64 heads: a pair would dequantize for a CTA of padding).
  * Above all of them the direct warp form (its operands read from the
  * cache) in CTAs of 16 heads where a token's heads fit one and the tokens
- * come 1.5 a processor or more: tensor-parallel head counts at serving
+ * come three a processor or more: tensor-parallel head counts at serving
  * batches.  On an H200 at 16 heads (bench_decode, one run) it took 123.5
- * us against the 64-head warpgroup form's 138.6 at T 512 and 65.8 against
+ * us against the 64-head warpgroup form's 138.6 at T 512, 65.8 against
  * 71.0 at T 256, but 42.5 against 37.0 at T 128 and 12.7 against 12.0 at
- * T 8 (its split CTAs each take few tiles); its 32-head CTA (16 warps) was
- * slower than the warpgroup form at 32 heads at every T measured.
- * Elsewhere it ranks with the portable form.  A
+ * T 8 (its split CTAs each take few tiles); on FlashMLA's V4-Pro tensors
+ * at T 256 it lost (104.3 us against 97.2, peer_flashmla_tp.py), so the
+ * rule starts above that.  Its 32-head CTA (16 warps) was slower than the
+ * warpgroup form at 32 heads at every T measured.  Elsewhere it ranks
+ * with the portable form.  A
  * form whose CTA holds every next_n row of a batch entry cannot take more
  * than DSV4_LOGITS_MAX_NEXT_N of them: -1 then (MTP with next_n 3 runs
  * the row forms).  The split count is decode_splits' (ops.c).  Measured
@@ -308,7 +310,7 @@ int rt_default_rank(const dsv4_bundle_entry *e, int64_t heads, int64_t next_n, i
   case DSV4_FORM_WARPGROUP:
     return 3;
   case DSV4_FORM_WARP_DIRECT:
-    return heads > 0 && heads <= e->tokens_per_cta && e->tokens_per_cta <= 16 && 2 * tokens >= 3 * (int64_t)units
+    return heads > 0 && heads <= e->tokens_per_cta && e->tokens_per_cta <= 16 && tokens >= 3 * (int64_t)units
                ? 5
                : 0;
   case DSV4_FORM_WARP:

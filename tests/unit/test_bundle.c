@@ -791,7 +791,7 @@ static void check_file(const char *path)
 /* The runtime's default rule (rt_find without a kernel name, rt.c) on the
  * base bundle's real launch records, on a stand-in backend that runs every
  * PTX sm_90a entry: a 128-head decode gets the CTA-pair form, a 64-head one
- * the warpgroup form alone, 8 or 16 heads at 1.5 tokens a processor or
+ * the warpgroup form alone, 8 or 16 heads at three tokens a processor or
  * more the direct warp form (fewer tokens, or 32 heads: the warpgroup
  * form), and a named kernel is always that kernel. */
 static int runs_sm90a(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_t *code, char *why, size_t n)
@@ -815,10 +815,10 @@ static void check_default_rule(const unsigned char *base, size_t size)
     long long heads, tokens;
     unsigned form;
   } want[] = {{128, 128, DSV4_FORM_WARPGROUP_PAIR}, {128, 8, DSV4_FORM_WARPGROUP_PAIR}, {64, 128, DSV4_FORM_WARPGROUP},
-              {64, 8, DSV4_FORM_WARPGROUP},       {16, 512, DSV4_FORM_WARP_DIRECT},    {8, 256, DSV4_FORM_WARP_DIRECT},
+              {64, 8, DSV4_FORM_WARPGROUP},       {16, 512, DSV4_FORM_WARP_DIRECT},    {8, 400, DSV4_FORM_WARP_DIRECT},
               {16, 128, DSV4_FORM_WARPGROUP},     {8, 8, DSV4_FORM_WARPGROUP},         {32, 512, DSV4_FORM_WARPGROUP}};
   int units = stub.units;
-  stub.units = 132; /* (the direct form's rule: 1.5 tokens a processor) */
+  stub.units = 132; /* (the direct form's rule: three tokens a processor) */
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     dsv4_shape sh = {DSV4_OP_SPARSE_DECODE, 5, {want[i].tokens, want[i].heads, 1024, 0, 0}};
     int e = -1;
