@@ -299,35 +299,18 @@ static void softmax(dsv4_kb *kb, const dctx *x, LLVMValueRef buf, LLVMValueRef S
         S[j][h * 2 + e] = rowv[h][2 * j + e] =
             LLVMBuildSelect(b, ok, LLVMBuildFMul(b, S[j][h * 2 + e], x->scale2, ""), sd_f32(kb, -INFINITY), "");
     }
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->heads * 4), "");
   for (int h = 0; h < 2; h++) {
-    mx[h] = sd_quad_fold(kb, sd_fold_tree(kb, rowv[h], 2 * DT_STILES, 0), 0);
+    mx[h] = sd_fold_tree(kb, rowv[h], 2 * DT_STILES, 0);
     ro[h] = head_off(kb, x, h);
   }
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "rmax");
-  for (int h = 0; h < 2; h++)
-    kb_store(kb, mx[h], kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, mine, ro[h], "")), 4);
-  kb_endif(kb, &f);
+  sd_publish_max(kb, x->red, x->part, x->c, x->heads, mx, ro);
   kb->t->barrier(kb);
+  LLVMValueRef corr[2];
+  sd_online_step(kb, x->red, x->parts, x->heads, ro, S, DT_STILES, cur->m, cur->l, nx->m, nx->l, corr);
   for (int h = 0; h < 2; h++) {
-    LLVMValueRef mn = cur->m[h];
-    for (int w = 0; w < x->parts; w++)
-      mn = sd_fmax2(
-          kb, mn,
-          kb_load(kb, kb->f32,
-                  kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), ro[h], "")), 4));
-    LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), "");
-    LLVMValueRef mu = LLVMBuildSelect(b, inf, sd_f32(kb, 0.0), mn, "");
-    LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur->m[h], mu, ""));
-    LLVMValueRef pv[4];
-    for (int j = 0; j < DT_STILES; j++)
-      for (int e = 0; e < 2; e++)
-        S[j][h * 2 + e] = pv[2 * j + e] = kb_exp2_ftz(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
-    nx->m[h] = mn;
-    nx->l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur->l[h], corr, ""), sd_fold_tree(kb, pv, 2 * DT_STILES, 1), "");
     for (int j = 0; j < x->o_tiles; j++)
       for (int e = 0; e < 2; e++)
-        nx->acc[j][h * 2 + e] = LLVMBuildFMul(b, cur->acc[j][h * 2 + e], corr, "");
+        nx->acc[j][h * 2 + e] = LLVMBuildFMul(b, cur->acc[j][h * 2 + e], corr[h], "");
     LLVMValueRef prow = LLVMBuildMul(b, LLVMBuildUDiv(b, ro[h], kb_i64(kb, 4), ""), kb_i64(kb, x->p_row), "");
     for (int j = 0; j < DT_STILES; j++) {
       LLVMValueRef v = LLVMGetUndef(LLVMVectorType(kb->f32, 2));
@@ -546,29 +529,13 @@ static void pv(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, dstate *nx) { by_par
 static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const dctx *x, dstate *st, LLVMValueRef h0)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef ro[2];
-  LLVMValueRef sums = kb_byte_ptr(kb, x->red, kb_i64(kb, (long long)x->heads * 4 * x->parts));
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->heads * 4), "");
-  for (int h = 0; h < 2; h++) {
-    st->l[h] = sd_quad_fold(kb, st->l[h], 1);
-    ro[h] = head_off(kb, x, h);
-  }
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "lsum");
-  for (int h = 0; h < 2; h++)
-    kb_store(kb, st->l[h], kb_byte_ptr(kb, sums, LLVMBuildAdd(b, mine, ro[h], "")), 4);
-  kb_endif(kb, &f);
-  kb->t->barrier(kb);
+  LLVMValueRef ro[2] = {head_off(kb, x, 0), head_off(kb, x, 1)}, l[2] = {st->l[0], st->l[1]};
+  sd_sum_parts(kb, kb_byte_ptr(kb, x->red, kb_i64(kb, (long long)x->heads * 4 * x->parts)), x->part, x->c, x->parts,
+               x->heads, ro, l);
   by_part(kb, x, 0, st->acc, order_part, NULL);
   LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, x->vpart), ""),
                                    LLVMBuildMul(b, kb_zext64(kb, x->c), kb_i64(kb, 2), ""), "dim0");
   for (int h = 0; h < 2; h++) {
-    LLVMValueRef l = sd_f32(kb, 0.0);
-    for (int w = 0; w < x->parts; w++)
-      l = LLVMBuildFAdd(
-          b, l,
-          kb_load(kb, kb->f32,
-                  kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), ro[h], "")), 4),
-          "l");
     LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""),
                                       LLVMBuildICmp(b, LLVMIntEQ, x->part, kb_i32(kb, 0), ""), "");
     LLVMValueRef pr[DT_OTILES_MAX][2];
@@ -576,7 +543,7 @@ static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const dctx *x, dstate
       pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
     LLVMValueRef row =
         LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, 8 * h), ""), "");
-    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l, pr, x->o_tiles, dim0, first, NULL,
+    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l[h], pr, x->o_tiles, dim0, first, NULL,
                 NULL);
   }
 }

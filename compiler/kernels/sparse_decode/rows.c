@@ -14,12 +14,11 @@
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
 
-const sd_list sd_main = {SD_cache,      SD_indices,      SD_lens,         SD_topk,
-                         SD_num_blocks, SD_block_size,   SD_block_stride, SD_indices_sb,
-                         SD_indices_ss, SD_lens_sb,      SD_lens_ss};
-const sd_list sd_extra = {SD_extra_cache,      SD_extra_indices,      SD_extra_lens,         SD_extra_topk,
-                          SD_extra_num_blocks, SD_extra_block_size,   SD_extra_block_stride, SD_extra_indices_sb,
-                          SD_extra_indices_ss, SD_extra_lens_sb,      SD_extra_lens_ss};
+const sd_list sd_main = {SD_cache,        SD_indices,    SD_lens,       SD_topk,    SD_num_blocks, SD_block_size,
+                         SD_block_stride, SD_indices_sb, SD_indices_ss, SD_lens_sb, SD_lens_ss};
+const sd_list sd_extra = {SD_extra_cache,      SD_extra_indices,    SD_extra_lens,         SD_extra_topk,
+                          SD_extra_num_blocks, SD_extra_block_size, SD_extra_block_stride, SD_extra_indices_sb,
+                          SD_extra_indices_ss, SD_extra_lens_sb,    SD_extra_lens_ss};
 
 /* i32 division by seq_q, once a CTA: t and seq_q are below 2^31 (the
  * runtime's bounds), and the forms' callers pass the same t, which LLVM
@@ -63,8 +62,8 @@ LLVMValueRef sd_scale2(dsv4_kb *kb, const dsv4_kernel *k)
   return LLVMBuildFMul(kb->b, scale, sd_f32(kb, LOG2E), "scale2");
 }
 
-void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef sink, LLVMValueRef ts,
-                   LLVMValueRef *lse, LLVMValueRef *factor)
+void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef sink, LLVMValueRef ts, LLVMValueRef *lse,
+                   LLVMValueRef *factor)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef one = LLVMConstReal(kb->f32, 1.0);
@@ -270,8 +269,9 @@ LLVMValueRef sd_longest_first(dsv4_kb *kb, LLVMValueRef scratch, LLVMValueRef ti
   if (!can_rank(kb) || threads % 32 || threads > 32 * 32)
     return by;
   LLVMValueRef n = kb_arg(kb, SD_n_tokens);
-  LLVMValueRef go = LLVMBuildAnd(b, LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGT, n, kb_i32(kb, 1), ""),
-                                                 LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, threads), ""), ""),
+  LLVMValueRef go = LLVMBuildAnd(b,
+                                 LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGT, n, kb_i32(kb, 1), ""),
+                                              LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, threads), ""), ""),
                                  LLVMBuildICmp(b, LLVMIntUGT, T->grid_ctas(kb), T->units(kb), ""), "waves");
   kb_if_t f = kb_if(kb, go, "rank");
   LLVMValueRef has = LLVMBuildICmp(b, LLVMIntSLT, tid, n, "has");
@@ -444,9 +444,9 @@ static void head_finish(dsv4_kb *kb, const dsv4_kernel *k, const head_row *r, LL
  * caller to copy out in whole lines; lse and split-KV partials still go
  * straight out (a partial's 8-byte pairs fill whole 32-byte sectors).
  * sink: the row's sink (f32), or NULL to read it here. */
-void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m,
-                 LLVMValueRef l, LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first,
-                 LLVMValueRef stage, LLVMValueRef sink)
+void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef head, LLVMValueRef m, LLVMValueRef l,
+                 LLVMValueRef (*acc)[2], int nb, LLVMValueRef dim0, LLVMValueRef first, LLVMValueRef stage,
+                 LLVMValueRef sink)
 {
   LLVMBuilderRef b = kb->b;
   head_row r = {
@@ -466,6 +466,66 @@ void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef
   head_finish(kb, k, &r, has);
   kb_endif(kb, &sp);
   kb_endif(kb, &w);
+}
+
+void sd_publish_max(dsv4_kb *kb, LLVMValueRef red, LLVMValueRef part, LLVMValueRef c, int heads, LLVMValueRef mx[2],
+                    const LLVMValueRef rowoff[2])
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, part), kb_i64(kb, (long long)heads * 4), "");
+  for (int h = 0; h < 2; h++)
+    mx[h] = sd_quad_fold(kb, mx[h], 0);
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "rmax");
+  for (int h = 0; h < 2; h++)
+    kb_store(kb, mx[h], kb_byte_ptr(kb, red, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
+  kb_endif(kb, &f);
+}
+
+void sd_online_step(dsv4_kb *kb, LLVMValueRef red, int parts, int heads, const LLVMValueRef rowoff[2],
+                    LLVMValueRef (*S)[4], int s_tiles, const LLVMValueRef m[2], const LLVMValueRef l[2],
+                    LLVMValueRef nm[2], LLVMValueRef nl[2], LLVMValueRef corr[2])
+{
+  LLVMBuilderRef b = kb->b;
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef mn = m[h];
+    for (int w = 0; w < parts; w++)
+      mn = sd_fmax2(kb, mn,
+                    kb_load(kb, kb->f32,
+                            kb_byte_ptr(kb, red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * heads * 4), rowoff[h], "")),
+                            4));
+    LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), "");
+    LLVMValueRef mu = LLVMBuildSelect(b, inf, sd_f32(kb, 0.0), mn, "");
+    corr[h] = kb_exp2(kb, LLVMBuildFSub(b, m[h], mu, ""));
+    LLVMValueRef pv[64];
+    for (int j = 0; j < s_tiles; j++)
+      for (int e = 0; e < 2; e++)
+        S[j][h * 2 + e] = pv[2 * j + e] = kb_exp2_ftz(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
+    nm[h] = mn;
+    nl[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, l[h], corr[h], ""), sd_fold_tree(kb, pv, 2 * s_tiles, 1), "");
+  }
+}
+
+void sd_sum_parts(dsv4_kb *kb, LLVMValueRef sums, LLVMValueRef part, LLVMValueRef c, int parts, int heads,
+                  const LLVMValueRef rowoff[2], LLVMValueRef l[2])
+{
+  LLVMBuilderRef b = kb->b;
+  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, part), kb_i64(kb, (long long)heads * 4), "");
+  for (int h = 0; h < 2; h++)
+    l[h] = sd_quad_fold(kb, l[h], 1);
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "lsum");
+  for (int h = 0; h < 2; h++)
+    kb_store(kb, l[h], kb_byte_ptr(kb, sums, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
+  kb_endif(kb, &f);
+  kb->t->barrier(kb);
+  for (int h = 0; h < 2; h++) {
+    l[h] = sd_f32(kb, 0.0);
+    for (int w = 0; w < parts; w++)
+      l[h] = LLVMBuildFAdd(
+          b, l[h],
+          kb_load(kb, kb->f32,
+                  kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * heads * 4), rowoff[h], "")), 4),
+          "l");
+  }
 }
 
 /* Both matrix forms carve their regions this way, and sd_shared_agrees()

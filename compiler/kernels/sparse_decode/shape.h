@@ -93,6 +93,25 @@ void sd_finish_row(dsv4_kb *kb, LLVMValueRef m2, LLVMValueRef l, LLVMValueRef si
 /* v of the lanes sharing this quad (lane ^ 1, ^ 2) folded with max or add. */
 LLVMValueRef sd_quad_fold(dsv4_kb *kb, LLVMValueRef v, int add);
 
+/* The warp forms' row exchange through shared memory.  A 16-head row
+ * block's `parts` warps each hold the lane's two rows (rowoff[h]: their
+ * byte offsets in a part's slot of heads x 4 bytes) over their own part of
+ * a tile's columns.  sd_publish_max: the rows' maxima mx[h] over the lane's
+ * quad (folded in place) into red at part (the quad's lane c = 0 stores).
+ * sd_online_step, after a barrier: each row's new max over m[h] and every
+ * part's, S's n-tiles' values (s_tiles of them, rows h at S[j][2h + e])
+ * made P = exp2(S - max) in place, nm, nl (l rescaled plus this tile's sum
+ * over the lane's columns) and corr[h], what the accumulators are scaled
+ * by.  sd_sum_parts: each l[h] over the quad and then over the parts (a
+ * barrier between; a fixed order, so every warp gets the same sum). */
+void sd_publish_max(dsv4_kb *kb, LLVMValueRef red, LLVMValueRef part, LLVMValueRef c, int heads, LLVMValueRef mx[2],
+                    const LLVMValueRef rowoff[2]);
+void sd_online_step(dsv4_kb *kb, LLVMValueRef red, int parts, int heads, const LLVMValueRef rowoff[2],
+                    LLVMValueRef (*S)[4], int s_tiles, const LLVMValueRef m[2], const LLVMValueRef l[2],
+                    LLVMValueRef nm[2], LLVMValueRef nl[2], LLVMValueRef corr[2]);
+void sd_sum_parts(dsv4_kb *kb, LLVMValueRef sums, LLVMValueRef part, LLVMValueRef c, int parts, int heads,
+                  const LLVMValueRef rowoff[2], LLVMValueRef l[2]);
+
 /* v[0..n) (n <= 64) folded pairwise with max (maxnum) or add. */
 LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add);
 

@@ -46,12 +46,12 @@ typedef struct {
   int p_row_bytes; /* a P row in shared memory: SD_TILE * 2 + 16 */
   int p_parts;     /* sd_p_parts: 1 (bf16 P) or 2 (bf16x2: hi and lo) */
   int threads;
-  LLVMValueRef q_tile, k_tile; /* q rows, the current tile's dequantized K rows (bf16) */
-  LLVMValueRef p_hi, p_lo;     /* P's high and low bf16 parts (bf16 P: p_hi alone; p_lo's room unused) */
-  LLVMValueRef raw;            /* the next tile's cache bytes, as cp.async lands them */
-  LLVMValueRef row_addr;       /* per K row: its row's and scale row's global address (i64 each) */
-  LLVMValueRef red;            /* row maxima, then row sums, of each part */
-  LLVMValueRef valid;          /* per K row of each of two tiles: i32 validity word */
+  LLVMValueRef q_tile, k_tile;              /* q rows, the current tile's dequantized K rows (bf16) */
+  LLVMValueRef p_hi, p_lo;                  /* P's high and low bf16 parts (bf16 P: p_hi alone; p_lo's room unused) */
+  LLVMValueRef raw;                         /* the next tile's cache bytes, as cp.async lands them */
+  LLVMValueRef row_addr;                    /* per K row: its row's and scale row's global address (i64 each) */
+  LLVMValueRef red;                         /* row maxima, then row sums, of each part */
+  LLVMValueRef valid;                       /* per K row of each of two tiles: i32 validity word */
   LLVMValueRef tid, lane, g, c, rblk, part; /* i32; rblk, part: the warp's row block and part */
   LLVMValueRef q_ld, k_ld, p_ld, v_ld;      /* i64 per-lane ldmatrix offsets into q, K, P, V */
   LLVMValueRef token, scale2;
@@ -66,8 +66,7 @@ static void find_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVM
   const dsv4_layout *L = &k->layout;
   kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, x->tid, kb_i32(kb, SD_TILE), ""), "rows");
   sd_tile_list tl = sd_pick_list(kb, x->token, i, x->n, x->ntiles);
-  LLVMValueRef lt = tl.lt, n = tl.n, bs = tl.bs, nb = tl.nb, stride = tl.stride, cache = tl.cache,
-               ind = tl.ind;
+  LLVMValueRef lt = tl.lt, n = tl.n, bs = tl.bs, nb = tl.nb, stride = tl.stride, cache = tl.cache, ind = tl.ind;
   LLVMValueRef p = LLVMBuildAdd(b, LLVMBuildMul(b, lt, kb_i32(kb, SD_TILE), ""), x->tid, "pos");
   LLVMValueRef want = LLVMBuildICmp(b, LLVMIntSLT, p, n, "");
   LLVMValueRef ioff = LLVMBuildMul(b, LLVMBuildAdd(b, tl.irow, kb_zext64(kb, p), ""), kb_i64(kb, 4), "");
@@ -239,53 +238,29 @@ static LLVMValueRef scores(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef buf, LLV
   return col0;
 }
 
-/* The lane's two row maxima over its quad, stored in red for the row
- * block's other warps (by the quad's lane c = 0); rowoff: the rows' byte
- * offsets in a part's slot of red (i64). */
-static void publish_max(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef *mx, LLVMValueRef *rowoff)
+/* The rows' byte offsets (i64) in a part's slot of red: the lane's rows
+ * g and g + 8 of its row block. */
+static void row_offsets(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef *rowoff)
 {
   LLVMBuilderRef b = kb->b;
   for (int h = 0; h < 2; h++) {
-    mx[h] = sd_quad_fold(kb, mx[h], 0);
     LLVMValueRef row =
         LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
     rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, row), kb_i64(kb, 4), "");
   }
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->heads * 4), "");
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "rmax");
-  for (int h = 0; h < 2; h++)
-    kb_store(kb, mx[h], kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
-  kb_endif(kb, &f);
 }
 
-/* The online softmax's step: each row's new max over all parts (red),
- * S -> P = exp2(S - max), nx's m and l, and cur's accumulators rescaled
- * into nx. */
+/* The online softmax's step (sd_online_step) and cur's accumulators
+ * rescaled into nx. */
 static void softmax(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4], const LLVMValueRef *rowoff,
                     const warp_state *cur, warp_state *nx)
 {
-  LLVMBuilderRef b = kb->b;
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef mn = cur->m[h];
-    for (int w = 0; w < x->parts; w++)
-      mn = sd_fmax2(
-          kb, mn,
-          kb_load(kb, kb->f32,
-                  kb_byte_ptr(kb, x->red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), rowoff[h], "")), 4));
-    LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), "");
-    LLVMValueRef mu = LLVMBuildSelect(b, inf, sd_f32(kb, 0.0), mn, "");
-    LLVMValueRef corr = kb_exp2(kb, LLVMBuildFSub(b, cur->m[h], mu, ""));
-    LLVMValueRef pv[8];
-    for (int j = 0; j < x->s_tiles; j++)
-      for (int e = 0; e < 2; e++)
-        S[j][h * 2 + e] = pv[2 * j + e] = kb_exp2_ftz(kb, LLVMBuildFSub(b, S[j][h * 2 + e], mu, ""));
-    LLVMValueRef sum = sd_fold_tree(kb, pv, 2 * x->s_tiles, 1);
-    nx->m[h] = mn;
-    nx->l[h] = LLVMBuildFAdd(b, LLVMBuildFMul(b, cur->l[h], corr, ""), sum, "");
+  LLVMValueRef corr[2];
+  sd_online_step(kb, x->red, x->parts, x->heads, rowoff, S, x->s_tiles, cur->m, cur->l, nx->m, nx->l, corr);
+  for (int h = 0; h < 2; h++)
     for (int j = 0; j < x->o_tiles; j++)
       for (int e = 0; e < 2; e++)
-        nx->acc[j][h * 2 + e] = LLVMBuildFMul(b, cur->acc[j][h * 2 + e], corr, "");
-  }
+        nx->acc[j][h * 2 + e] = LLVMBuildFMul(kb->b, cur->acc[j][h * 2 + e], corr[h], "");
 }
 
 /* P (the lane's S fragments) into shared memory: bf16, or hi + lo bf16
@@ -353,7 +328,8 @@ static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLV
 
   LLVMValueRef S[4][4], mx[2], rowoff[2];
   LLVMValueRef col0 = scores(kb, x, buf, S, mx);
-  publish_max(kb, x, mx, rowoff);
+  row_offsets(kb, x, rowoff);
+  sd_publish_max(kb, x->red, x->part, x->c, x->heads, mx, rowoff);
   kb->t->barrier(kb); /* maxima, and the next tile's rows, published */
   kb_if_t f2 = kb_if(kb, more, "copy");
   copy_rows(kb, k, x, nbuf);
@@ -467,34 +443,16 @@ static void stage_q(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef h0)
                 x->dim * 2, x->row_bytes, x->q_tile, x->tid, x->threads);
 }
 
-/* The rows' ends: each row's sum over its quad and then over the row
- * block's parts (through red, in a fixed order: the same l in each warp),
- * then sd_head_out for the lane's two rows. */
+/* The rows' ends: each row's sum over the row block's parts
+ * (sd_sum_parts), then sd_head_out for the lane's two rows. */
 static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, warp_state *st, LLVMValueRef h0)
 {
   LLVMBuilderRef b = kb->b;
-  LLVMValueRef rowoff[2], rowi[2];
-  LLVMValueRef sums = kb_byte_ptr(kb, x->red, kb_i64(kb, (long long)x->heads * 4 * x->parts));
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->heads * 4), "");
+  LLVMValueRef rowoff[2], l[2] = {st->l[0], st->l[1]};
+  row_offsets(kb, x, rowoff);
+  sd_sum_parts(kb, kb_byte_ptr(kb, x->red, kb_i64(kb, (long long)x->heads * 4 * x->parts)), x->part, x->c, x->parts,
+               x->heads, rowoff, l);
   for (int h = 0; h < 2; h++) {
-    st->l[h] = sd_quad_fold(kb, st->l[h], 1);
-    rowi[h] =
-        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
-    rowoff[h] = LLVMBuildMul(b, kb_zext64(kb, rowi[h]), kb_i64(kb, 4), "");
-  }
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""), "lsum");
-  for (int h = 0; h < 2; h++)
-    kb_store(kb, st->l[h], kb_byte_ptr(kb, sums, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
-  kb_endif(kb, &f);
-  kb->t->barrier(kb);
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef l = sd_f32(kb, 0.0);
-    for (int w = 0; w < x->parts; w++)
-      l = LLVMBuildFAdd(
-          b, l,
-          kb_load(kb, kb->f32,
-                  kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * x->heads * 4), rowoff[h], "")), 4),
-          "l");
     LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""),
                                       LLVMBuildICmp(b, LLVMIntEQ, x->part, kb_i32(kb, 0), ""), "");
     LLVMValueRef dim0 =
@@ -503,7 +461,9 @@ static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, wa
     LLVMValueRef pr[O_TILES_MAX][2];
     for (int j = 0; j < x->o_tiles; j++)
       pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
-    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, rowi[h], "head"), st->m[h], l, pr, x->o_tiles, dim0, first, NULL,
+    LLVMValueRef row =
+        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
+    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l[h], pr, x->o_tiles, dim0, first, NULL,
                 NULL);
   }
 }
