@@ -1,5 +1,5 @@
-"""Host and CUDA-graph timing shared by the benches that time a call beside a peer's in one process
-(peer_flashmla_graph.py, decode_step_graph.py)."""
+"""Host, CUDA-graph and kineto timing shared by the benches that time a call beside a peer's in one process
+(peer_flashmla_graph.py, peer_flashmla_tp.py, decode_step_graph.py)."""
 import time
 
 import torch
@@ -42,3 +42,23 @@ def graph_us(fn, reps, warm):
     e1.record()
     torch.cuda.synchronize()
     return e0.elapsed_time(e1) * 1e3 / reps, g, res
+
+
+def kineto_us(kk, run, want, n=30):
+    """Kernel time of run by FlashMLA's timer (kk: its kernelkit; bench_kineto flushes the L2 before each run):
+    the first kernel whose name contains one of `want` to the last one's end, a run, averaged over n runs
+    (nan where no kernel matched)."""
+    res = kk.bench_kineto(run, n)
+    names = [k for k in res.get_kernel_names() if any(w in k for w in want)]
+    if not names:
+        return float("nan")
+    spans = []
+    for i in range(n):
+        starts, ends = [], []
+        for k in names:
+            r = res.time_ranges[k]
+            per = len(r) // n
+            starts.append(r[i * per][0])
+            ends.append(r[(i + 1) * per - 1][1])
+        spans.append(max(ends) - min(starts))
+    return sum(spans) / n * 1e6

@@ -51,24 +51,6 @@ ours = types.SimpleNamespace(flash_mla_with_kvcache=compat.flash_mla_with_kvcach
                              get_mla_metadata=compat.get_mla_metadata)
 
 
-def kernel_us(run, want, n=30):
-    """First matching kernel's start to the last one's end, a run, averaged over n runs (bench_kineto's ranges)."""
-    res = kk.bench_kineto(run, n)
-    names = [k for k in res.get_kernel_names() if any(w in k for w in want)]
-    if not names:
-        return float("nan")
-    spans = []
-    for i in range(n):
-        starts, ends = [], []
-        for k in names:
-            r = res.time_ranges[k]
-            per = len(r) // n
-            starts.append(r[i * per][0])
-            ends.append(r[(i + 1) * per - 1][1])
-        spans.append(max(ends) - min(starts))
-    return sum(spans) / n * 1e6
-
-
 models = [("V4-Flash", 64, 512), ("V4-Pro", 128, 1024)]
 if args.shapes != "all":
     models = [m for m in models if m[0].lower().endswith(args.shapes)]
@@ -96,8 +78,8 @@ for model, h, xk in models:
 
                 out, lse = run()
                 torch.cuda.synchronize()
-                row[who] = dict(host=graph_timing.host_us(run, 6, 50), kern=kernel_us(run, ("flash_fwd", "mla_combine")
-                                                                   if who == "FlashMLA" else ("decode",)))
+                want = ("flash_fwd", "mla_combine") if who == "FlashMLA" else ("decode",)
+                row[who] = dict(host=graph_timing.host_us(run, 6, 50), kern=graph_timing.kineto_us(kk, run, want))
                 row[who]["graph"], g, (gout, glse) = graph_timing.graph_us(run, 200, 10)
                 same = torch.equal(gout.view(torch.int16), out.view(torch.int16))
                 row[who]["ok"] = same

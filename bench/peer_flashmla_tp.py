@@ -36,26 +36,11 @@ import flash_mla  # noqa: E402
 from lib import RawTestParamForDecode as R  # noqa: E402
 
 import dsv4c.compat as compat  # noqa: E402
+import graph_timing  # noqa: E402
 
 torch.set_default_dtype(torch.bfloat16)
 torch.set_default_device("cuda")
 torch.cuda.set_device(0)
-
-
-def kineto_us(run, want, n=30):
-    """First matching kernel's start to the last one's end, a run, averaged over n runs."""
-    res = kk.bench_kineto(run, n)
-    names = [k for k in res.get_kernel_names() if any(w in k for w in want)]
-    spans = []
-    for i in range(n):
-        starts, ends = [], []
-        for k in names:
-            r = res.time_ranges[k]
-            per = len(r) // n
-            starts.append(r[i * per][0])
-            ends.append(r[(i + 1) * per - 1][1])
-        spans.append(max(ends) - min(starts))
-    return sum(spans) / n * 1e6
 
 
 def copy_gbps():
@@ -88,7 +73,8 @@ for model, xk in (("V4-Flash", 512), ("V4-Pro", 1024)):
         t = lib.generate_testcase_for_decode(p)
         lib.flash_mla = flash_mla
         sched, _ = flash_mla.get_mla_metadata()
-        fm = kineto_us(lambda: lib.run_flash_mla_decode(p, t, sched, None), ("flash_fwd", "mla_combine"))
+        fm = graph_timing.kineto_us(kk, lambda: lib.run_flash_mla_decode(p, t, sched, None),
+                                    ("flash_fwd", "mla_combine"))
         o_ref, l_ref = ref.ref_sparse_attn_decode(p, t)
         cells, oks = [], []
         for h in heads:
@@ -103,7 +89,7 @@ for model, xk in (("V4-Flash", 512), ("V4-Pro", 1024)):
 
             out, lse = run()
             torch.cuda.synchronize()
-            us = kineto_us(run, ("decode",))
+            us = graph_timing.kineto_us(kk, run, ("decode",))
             ok = bool(kk.check_is_allclose("out", out, o_ref[:, :, :h], abs_tol=1e-3, rel_tol=2.01 / 128,
                                            cos_diff_tol=5e-6)) and bool(
                 kk.check_is_allclose("lse", lse, l_ref[:, :h], abs_tol=1e-6, rel_tol=8.01 / 65536))
