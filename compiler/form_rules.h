@@ -100,10 +100,11 @@ static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
  * straight from the cache bytes (compiler/kernels/sparse_decode/direct.c:
  * no dequantized K tile), for CTAs of at most 32 heads, where the bytes,
  * not the matrix work, bound the decode, and layouts whose every segment
- * lets it: e4m3 values (UE8M0 group
- * scales, one tensor scale, or none) whose dims and groups come in whole
- * 32-dim pieces at 4-byte offsets, or bf16 values in 16-dim pieces at
- * 16-byte offsets; V (the first v_dim dims) in DSV4_DECODE_DIRECT_WARPS
+ * lets it: e4m3 values with UE8M0 group scales whose dims and groups come
+ * in whole 32-dim pieces at 4-byte offsets, or bf16 values in 16-dim
+ * pieces at 16-byte offsets (direct.c also handles unscaled and
+ * tensor-scaled e4m3, but no GPU run has checked those, so the rule leaves
+ * them to the other forms); V (the first v_dim dims) in DSV4_DECODE_DIRECT_WARPS
  * parts of such pieces.  Its raw tiles keep rows dsv4_decode_direct_pitch()
  * apart: a multiple of 16 bytes whose word count is 4 mod 8, so that the
  * 8 rows x 4 words a fragment load reads fall in distinct banks. */
@@ -114,10 +115,8 @@ static inline int dsv4_decode_direct_piece(const dsv4_layout *l, int d, int end)
     if (d < g->d0 || d >= g->d1)
       continue;
     if (g->type == DSV4_DT_E4M3) {
-      int grouped = g->scale_type == DSV4_DT_UE8M0 && !g->scale_tensor;
-      if ((g->scale_type != DSV4_DT_NONE && !grouped && !g->scale_tensor) || g->offset % 4 ||
-          (grouped && (g->scale_group % 32 || (d - g->d0) % g->scale_group % 32)) || d + 32 > g->d1 || d + 32 > end ||
-          (d - g->d0) % 32)
+      if (g->scale_type != DSV4_DT_UE8M0 || g->scale_tensor || g->offset % 4 || g->scale_group % 32 ||
+          d + 32 > g->d1 || d + 32 > end || (d - g->d0) % 32)
         return 0;
       return 32;
     }
@@ -131,6 +130,11 @@ static inline int dsv4_decode_warp_direct(const dsv4_layout *l, int heads_per_ct
 {
   if (heads_per_cta > 32 || heads_per_cta % 16 || v_dim % DSV4_DECODE_DIRECT_WARPS || v_dim > l->dim ||
       l->row_bytes % 16 || l->align % 16 || (l->scale_place == DSV4_SCALES_BLOCK_TAIL && l->scale_row_bytes % 4))
+    return 0;
+  int e4m3 = 0; /* (a cache without e4m3 values has nothing to convert: the warp form's copy suits it) */
+  for (int s = 0; s < l->nseg; s++)
+    e4m3 |= l->seg[s].type == DSV4_DT_E4M3;
+  if (!e4m3)
     return 0;
   int part = v_dim / DSV4_DECODE_DIRECT_WARPS;
   for (int p = 0; p < DSV4_DECODE_DIRECT_WARPS; p++)
