@@ -1,8 +1,8 @@
 -- decode_sweep.lua: the sparse MLA decode's matrix forms as sweeps
 -- (docs/tuning.md), for dsv4c-tune at the V4-Pro / V4-Flash shapes:
 --   sd   sm_90a: 512 points of six tile fields; the constraints and the
---        checker leave 144 variants (warpgroup, CTA pairs, warp form);
---   sdw  sm_90 (no wgmma): the warp-matrix form, with bf16 or fp32 split-KV
+--        checker leave 144 variants (warpgroup, CTA pairs, warp and direct warp forms);
+--   sdw  sm_90 (no wgmma): the warp-matrix forms, with bf16 or fp32 split-KV
 --        partials (tile.partials), 84 variants;
 --   sdl  sm_90a: CTA pairs taking their tokens longest first
 --        (tile.longest_first), 8 variants;
@@ -25,7 +25,7 @@ kernel {
     tile = {
       values_per_thread = { 8, 16, 32, 64 }, -- a producer lane's values of a K row
       interleave = { 1, 2, 4, 8 },           -- in how many pieces, dim / interleave apart
-      heads_per_cta = { 16, 32, 48, 64 },    -- 64: the warpgroup form; fewer: the warp form
+      heads_per_cta = { 16, 32, 48, 64 },    -- 64: the warpgroup form; 16, 32: the direct warp form; 48: the warp form
       pair = { false, true },                -- CTA pairs sharing each tile's dequantization
       prefetch = { false, true },            -- the next tile's rows into the L2
       p = { "bf16", "bf16x2" },              -- P rounded once (FlashMLA) or as hi + lo
@@ -58,7 +58,7 @@ kernel {
     tile = {
       values_per_thread = { 8, 16, 32, 64 },
       interleave = { 1, 2, 4, 8 },
-      heads_per_cta = { 32, 64 },
+      heads_per_cta = { 32, 64 },   -- 32: the direct warp form (operands from the cache), 64: the warp form
       p = { "bf16", "bf16x2" },
       partials = { "f32", "bf16" }, -- split-KV partials (tile.partials; bf16 needs bf16 P)
     },

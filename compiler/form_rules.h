@@ -181,6 +181,19 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
 }
 
 
+/* Whether the runtime's default rule (rt.c: rt_default_rank, fills_better)
+ * tells apart two kernels of one op and form by tokens_per_cta: the direct
+ * decode form (which heads a CTA covers) and the logits' batch forms (the
+ * step that fills the device).  Elsewhere it goes by the form alone (and
+ * the bundle's order).  A tuned build keeps, of every sweep, the first
+ * variant of each (form, and this) key, so that a call outside every tuned
+ * bucket runs what the untuned bundle's rule would (compiler/tuned.c). */
+static inline int dsv4_rule_sees_tokens_per_cta(int op, int form)
+{
+  return (op == DSV4_OP_SPARSE_DECODE && form == DSV4_FORM_WARP_DIRECT) ||
+         (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP));
+}
+
 /* Each op's geometry in a form: threads per CTA (the rule choose_form,
  * compiler/ops/, records in the launch record), whether the form takes the
  * shape (NULL: every shape), and its dynamic shared memory (NULL: none).

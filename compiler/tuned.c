@@ -160,13 +160,34 @@ static void describe(const dsv4_lock_entry *e, char *buf, size_t n)
            e->key.bucket);
 }
 
-/* The first variant of sweep sw that is a kernel of the plan (-1: none). */
-static int first_variant(const dsv4_plan *p, int sw)
+/* Keep, of sweep sw, every variant the untuned default rule could run
+ * for a call on some target: the first of each key it goes by (the form
+ * on that target, and tokens_per_cta where dsv4_rule_sees_tokens_per_cta).
+ * Without them a call outside every tuned bucket would get the rule's
+ * pick among the winners alone, which can be a kernel the untuned bundle
+ * never ran there (issue 40: a 2048-wide list, tuned for none, ran a
+ * winner of another bucket 12% slower than the untuned rule's kernel). */
+static void keep_rule_picks(const dsv4_plan *p, int sw, unsigned char *keep)
 {
-  for (int i = p->sweeps[sw].first; i < p->sweeps[sw].first + p->sweeps[sw].nvariants; i++)
-    if (p->variants[i].kernel >= 0)
-      return p->variants[i].kernel;
-  return -1;
+  const dsv4_sweep *s = &p->sweeps[sw];
+  for (int i = s->first; i < s->first + s->nvariants; i++) {
+    int k = p->variants[i].kernel;
+    if (k < 0)
+      continue;
+    for (int t = 0; t < DSV4_TARGET_COUNT; t++) {
+      const dsv4_kernel *a = &p->kernels[k];
+      if (!a->target[t].enabled)
+        continue;
+      int form = a->launch[t].form, tpc = dsv4_rule_sees_tokens_per_cta(a->op, form), first = 1;
+      for (int j = s->first; j < i && first; j++) {
+        const dsv4_kernel *o = j >= 0 && p->variants[j].kernel >= 0 ? &p->kernels[p->variants[j].kernel] : NULL;
+        first = !o || !o->target[t].enabled || (int)o->launch[t].form != form ||
+                (tpc && o->tile.tokens_per_cta != a->tile.tokens_per_cta);
+      }
+      if (first)
+        keep[k] = 1;
+    }
+  }
 }
 
 int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned targets, unsigned char *keep,
@@ -228,16 +249,12 @@ int dsv4_tuned_select(const dsv4_plan *p, const char *lock_path, unsigned target
     used++;
   }
   dsv4_lock_free(&all);
-  /* a sweep no entry chooses from keeps its first variant (untuned), so that
-   * its op, layout and target keep a kernel; one with winners is built from
-   * those alone (each kernel compiled is one the bundle holds) */
-  for (int sw = 0; sw < p->nsweeps; sw++) {
-    int any = 0, first = first_variant(p, sw);
-    for (int i = p->sweeps[sw].first; i < p->sweeps[sw].first + p->sweeps[sw].nvariants; i++)
-      any |= p->variants[i].kernel >= 0 && keep[p->variants[i].kernel];
-    if (!any && first >= 0)
-      keep[first] = 1;
-  }
+  /* every sweep keeps, beside its winners, the variants the untuned
+   * default rule could run (its op, layout and target keep a kernel; a
+   * call outside every tuned bucket runs the untuned rule's pick); each
+   * kernel compiled is one the bundle holds */
+  for (int sw = 0; sw < p->nsweeps; sw++)
+    keep_rule_picks(p, sw, keep);
   if (stale)
     warn(d, lock_path, "%d of the lockfile's entries are stale and not used (tune again: dsv4c-tune)", stale);
   (void)used, (void)none;

@@ -24,9 +24,11 @@ char *dsv4_sweep_manifest(const dsv4_plan *p, const char *spec, const dsv4_job *
 /* A tuned build (dsv4c --lock): which kernels to compile, and which
  * lockfile entries apply.  keep[i] is set for every kernel that is not a
  * sweep variant, for every variant that wins an entry that is fresh as far
- * as the spec can tell (spec hash, toolchain, sweep, winner), and for the
- * first variant of a sweep no such entry chooses from (untuned, so that its
- * op keeps a kernel): every kernel compiled is one the bundle holds.
+ * as the spec can tell (spec hash, toolchain, sweep, winner), and for each
+ * variant of a sweep the untuned default rule could run (the first of each
+ * form, and of each tokens_per_cta where the rule looks at it: untuned, so
+ * that a call outside every tuned bucket runs what the untuned bundle
+ * would): every kernel compiled is one the bundle holds.
  * *fresh receives those entries, as the lockfile has them (shape and seed
  * too); each stale entry becomes a warning in d naming what it lacks.  0,
  * or 1 with an error in d (the lockfile cannot be read). */

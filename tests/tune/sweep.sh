@@ -6,7 +6,8 @@
 #   - -j: the same bytes (every artifact, bundle and sweep manifest) with
 #     -j 1 and -j 2, for the sweep and for specs/decode.lua;
 #   - --lock: a lockfile made from the sweep manifest's code hashes builds
-#     a bundle of the winners (and the kernels that are no sweep's), and
+#     a bundle of the winners (and the kernels that are no sweep's, and the
+#     variants the untuned default rule could run), and
 #     stale entries (another spec hash, another toolchain, other code) are
 #     reported and left out.
 #   usage: sweep.sh DSV4C TESTS_TUNE_DIR SPECS_DIR WORK_DIR
@@ -63,7 +64,10 @@ out=$("$dsv4c" "$dir/sweep_small.lua" -I "$specs" --lock "$work/fresh.lock" -o "
 out=$(grep -v "^dsv4c: wrote " <<<"$out") # the one line every writing compile prints
 [ -z "$out" ] && ok || bad "--lock (fresh) said: $out"
 got=$(cd "$work/tuned" && ls | tr '\n' ' ')
-[ "$got" = "sdm__h64_pbf16_pair1.ptx sdp__h4_v32.spir12.bc sdp__h4_v32.spv sweep_small.dsv4b sweep_small.lock " ] && ok ||
+# the winners, and of each sweep the variants the untuned rule could run (the
+# first of each form: sdm's direct h32, warpgroup h64 and pair h64, which
+# also wins; sdp's portable h2_v16)
+[ "$got" = "sdm__h32_pbf16_pair0.ptx sdm__h64_pbf16_pair0.ptx sdm__h64_pbf16_pair1.ptx sdp__h2_v16.spir12.bc sdp__h2_v16.spv sdp__h4_v32.spir12.bc sdp__h4_v32.spv sweep_small.dsv4b sweep_small.lock " ] && ok ||
   bad "the tuned build wrote '$got'"
 grep -q '"winner": "sdm__h64_pbf16_pair1"' "$work/tuned/sweep_small.lock" && ok || bad "the tuned lock lacks its entry"
 # the tuned lock is the entries as the lockfile has them: shape and seed kept
@@ -101,9 +105,11 @@ printf '%s\n' "$out" | grep -q "stale entry (kernel sdp, spirv opencl1.2, GPU X,
   ok || bad "other code is not reported: $out"
 grep -q '"entries": \[\]' "$work/stale/sweep_small.lock" && ok || bad "stale entries were written into the tuned lock"
 got=$(cd "$work/stale" && ls *.ptx *.spv | tr '\n' ' ')
-# sdm (no entry that could be fresh): its first variant; sdp (its winner's
-# code changed): that winner, compiled already, untuned
-[ "$got" = "sdm__h32_pbf16_pair0.ptx sdp__h4_v32.spv " ] && ok || bad "without fresh entries each sweep keeps one variant, got '$got'"
+# each sweep: the untuned rule's picks (sdm: its first direct, warpgroup and
+# pair variants; sdp: its first portable one); sdp's winner whose code
+# changed, compiled already, stays untuned
+[ "$got" = "sdm__h32_pbf16_pair0.ptx sdm__h64_pbf16_pair0.ptx sdm__h64_pbf16_pair1.ptx sdp__h2_v16.spv sdp__h4_v32.spv " ] &&
+  ok || bad "without fresh entries each sweep keeps the untuned rule's picks, got '$got'"
 printf '%s\n' "$out" | grep -q "warning: sweep sdp: sdp__h4_v32 stays in the bundle untuned" && ok || bad "the untuned winner is not reported: $out"
 
 echo "$pass passed, $fail failed"
