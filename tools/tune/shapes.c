@@ -4,6 +4,8 @@
  *   sparse MLA decode, V4-Pro C4 layers: 128 heads, 128 SWA + 1024 indexer
  *     entries (64-token pages); V4-Flash C4: 64 heads, 128 + 512; at
  *     T = 8, 16, 32, 64, 128, 256, 512 decode tokens;
+ *   at tensor parallelism 8 (16 heads V4-Pro, 8 V4-Flash) at T = 8, 128,
+ *     512, and V4-Flash with 2048 compressed entries at T = 64, 512;
  *   the C128 layers: 128 SWA + 512 compressed entries (a 64K context / 128)
  *     in pages of 2, for 128 and 64 heads at T = 8, 64, 512, timed with
  *     compressed lengths drawn between 0 and the width a token (a C128
@@ -74,6 +76,20 @@ static int preset(const char *name, tune_shape **v, int *n, int *cap)
     bad |= add(v, n, cap, DSV4_OP_SPARSE_DECODE, flash, 5, "V4-Flash C128");
     if (!bad)
       (*v)[*n - 1].xdrawn = 1;
+  }
+  /* tensor parallelism 8: 16 heads a GPU for V4-Pro, 8 for V4-Flash (the
+   * direct warp form's shapes), and V4-Flash with a 2048-wide compressed
+   * list (a 512K context at C4, where a tuned bundle once ran another
+   * bucket's winner); MTP (s_q 3-4) needs s_q in the bucket (not yet) */
+  static const int64_t Ttp[] = {8, 128, 512}, Tw[] = {64, 512};
+  for (int i = 0; i < 3; i++) {
+    int64_t pro[5] = {Ttp[i], 16, 128, 1024, 64}, flash[5] = {Ttp[i], 8, 128, 512, 64};
+    bad |= add(v, n, cap, DSV4_OP_SPARSE_DECODE, pro, 5, "V4-Pro C4, TP 8");
+    bad |= add(v, n, cap, DSV4_OP_SPARSE_DECODE, flash, 5, "V4-Flash C4, TP 8");
+  }
+  for (int i = 0; i < 2; i++) {
+    int64_t wide[5] = {Tw[i], 64, 128, 2048, 64};
+    bad |= add(v, n, cap, DSV4_OP_SPARSE_DECODE, wide, 5, "V4-Flash C4, 2048-wide list");
   }
   static const int64_t B[] = {64, 128, 256}, L[] = {4096, 16384, 65536};
   for (int b = 0; b < 3; b++)
