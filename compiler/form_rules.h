@@ -102,9 +102,8 @@ static inline int dsv4_decode_raw_bytes(const dsv4_layout *l)
  * not the matrix work, bound the decode, and layouts whose every segment
  * lets it: e4m3 values with UE8M0 group scales whose dims and groups come
  * in whole 32-dim pieces at 4-byte offsets, or bf16 values in 16-dim
- * pieces at 16-byte offsets (direct.c also handles unscaled and
- * tensor-scaled e4m3, but no GPU run has checked those, so the rule leaves
- * them to the other forms); V (the first v_dim dims) in DSV4_DECODE_DIRECT_WARPS
+ * pieces at 16-byte offsets (unscaled and tensor-scaled e4m3 keep the
+ * other forms: no GPU run has checked them in this one); V (the first v_dim dims) in DSV4_DECODE_DIRECT_WARPS
  * parts of such pieces.  Its raw tiles keep rows dsv4_decode_direct_pitch()
  * apart: a multiple of 16 bytes whose word count is 4 mod 8, so that the
  * 8 rows x 4 words a fragment load reads fall in distinct banks. */

@@ -74,22 +74,17 @@ static const dsv4_segment *seg_at(const dsv4_layout *L, int d)
   return NULL;
 }
 
-static int grouped(const dsv4_segment *s) { return s->scale_type == DSV4_DT_UE8M0 && !s->scale_tensor; }
-
 static LLVMValueRef raw_buf(dsv4_kb *kb, const dctx *x, LLVMValueRef buf)
 {
   return kb_byte_ptr(kb, x->raw, LLVMBuildMul(kb->b, kb_zext64(kb, buf), kb_i64(kb, x->tile_bytes), ""));
 }
 
-/* Raw row r's (i64) scale of segment s for dim d (f32): its UE8M0 byte,
- * or 1 for an unscaled or tensor-scaled segment (the tensor scale folds
- * into scale2 and the output). */
-static LLVMValueRef row_scale_at(dsv4_kb *kb, const dctx *x, LLVMValueRef rbase, LLVMValueRef r, const dsv4_segment *s,
-                                 LLVMValueRef d)
+/* Raw row r's (i64) scale of e4m3 segment s for dim d (i64) as f32: its
+ * UE8M0 byte (dsv4_decode_warp_direct admits only group-scaled e4m3). */
+static LLVMValueRef row_scale(dsv4_kb *kb, const dctx *x, LLVMValueRef rbase, LLVMValueRef r, const dsv4_segment *s,
+                              LLVMValueRef d)
 {
   LLVMBuilderRef b = kb->b;
-  if (!grouped(s))
-    return sd_f32(kb, 1.0);
   LLVMValueRef at =
       LLVMBuildAdd(b, kb_i64(kb, s->scale_offset),
                    LLVMBuildUDiv(b, LLVMBuildSub(b, d, kb_i64(kb, s->d0), ""), kb_i64(kb, s->scale_group), ""), "");
@@ -98,12 +93,6 @@ static LLVMValueRef row_scale_at(dsv4_kb *kb, const dctx *x, LLVMValueRef rbase,
                                         LLVMBuildMul(b, r, kb_i64(kb, x->L->scale_row_bytes), ""), "")
                          : LLVMBuildAdd(b, at, LLVMBuildMul(b, r, kb_i64(kb, x->pitch), ""), "");
   return kb_ue8m0_to_f32(kb, kb_load(kb, kb->i8, kb_byte_ptr(kb, rbase, off), 1));
-}
-
-static LLVMValueRef row_scale(dsv4_kb *kb, const dctx *x, LLVMValueRef rbase, LLVMValueRef r, const dsv4_segment *s,
-                              int d)
-{
-  return row_scale_at(kb, x, rbase, r, s, kb_i64(kb, d));
 }
 
 /* The index (i32) of this thread's row (jrow) of tile i, -1 past its list
@@ -192,9 +181,7 @@ static void qk(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, LLVMValueRef S[2][4]
   for (int j = 0; j < DT_STILES; j++) {
     LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, DT_ROWS), ""),
                                   LLVMBuildAdd(b, x->g, kb_i32(kb, 8 * j), ""), "");
-    rowp[j] = kb_byte_ptr(kb, rb,
-                          LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, r), kb_i64(kb, x->pitch), ""),
-                                       kb_zext64(kb, LLVMBuildMul(b, x->c, kb_i32(kb, 4), "")), ""));
+    rowp[j] = kb_byte_ptr(kb, rb, LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, r), kb_i64(kb, x->pitch), ""), c4, ""));
     for (int e = 0; e < 2; e++)
       col[j][e] = kb_zext64(
           kb, LLVMBuildAdd(b, LLVMBuildMul(b, x->part, kb_i32(kb, DT_ROWS), ""),
@@ -218,7 +205,7 @@ static void qk(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, LLVMValueRef S[2][4]
       }
       continue;
     }
-    int group = grouped(s) ? s->scale_group : s->d1 - s->d0;
+    int group = s->scale_group;
     LLVMValueRef T[2][4];
     for (int j = 0; j < DT_STILES; j++)
       for (int e = 0; e < 4; e++)
@@ -235,7 +222,7 @@ static void qk(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, LLVMValueRef S[2][4]
     }
     for (int j = 0; j < DT_STILES; j++)
       for (int e = 0; e < 2; e++) {
-        LLVMValueRef sc = row_scale(kb, x, rb, col[j][e], s, d);
+        LLVMValueRef sc = row_scale(kb, x, rb, col[j][e], s, kb_i64(kb, d));
         for (int h = 0; h < 2; h++) {
           LLVMValueRef t = LLVMBuildFMul(b, T[j][h * 2 + e], sd_f32(kb, DOWN), "");
           S[j][h * 2 + e] = LLVMBuildFAdd(b, S[j][h * 2 + e], LLVMBuildFMul(b, t, sc, ""), "");
@@ -249,8 +236,6 @@ static void qk(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, LLVMValueRef S[2][4]
 typedef struct {
   LLVMValueRef m[2], l[2], acc[DT_OTILES_MAX][4];
 } dstate;
-
-enum { DT_NSTATE = 4 + 4 * DT_OTILES_MAX };
 
 static void pack(const dctx *x, const dstate *st, LLVMValueRef *v)
 {
@@ -350,7 +335,8 @@ static int same_pieces(const dctx *x, int p, int q)
     int d = p * x->vpart + r, e = q * x->vpart + r;
     const dsv4_segment *s = seg_at(x->L, d), *t = seg_at(x->L, e);
     int w = s->type == DSV4_DT_BF16 ? 16 : 32;
-    if (s != t || (grouped(s) && ((d - s->d0) % s->scale_group == 0) != ((e - t->d0) % t->scale_group == 0)))
+    if (s != t ||
+        (s->type == DSV4_DT_E4M3 && ((d - s->d0) % s->scale_group == 0) != ((e - t->d0) % t->scale_group == 0)))
       return 0;
     r += w;
   }
@@ -414,10 +400,10 @@ static void pv_part(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, int pt, LLVMVal
         o += 2, rel += 16;
         continue;
       }
-      if (fs != s || (grouped(s) && (d - s->d0) % s->scale_group == 0)) { /* P x each row's scale x 2^32 */
+      if (fs != s || (d - s->d0) % s->scale_group == 0) { /* P x each row's scale x 2^32 */
         LLVMValueRef f[4];
         for (int q = 0; q < 4; q++)
-          f[q] = LLVMBuildFMul(b, row_scale_at(kb, x, rb, r[q], s, dd), sd_f32(kb, UP), "");
+          f[q] = LLVMBuildFMul(b, row_scale(kb, x, rb, r[q], s, dd), sd_f32(kb, UP), "");
         p_frag(kb, x, p, f, a, al);
         fs = s;
       }

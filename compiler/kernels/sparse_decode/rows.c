@@ -468,17 +468,32 @@ void sd_head_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef t, LLVMValueRef
   kb_endif(kb, &w);
 }
 
-void sd_publish_max(dsv4_kb *kb, LLVMValueRef red, LLVMValueRef part, LLVMValueRef c, int heads, LLVMValueRef mx[2],
-                    const LLVMValueRef rowoff[2])
+/* v[h] folded over the quad (max or add) and stored by lane c = 0 into
+ * region's slot of part, at rowoff[h]. */
+static void publish_rows(dsv4_kb *kb, LLVMValueRef region, LLVMValueRef part, LLVMValueRef c, int heads,
+                         LLVMValueRef v[2], const LLVMValueRef rowoff[2], int add)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, part), kb_i64(kb, (long long)heads * 4), "");
   for (int h = 0; h < 2; h++)
-    mx[h] = sd_quad_fold(kb, mx[h], 0);
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "rmax");
+    v[h] = sd_quad_fold(kb, v[h], add);
+  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "publish");
   for (int h = 0; h < 2; h++)
-    kb_store(kb, mx[h], kb_byte_ptr(kb, red, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
+    kb_store(kb, v[h], kb_byte_ptr(kb, region, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
   kb_endif(kb, &f);
+}
+
+/* Part w's value of row rowoff in region (f32). */
+static LLVMValueRef part_row(dsv4_kb *kb, LLVMValueRef region, int w, int heads, LLVMValueRef rowoff)
+{
+  return kb_load(kb, kb->f32,
+                 kb_byte_ptr(kb, region, LLVMBuildAdd(kb->b, kb_i64(kb, (long long)w * heads * 4), rowoff, "")), 4);
+}
+
+void sd_publish_max(dsv4_kb *kb, LLVMValueRef red, LLVMValueRef part, LLVMValueRef c, int heads, LLVMValueRef mx[2],
+                    const LLVMValueRef rowoff[2])
+{
+  publish_rows(kb, red, part, c, heads, mx, rowoff, 0);
 }
 
 void sd_online_step(dsv4_kb *kb, LLVMValueRef red, int parts, int heads, const LLVMValueRef rowoff[2],
@@ -489,10 +504,7 @@ void sd_online_step(dsv4_kb *kb, LLVMValueRef red, int parts, int heads, const L
   for (int h = 0; h < 2; h++) {
     LLVMValueRef mn = m[h];
     for (int w = 0; w < parts; w++)
-      mn = sd_fmax2(kb, mn,
-                    kb_load(kb, kb->f32,
-                            kb_byte_ptr(kb, red, LLVMBuildAdd(b, kb_i64(kb, (long long)w * heads * 4), rowoff[h], "")),
-                            4));
+      mn = sd_fmax2(kb, mn, part_row(kb, red, w, heads, rowoff[h]));
     LLVMValueRef inf = LLVMBuildFCmp(b, LLVMRealOEQ, mn, sd_f32(kb, -INFINITY), "");
     LLVMValueRef mu = LLVMBuildSelect(b, inf, sd_f32(kb, 0.0), mn, "");
     corr[h] = kb_exp2(kb, LLVMBuildFSub(b, m[h], mu, ""));
@@ -508,23 +520,12 @@ void sd_online_step(dsv4_kb *kb, LLVMValueRef red, int parts, int heads, const L
 void sd_sum_parts(dsv4_kb *kb, LLVMValueRef sums, LLVMValueRef part, LLVMValueRef c, int parts, int heads,
                   const LLVMValueRef rowoff[2], LLVMValueRef l[2])
 {
-  LLVMBuilderRef b = kb->b;
-  LLVMValueRef mine = LLVMBuildMul(b, kb_zext64(kb, part), kb_i64(kb, (long long)heads * 4), "");
-  for (int h = 0; h < 2; h++)
-    l[h] = sd_quad_fold(kb, l[h], 1);
-  kb_if_t f = kb_if(kb, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""), "lsum");
-  for (int h = 0; h < 2; h++)
-    kb_store(kb, l[h], kb_byte_ptr(kb, sums, LLVMBuildAdd(b, mine, rowoff[h], "")), 4);
-  kb_endif(kb, &f);
+  publish_rows(kb, sums, part, c, heads, l, rowoff, 1);
   kb->t->barrier(kb);
   for (int h = 0; h < 2; h++) {
     l[h] = sd_f32(kb, 0.0);
     for (int w = 0; w < parts; w++)
-      l[h] = LLVMBuildFAdd(
-          b, l[h],
-          kb_load(kb, kb->f32,
-                  kb_byte_ptr(kb, sums, LLVMBuildAdd(b, kb_i64(kb, (long long)w * heads * 4), rowoff[h], "")), 4),
-          "l");
+      l[h] = LLVMBuildFAdd(kb->b, l[h], part_row(kb, sums, w, heads, rowoff[h]), "l");
   }
 }
 
