@@ -180,7 +180,7 @@ static void keep_rule_picks(const dsv4_plan *p, int sw, unsigned char *keep)
         continue;
       int form = a->launch[t].form, tpc = dsv4_rule_sees_tokens_per_cta(a->op, form), first = 1;
       for (int j = s->first; j < i && first; j++) {
-        const dsv4_kernel *o = j >= 0 && p->variants[j].kernel >= 0 ? &p->kernels[p->variants[j].kernel] : NULL;
+        const dsv4_kernel *o = p->variants[j].kernel >= 0 ? &p->kernels[p->variants[j].kernel] : NULL;
         first = !o || !o->target[t].enabled || (int)o->launch[t].form != form ||
                 (tpc && o->tile.tokens_per_cta != a->tile.tokens_per_cta);
       }
