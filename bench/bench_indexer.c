@@ -28,7 +28,11 @@ static dsv4_rng rng;
 typedef struct {
   dsv4rt_mqa_logits_args a[BENCH_SETS];
   dsv4rt_topk_args t[BENCH_SETS];
+  dsv4rt_mqa_logits_topk_args f[BENCH_SETS];
 } idx_arg;
+
+static const char *fused_kernel; /* the fused logits_topk timed beside the two (NULL: none runs here) */
+static int fused_rule;           /* 1: launched unnamed, the runtime's rule choosing */
 
 static void run_logits(int i, void *p)
 {
@@ -40,6 +44,51 @@ static void run_topk(int i, void *p)
 {
   if (dsv4rt_topk(bundle, &((idx_arg *)p)->t[i % BENCH_SETS], &kopts))
     bench_die("topk");
+}
+
+static void run_fused(int i, void *p)
+{
+  if (dsv4rt_paged_mqa_logits_topk(bundle, &((idx_arg *)p)->f[i % BENCH_SETS], &kopts))
+    bench_die("paged_mqa_logits_topk");
+}
+
+/* K of the bundle's kernel `name` (0: none such). */
+static int64_t kernel_topk(const char *name)
+{
+  for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
+    const char *n, *op;
+    dsv4rt_kernel_info info;
+    if (!dsv4rt_bundle_entry(bundle, e, &n, &op, NULL, NULL) && !strcmp(n, name) &&
+        !dsv4rt_bundle_entry_info(bundle, e, &info))
+      return info.topk;
+  }
+  return 0;
+}
+
+/* One fused call on f, its K positions a row checked against the logits
+ * kernel's rows lb (on the device) by the tie-tolerant rule within the two
+ * kernels' rounding; 0 when they hold. */
+static int run_fused_checked(dsv4rt_mqa_logits_topk_args *f, dsv4rt_buffer *lb, int64_t R, int64_t Lr,
+                             int64_t rstride, const int32_t *cl, int64_t K)
+{
+  if (dsv4rt_paged_mqa_logits_topk(bundle, f, &kopts) || dsv4rt_synchronize(bench_ctx))
+    bench_die("paged_mqa_logits_topk");
+  float *lg = malloc((size_t)(R * rstride) * 4);
+  int32_t *got = malloc((size_t)(R * K) * 4), *c = malloc((size_t)R * 4);
+  if (!lg || !got || !c) {
+    fprintf(stderr, "bench_indexer: out of host memory\n");
+    exit(1);
+  }
+  dsv4rt_buffer_read(lb, 0, lg, (size_t)(R * rstride) * 4);
+  dsv4rt_buffer_read(f->out, 0, got, (size_t)(R * K) * 4);
+  for (int64_t r = 0; r < R; r++)
+    c[r] = cl[r] < Lr ? cl[r] : (int32_t)Lr;
+  char err[256] = "";
+  int bad = dsv4_ref_topk_check_within(lg, R, rstride, c, K, got, 2e-5, err, sizeof err);
+  if (bad)
+    fprintf(stderr, "bench_indexer: %s: %s\n", fused_kernel, err);
+  free(lg), free(got), free(c);
+  return bad;
 }
 
 static float rnd01(void) { return (float)(dsv4_rng_next(&rng) >> 40) / (float)(1 << 24); }
@@ -116,8 +165,13 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
                                       .block_size = bs, .block_stride = stride,
                                       .weights = bench_dev(w, (size_t)(R * H) * 4), .context_lens = clb,
                                       .block_table = bench_dev(bt, (size_t)(B * maxb) * 4), .max_blocks = maxb};
-    g.t[s] = (dsv4rt_topk_args){.out = bench_dev(NULL, (size_t)R * 1024 * 4), .logits = lb, .rows = R, .row_len = Lr,
+    g.t[s] = (dsv4rt_topk_args){.out = bench_dev(NULL, (size_t)R * 2048 * 4), .logits = lb, .rows = R, .row_len = Lr,
                                 .row_stride = rstride, .context_lens = clb};
+    const dsv4rt_mqa_logits_args *a = &g.a[s];
+    g.f[s] = (dsv4rt_mqa_logits_topk_args){.out = g.t[s].out, .row_len = Lr, .q = a->q, .batch = B, .next_n = nn,
+                                           .cache = a->cache, .num_blocks = nb, .block_size = bs,
+                                           .block_stride = stride, .weights = a->weights, .context_lens = clb,
+                                           .block_table = a->block_table, .max_blocks = maxb};
   }
   kopts.kernel = logits_kernel;
   run_logits(0, &g);
@@ -160,14 +214,28 @@ static void shape(const char *logits_kernel, const char *topk_kernel, const dsv4
   double tms = -1;
   if (!dsv4rt_topk(bundle, &g.t[0], &kopts))
     tms = bench_time_ms(run_topk, &g);
-  char label[96], tk[32] = "-";
+  /* the fused op on the same inputs, its positions checked against our logits kernel's row (within the
+   * two kernels' rounding), then timed */
+  double fms = -1;
+  if (fused_kernel) {
+    kopts.kernel = fused_rule ? NULL : fused_kernel;
+    dsv4rt_mqa_logits_topk_args *f = &g.f[0];
+    int64_t K = kernel_topk(fused_kernel);
+    if (K && !run_fused_checked(f, g.a[0].logits, R, Lr, rstride, cl, K))
+      fms = bench_time_ms(run_fused, &g);
+  }
+  char label[96], tk[32] = "-", fu[32] = "-", ratio[32] = "-";
   snprintf(label, sizeof label, "B %lld, ctx %lld, next_n %lld, %s", (long long)B, (long long)C, (long long)nn,
            test ? "test" : "equal");
   if (tms >= 0)
     snprintf(tk, sizeof tk, "%.1f", tms * 1e3);
+  if (fms >= 0)
+    snprintf(fu, sizeof fu, "%.1f", fms * 1e3);
+  if (fms > 0 && tms >= 0)
+    snprintf(ratio, sizeof ratio, "%.2f", (lms + tms) / fms);
   double gbs = bytes / (lms * 1e-3) / 1e9;
-  printf("%-36s %10.1f %9.0f %8.1f%% %9.1f %12s %10.1e\n", label, lms * 1e3, gbs, 100 * gbs / copy_gbs,
-         flop / (lms * 1e-3) / 1e12, tk, diff);
+  printf("%-36s %10.1f %9.0f %8.1f%% %9.1f %12s %10s %8s %10.1e\n", label, lms * 1e3, gbs, 100 * gbs / copy_gbs,
+         flop / (lms * 1e-3) / 1e12, tk, fu, ratio, diff);
   fflush(stdout);
   for (int s = 0; s < BENCH_SETS; s++) {
     dsv4rt_mqa_logits_args *a = &g.a[s];
@@ -247,8 +315,18 @@ int main(int argc, char **argv)
     const char *topk = getenv("DSV4_BENCH_TOPK") ? getenv("DSV4_BENCH_TOPK") : "topk_512";
     char head[96];
     snprintf(head, sizeof head, "%s, %s", kernels[i], topk);
-    printf("\n%-36s %10s %9s %9s %9s %12s %10s\n", head, "logits us", "GB/s", "vs copy", "TFLOP/s", "top-k us",
-           "calc_diff");
+    /* DSV4_BENCH_FUSED: the fused logits_topk kernel (default mqa_logits_<topk>_mma, the 1024-position
+     * chunk; "rule": the runtime's choice among the K 512 kernels (by their chunk, rt.c fills_better) */
+    static char fname[96];
+    snprintf(fname, sizeof fname, "mqa_logits_%s_mma", topk);
+    fused_kernel = getenv("DSV4_BENCH_FUSED") ? getenv("DSV4_BENCH_FUSED") : fname;
+    fused_rule = !strcmp(fused_kernel, "rule");
+    if (fused_rule)
+      fused_kernel = "mqa_logits_topk_512_mma";
+    if (!dsv4rt_bundle_kernel_runs(bundle, fused_kernel))
+      fused_kernel = NULL;
+    printf("\n%-36s %10s %9s %9s %9s %12s %10s %8s %10s\n", head, "logits us", "GB/s", "vs copy", "TFLOP/s", "top-k us",
+           "fused us", "l+t / f", "calc_diff");
     if (small) {
       shape(kernels[i], topk, &L, 64, 4, 1, 2048, 0, copy);
       continue;

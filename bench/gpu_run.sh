@@ -71,8 +71,8 @@ if [ "$what" = indexer ]; then
   ts=${DSV4_INDEXER_STAGE_S:-200}
   LD_LIBRARY_PATH=$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONPATH=$PWD/python \
     timeout "$ts" python3 peer_deepgemm.py --shapes "$shapes" --ours indexer.dsv4b 2>&1 | grep -v -E "Warning|warn\(" | tee "$out/deepgemm_before.txt"
-  echo "== bench_indexer (mqa_logits_v4_mma)"
-  DSV4_BENCH_SHAPES=$shapes DSV4_BENCH_LENS=test,equal timeout "$ts" ./bench_indexer indexer.dsv4b cuda mqa_logits_v4_mma \
+  echo "== bench_indexer (mqa_logits_v4_mma, topk_512, and the fused logits_topk by the runtime's rule)"
+  DSV4_BENCH_FUSED=rule DSV4_BENCH_SHAPES=$shapes DSV4_BENCH_LENS=test,equal timeout "$ts" ./bench_indexer indexer.dsv4b cuda mqa_logits_v4_mma \
     | tee "$out/bench_indexer.txt"
   rc=${PIPESTATUS[0]}
   echo "== DeepGEMM again, after (time only)"

@@ -40,7 +40,7 @@ int dsv4_shape_names(int op, const char *const **names)
   static const char *const other[] = {"n"};
   if (op == DSV4_OP_SPARSE_DECODE)
     return *names = decode, 5;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS)
+  if (op == DSV4_OP_PAGED_MQA_LOGITS || op == DSV4_OP_PAGED_MQA_LOGITS_TOPK)
     return *names = logits, 3;
   if (op > 0 && op < DSV4_OP_COUNT)
     return *names = other, 1;
@@ -61,7 +61,8 @@ dsv4_shape dsv4_shape_bucket(const dsv4_shape *s)
 {
   dsv4_shape b = *s;
   for (int i = 0; i < s->n; i++) {
-    int exact = (s->op == DSV4_OP_SPARSE_DECODE && i == 4) || (s->op == DSV4_OP_PAGED_MQA_LOGITS && i == 1);
+    int exact = (s->op == DSV4_OP_SPARSE_DECODE && i == 4) ||
+                ((s->op == DSV4_OP_PAGED_MQA_LOGITS || s->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK) && i == 1);
     if (!exact)
       b.dim[i] = pow2ceil(s->dim[i]);
   }

@@ -77,6 +77,7 @@ static const char *op_call(dsv4_op op, const char **args)
   case DSV4_OP_SPARSE_DECODE: *args = "dsv4rt_sparse_decode_args"; return "dsv4rt_sparse_decode";
   case DSV4_OP_PAGED_MQA_LOGITS: *args = "dsv4rt_mqa_logits_args"; return "dsv4rt_paged_mqa_logits";
   case DSV4_OP_TOPK: *args = "dsv4rt_topk_args"; return "dsv4rt_topk";
+  case DSV4_OP_PAGED_MQA_LOGITS_TOPK: *args = "dsv4rt_mqa_logits_topk_args"; return "dsv4rt_paged_mqa_logits_topk";
   default: *args = NULL; return NULL;
   }
 }

@@ -190,7 +190,8 @@ static inline int dsv4_decode_shared_bytes(const dsv4_layout *l, int heads_per_c
 static inline int dsv4_rule_sees_tokens_per_cta(int op, int form)
 {
   return (op == DSV4_OP_SPARSE_DECODE && form == DSV4_FORM_WARP_DIRECT) ||
-         (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP));
+         (op == DSV4_OP_PAGED_MQA_LOGITS && (form == DSV4_FORM_WARP || form == DSV4_FORM_WARPGROUP)) ||
+         op == DSV4_OP_PAGED_MQA_LOGITS_TOPK;
 }
 
 /* Each op's geometry in a form: threads per CTA (the rule choose_form,
@@ -268,12 +269,45 @@ static inline int dsv4_topk_threads(int form, int dim, int vpt, int tokens_per_c
   return tokens_per_cta;
 }
 
+/* The top-k select's shared bytes with `threads` a CTA: a histogram of
+ * DSV4_TOPK_BINS bins and 4 counters, and a scan slot a thread (topk.c's
+ * arrays). */
+static inline int dsv4_topk_select_bytes(int threads) { return (DSV4_TOPK_BINS + 4) * 4 + threads * 4; }
+/* paged_mqa_logits_topk: the portable form DSV4_LOGITS_TOPK_THREADS a CTA
+ * (a step of that many / (heads / heads_per_thread) positions), the
+ * warpgroup form the logits' one warpgroup.  tokens_per_cta = the chunk of
+ * positions whose logits a CTA holds: the portable form in static shared
+ * memory (dsv4_logits_topk_static_bytes, beside the select's arrays), the
+ * warpgroup form every next_n row's chunk in dynamic (its static arrays
+ * the logits form's, the select's then in its ring). */
+#define DSV4_LOGITS_TOPK_THREADS 256
+#define DSV4_LOGITS_TOPK_MERGE_THREADS 512 /* its merge's: one CTA a row, over the row's candidates */
+static inline int dsv4_logits_topk_threads(int form, int dim, int vpt, int tokens_per_cta, int tokens_per_thread,
+                                           int heads)
+{
+  return form == DSV4_FORM_WARPGROUP ? DSV4_LOGITS_WARPS * 32 : DSV4_LOGITS_TOPK_THREADS;
+}
+static inline int dsv4_logits_topk_takes(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim)
+{
+  return form != DSV4_FORM_WARPGROUP || tokens_per_cta % (DSV4_LOGITS_WARPS * 32) == 0;
+}
+static inline int dsv4_logits_topk_shared_bytes(int form, const dsv4_layout *l, int tokens_per_cta, int v_dim)
+{
+  return form == DSV4_FORM_WARPGROUP ? DSV4_LOGITS_MAX_NEXT_N * tokens_per_cta * 4 : 0;
+}
+static inline int dsv4_logits_topk_static_bytes(int tokens_per_cta)
+{
+  return tokens_per_cta * 4 + dsv4_topk_select_bytes(DSV4_LOGITS_TOPK_THREADS);
+}
+
 #define DSV4_GEOMETRY_DEQUANT_GATHER {dsv4_gather_threads, NULL, NULL}
 #define DSV4_GEOMETRY_PAGED_GATHER {dsv4_gather_threads, NULL, NULL}
 #define DSV4_GEOMETRY_KV_INSERT {dsv4_insert_threads, NULL, NULL}
 #define DSV4_GEOMETRY_SPARSE_DECODE {dsv4_decode_threads, dsv4_decode_takes, dsv4_decode_form_shared_bytes}
 #define DSV4_GEOMETRY_PAGED_MQA_LOGITS {dsv4_logits_threads, dsv4_logits_takes, NULL}
 #define DSV4_GEOMETRY_TOPK {dsv4_topk_threads, NULL, NULL}
+#define DSV4_GEOMETRY_PAGED_MQA_LOGITS_TOPK                                                                           \
+  {dsv4_logits_topk_threads, dsv4_logits_topk_takes, dsv4_logits_topk_shared_bytes}
 
 /* Op op's geometry (an op out of range: the gathers'). */
 static inline const dsv4_op_geometry *dsv4_op_geometry_of(int op)
@@ -343,6 +377,11 @@ static inline dsv4_form_row dsv4_form_of(uint32_t op, uint32_t form)
               [DSV4_FORM_WARPGROUP] = {DSV4_GRID_POSITIONS_BATCH, DSV4_SECOND_NONE},
           },
       [DSV4_OP_TOPK] = {[DSV4_FORM_PORTABLE] = {DSV4_GRID_ROWS, DSV4_SECOND_MERGE}},
+      [DSV4_OP_PAGED_MQA_LOGITS_TOPK] =
+          {
+              [DSV4_FORM_PORTABLE] = {DSV4_GRID_POSITIONS_ROWS, DSV4_SECOND_LOGITS_TOPK_MERGE},
+              [DSV4_FORM_WARPGROUP] = {DSV4_GRID_POSITIONS_BATCH, DSV4_SECOND_LOGITS_TOPK_MERGE},
+          },
   };
   dsv4_form_row none = {0, DSV4_SECOND_NONE};
   return op < DSV4_OP_COUNT && form < DSV4_FORM_COUNT ? rows[op][form] : none;
@@ -374,7 +413,8 @@ static inline int dsv4_form_launch(int op, int form, const dsv4_layout *l, int v
   out->second = row.second;
   out->second_threads = row.second == DSV4_SECOND_COMBINE ? (uint32_t)dsv4_decode_combine_threads(v_dim)
                         : row.second == DSV4_SECOND_MERGE ? out->threads /* the merge: the select's CTA */
-                                                          : 0;
+                        : row.second == DSV4_SECOND_LOGITS_TOPK_MERGE ? DSV4_LOGITS_TOPK_MERGE_THREADS
+                                                                      : 0;
   out->reserved = 0;
   return 0;
 }

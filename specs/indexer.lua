@@ -70,3 +70,33 @@ kernel {
   tile = { tokens_per_cta = 1024, matrix = true },
   targets = { ptx = { arch = "sm_89" } },
 }
+
+-- The logits and the top-k in one op (paged_mqa_logits_topk): a CTA holds
+-- the logits of tokens_per_cta positions on chip and selects among them,
+-- so only its K candidates reach memory (then a merge, where a row spans
+-- several chunks).  Portable on every target: 4096 positions a CTA in
+-- static shared memory, steps of 256.  On sm_90a the logits' warpgroup
+-- form with the chunks in dynamic shared memory: 1024 positions a CTA,
+-- and 512 / 2048 / 4096 beside it.
+for _, k in ipairs { 512, 1024, 2048 } do
+  kernel {
+    name = "mqa_logits_topk_" .. k,
+    op = "paged_mqa_logits_topk",
+    layout = L.indexer_fp8,
+    heads = 64,
+    k = k,
+    tile = { tokens_per_cta = 4096, heads_per_thread = 64 },
+    targets = targets,
+  }
+  for _, c in ipairs { 1024, 512, 2048, 4096 } do
+    kernel {
+      name = "mqa_logits_topk_" .. k .. "_mma" .. (c == 1024 and "" or "_p" .. c),
+      op = "paged_mqa_logits_topk",
+      layout = L.indexer_fp8,
+      heads = 64,
+      k = k,
+      tile = { tokens_per_cta = c, matrix = true },
+      targets = { ptx = { arch = "sm_90a" } },
+    }
+  end
+end

@@ -14,6 +14,7 @@ static const gen_fn generators[DSV4_OP_COUNT] = {
     [DSV4_OP_SPARSE_DECODE] = dsv4_gen_sparse_decode,
     [DSV4_OP_PAGED_MQA_LOGITS] = dsv4_gen_paged_mqa_logits,
     [DSV4_OP_TOPK] = dsv4_gen_topk,
+    [DSV4_OP_PAGED_MQA_LOGITS_TOPK] = dsv4_gen_paged_mqa_logits_topk,
 };
 
 void dsv4_gen_second_kernel(dsv4_kb *kb, const dsv4_kernel *k, uint32_t second, int threads)

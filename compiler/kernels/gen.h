@@ -95,5 +95,6 @@ void dsv4_emit_dequant_values(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef la
 int dsv4_gen_sparse_decode(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
+int dsv4_gen_paged_mqa_logits_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d);
 
 #endif

@@ -5,6 +5,7 @@
  *   sparse_decode.c     sparse_decode
  *   paged_mqa_logits.c  paged_mqa_logits
  *   topk.c              topk
+ *   paged_mqa_logits_topk.c  paged_mqa_logits_topk (the logits' fields and topk's k)
  *
  * An op's file holds its tile fields as one table (dsv4_tile_field: the
  * spec checker reads the tile by it, the sweep expander takes its fields
@@ -60,7 +61,8 @@ typedef struct dsv4_tile_field {
 #define DSV4_TILE_FIELDS_MAX 16
 
 /* An op's integer kernel{} field besides the tile (sparse_decode's v_dim,
- * the logits' heads, topk's k): its name, whether the spec must give it,
+ * the logits' heads, topk's k; an op may take another's: the fused
+ * logits_topk takes both of the last two): its name, whether the spec must give it,
  * bounds and default (DSV4_KF_DIM: the layout's dims), the dsv4_kernel
  * slot it is kept in, whether the checker reads it after the tile (else
  * before: the tile's threads depend on it), and the rule run once it is
@@ -108,7 +110,7 @@ int dsv4_choice_record(dsv4_choice *c, int form);
 typedef struct {
   const dsv4_tile_field *tile;
   const char *const *fields; /* the kernel{} fields the op takes besides the shared ones (NULL-ended; NULL: none) */
-  const dsv4_kernel_field *kint; /* the one of them read as an integer by its row (NULL: none) */
+  const dsv4_kernel_field *const *kints; /* those read as integers by their rows (NULL-ended; NULL: none) */
   dsv4_tile fixed;
   const char *swept, *swept_tag;
   int (*check_tile)(const dsv4_kernel *k, dsv4_report *r);
@@ -130,6 +132,10 @@ int dsv4_decode_wg_maps(const dsv4_kernel *k, int form);
 /* paged_mqa_logits.c: whether the row warp-matrix form maps kernel k with
  * `threads` a CTA (the portable geometry's) */
 int dsv4_logits_row_warp_maps(const dsv4_kernel *k, int threads);
+/* The integer kernel fields the fused logits_topk shares: the logits'
+ * heads (paged_mqa_logits.c, with its rule on the layout) and topk's k
+ * (topk.c). */
+extern const dsv4_kernel_field dsv4_logits_heads_field, dsv4_topk_k_field;
 
 /* Op op's row (NULL for DSV4_OP_NONE or out of range). */
 const dsv4_op_rules *dsv4_op_rules_of(dsv4_op op);

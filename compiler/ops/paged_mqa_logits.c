@@ -112,10 +112,11 @@ static int logits_layout_check(const dsv4_kernel *k, dsv4_report *r)
 }
 
 /* heads: read before the tile (a thread's heads divide it) */
-static const dsv4_kernel_field heads = {"heads", 1, 1, 1024, 0, offsetof(dsv4_kernel, heads), 0, logits_layout_check};
+const dsv4_kernel_field dsv4_logits_heads_field = {"heads",      1, 1, 1024, 0, offsetof(dsv4_kernel, heads),
+                                                   0,            logits_layout_check};
 
 const dsv4_op_rules dsv4_rules_PAGED_MQA_LOGITS = {
-    .kint = &heads,
+    .kints = (const dsv4_kernel_field *const[]){&dsv4_logits_heads_field, NULL},
     .tile = tile,
     .fields = (const char *const[]){"heads", NULL},
     .fixed = {.tokens_per_thread = 1, .interleave = 1, .streaming = 1},

@@ -164,7 +164,7 @@ static int v_dim_check(const dsv4_kernel *k, dsv4_report *r)
 static const dsv4_kernel_field v_dim = {"v_dim", 0, 1, 4096, DSV4_KF_DIM, offsetof(dsv4_kernel, v_dim), 1, v_dim_check};
 
 const dsv4_op_rules dsv4_rules_SPARSE_DECODE = {
-    .kint = &v_dim,
+    .kints = (const dsv4_kernel_field *const[]){&v_dim, NULL},
     .tile = tile,
     .fields = (const char *const[]){"v_dim", NULL},
     .fixed = {.tokens_per_thread = 1, .streaming = 1},

@@ -27,10 +27,10 @@ static int topk_form(dsv4_choice *c)
 }
 
 /* k: K, read before the tile */
-static const dsv4_kernel_field topk_k = {"k", 1, 1, 65536, 0, offsetof(dsv4_kernel, topk), 0, NULL};
+const dsv4_kernel_field dsv4_topk_k_field = {"k", 1, 1, 65536, 0, offsetof(dsv4_kernel, topk), 0, NULL};
 
 const dsv4_op_rules dsv4_rules_TOPK = {
-    .kint = &topk_k,
+    .kints = (const dsv4_kernel_field *const[]){&dsv4_topk_k_field, NULL},
     .tile = tile,
     .fields = (const char *const[]){"k", NULL},
     .fixed = {.values_per_thread = 1, .tokens_per_thread = 1, .interleave = 1},

@@ -50,10 +50,13 @@ static void dump_launch(dsv4_text *b, const dsv4_kernel *k, dsv4_target_kind t)
       b, "  target %s arch %s%s: %s form, %u threads, %u bytes dynamic shared memory, cluster %u, grid %s%s",
       dsv4_target_name(t), k->target[t].arch, sg, dsv4_form_name((int)ln->form),
       ln->threads, ln->shared_bytes, ln->cluster, ln->grid < DSV4_GRID_COUNT && grids[ln->grid] ? grids[ln->grid] : "?",
-      ln->second == DSV4_SECOND_COMBINE ? "" : "\n");
+      ln->second != DSV4_SECOND_NONE ? "" : "\n");
   if (ln->second == DSV4_SECOND_COMBINE)
     dsv4_text_printf(b, "; then %s_combine (%u threads) over the splits\n", k->name, ln->second_threads);
-  if (ln->form == DSV4_FORM_WARPGROUP || ln->form == DSV4_FORM_WARPGROUP_PAIR)
+  if (ln->second == DSV4_SECOND_MERGE || ln->second == DSV4_SECOND_LOGITS_TOPK_MERGE)
+    dsv4_text_printf(b, "; then %s_merge (%u threads, grid rows) where a row spans chunks\n", k->name,
+                     ln->second_threads);
+  if (k->op == DSV4_OP_SPARSE_DECODE && (ln->form == DSV4_FORM_WARPGROUP || ln->form == DSV4_FORM_WARPGROUP_PAIR))
     dsv4_text_printf(
         b,
         "    roles: %d producer warps (%d registers a thread), a lead warpgroup (%d: q K^T, softmax, "
@@ -99,6 +102,9 @@ char *dsv4_plan_dump(const dsv4_plan *p)
       dsv4_text_printf(&b, "  quant: floor %s at 1e-4\n", k->quant_floor ? "amax/448" : "amax");
     if (k->op == DSV4_OP_TOPK)
       dsv4_text_printf(&b, "  k %d\n", k->topk);
+    if (k->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK)
+      dsv4_text_printf(&b, "  heads %d, k %d: a CTA's chunk of %d positions held on chip\n", k->heads, k->topk,
+                       k->tile.tokens_per_cta);
     if (k->op == DSV4_OP_SPARSE_DECODE)
       dsv4_text_printf(&b, "  v_dim %d, %d heads per CTA\n", k->v_dim, k->tile.tokens_per_cta);
     if (k->op == DSV4_OP_SPARSE_DECODE && k->tile.matrix)

@@ -329,23 +329,39 @@ static int check_writer(cursor *k, dsv4_kernel *kn)
   return bad;
 }
 
-/* Each op's integer kernel field (its rules' kint: ops.h) the checker
+/* Whether op's rules read an integer kernel field named name. */
+static int op_takes_int(dsv4_op op, const char *name)
+{
+  const dsv4_kernel_field *const *f = dsv4_op_rules_of(op)->kints;
+  for (; f && *f; f++)
+    if (!strcmp((*f)->name, name))
+      return 1;
+  return 0;
+}
+
+/* Each op's integer kernel fields (its rules' kints: ops.h) the checker
  * reads at this point (after: after the tile, else before), in op order:
- * read and ruled for the kernel's op, an error where another op's kernel
- * gives it. */
+ * read and ruled for the kernel's op; where the kernel's op takes no field
+ * of that name and the spec gives it, an error naming the first op that
+ * does (once a name). */
 static int check_op_ints(cursor *k, dsv4_kernel *kn, int after)
 {
   int bad = 0;
   for (int o = 1; o < DSV4_OP_COUNT && !bad; o++) {
-    const dsv4_kernel_field *f = dsv4_op_rules_of((dsv4_op)o)->kint;
-    int has;
-    if (!f || f->after_tile != after || op_field(k, kn, (dsv4_op)o, f->name, &has, &bad))
-      continue;
-    int32_t *slot = (int32_t *)((char *)kn + f->slot);
-    bad = sc_get_int(k, f->name, f->required, f->lo, f->hi, f->def == DSV4_KF_DIM ? kn->layout.dim : f->def, slot);
-    if (!bad && f->rule) {
-      spec_report rep = {{report_at}, k, NULL};
-      bad = f->rule(kn, &rep.r);
+    for (const dsv4_kernel_field *const *fp = dsv4_op_rules_of((dsv4_op)o)->kints; fp && *fp && !bad; fp++) {
+      const dsv4_kernel_field *f = *fp;
+      int has, first = 1;
+      for (int p = 1; p < o; p++)
+        first &= !op_takes_int((dsv4_op)p, f->name);
+      if (f->after_tile != after || (kn->op != (dsv4_op)o && (op_takes_int(kn->op, f->name) || !first)) ||
+          op_field(k, kn, (dsv4_op)o, f->name, &has, &bad))
+        continue;
+      int32_t *slot = (int32_t *)((char *)kn + f->slot);
+      bad = sc_get_int(k, f->name, f->required, f->lo, f->hi, f->def == DSV4_KF_DIM ? kn->layout.dim : f->def, slot);
+      if (!bad && f->rule) {
+        spec_report rep = {{report_at}, k, NULL};
+        bad = f->rule(kn, &rep.r);
+      }
     }
   }
   return bad;

@@ -96,6 +96,9 @@ void name_runtime_argument(int op, dsv4rt_status s, char *msg, size_t cap)
       {DSV4_OP_PAGED_MQA_LOGITS, "row_len", "logits"}, {DSV4_OP_PAGED_MQA_LOGITS, "row_stride", "logits"},
       {DSV4_OP_PAGED_MQA_LOGITS, "max_blocks", "block_table"},
       {DSV4_OP_TOPK, "rows", "logits"}, {DSV4_OP_TOPK, "row_len", "logits"}, {DSV4_OP_TOPK, "row_stride", "logits"},
+      {DSV4_OP_PAGED_MQA_LOGITS_TOPK, "batch", "q"}, {DSV4_OP_PAGED_MQA_LOGITS_TOPK, "next_n", "q"},
+      {DSV4_OP_PAGED_MQA_LOGITS_TOPK, "row_len", "row_len"},
+      {DSV4_OP_PAGED_MQA_LOGITS_TOPK, "max_blocks", "block_table"},
   };
   if (!is_argument_status(s) || op < 0)
     return;

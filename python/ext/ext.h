@@ -129,6 +129,7 @@ typedef struct {
     dsv4rt_sparse_decode_args sd;
     dsv4rt_mqa_logits_args ml;
     dsv4rt_topk_args tk;
+    dsv4rt_mqa_logits_topk_args mlt;
   } a;
 } call;
 
@@ -207,6 +208,7 @@ PyObject *Bundle_kv_insert(BundleObject *self, PyObject *args, PyObject *kw);
 PyObject *Bundle_sparse_decode(BundleObject *self, PyObject *args, PyObject *kw);
 PyObject *Bundle_paged_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw);
 PyObject *Bundle_topk(BundleObject *self, PyObject *args, PyObject *kw);
+PyObject *Bundle_paged_mqa_logits_topk(BundleObject *self, PyObject *args, PyObject *kw);
 PyObject *Bundle_bench_c_loop(BundleObject *self, PyObject *args);
 
 /* bundle.c */

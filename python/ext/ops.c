@@ -56,6 +56,10 @@ static int table_rows(tview *b, int64_t *stride)
   T(PAGED_MQA_LOGITS, weights, DT_F32, 0) T(PAGED_MQA_LOGITS, context_lens, DT_I32, 0)                              \
   T(PAGED_MQA_LOGITS, block_table, DT_I32, 0)
 #define PY_TENSORS_TOPK(T) T(TOPK, out, DT_I32, 0) T(TOPK, logits, DT_F32, 0) T(TOPK, context_lens, DT_I32, 0)
+#define PY_TENSORS_PAGED_MQA_LOGITS_TOPK(T)                                                                  \
+  T(PAGED_MQA_LOGITS_TOPK, out, DT_I32, 0) T(PAGED_MQA_LOGITS_TOPK, q, DT_E4M3, 0)                           \
+  T(PAGED_MQA_LOGITS_TOPK, cache, DT_CACHE, 0) T(PAGED_MQA_LOGITS_TOPK, weights, DT_F32, 0)                  \
+  T(PAGED_MQA_LOGITS_TOPK, context_lens, DT_I32, 0) T(PAGED_MQA_LOGITS_TOPK, block_table, DT_I32, 0)
 
 /* The buffers of DSV4_ARGS_<OP> the runtime makes itself: R(OP, name). */
 #define PY_RUNTIME_DEQUANT_GATHER(R)
@@ -64,6 +68,8 @@ static int table_rows(tview *b, int64_t *stride)
 #define PY_RUNTIME_SPARSE_DECODE(R) R(SPARSE_DECODE, work)
 #define PY_RUNTIME_PAGED_MQA_LOGITS(R) R(PAGED_MQA_LOGITS, kv_map)
 #define PY_RUNTIME_TOPK(R) R(TOPK, work)
+#define PY_RUNTIME_PAGED_MQA_LOGITS_TOPK(R) \
+  R(PAGED_MQA_LOGITS_TOPK, work) R(PAGED_MQA_LOGITS_TOPK, kv_map) R(PAGED_MQA_LOGITS_TOPK, hist)
 
 /* Each op's runtime call (its argument struct and function) and parser. */
 #define PY_STRUCT_DEQUANT_GATHER dsv4rt_dequant_gather_args
@@ -72,18 +78,21 @@ static int table_rows(tview *b, int64_t *stride)
 #define PY_STRUCT_SPARSE_DECODE dsv4rt_sparse_decode_args
 #define PY_STRUCT_PAGED_MQA_LOGITS dsv4rt_mqa_logits_args
 #define PY_STRUCT_TOPK dsv4rt_topk_args
+#define PY_STRUCT_PAGED_MQA_LOGITS_TOPK dsv4rt_mqa_logits_topk_args
 #define PY_LAUNCH_DEQUANT_GATHER dsv4rt_dequant_gather
 #define PY_LAUNCH_PAGED_GATHER dsv4rt_paged_gather
 #define PY_LAUNCH_KV_INSERT dsv4rt_kv_insert
 #define PY_LAUNCH_SPARSE_DECODE dsv4rt_sparse_decode
 #define PY_LAUNCH_PAGED_MQA_LOGITS dsv4rt_paged_mqa_logits
 #define PY_LAUNCH_TOPK dsv4rt_topk
+#define PY_LAUNCH_PAGED_MQA_LOGITS_TOPK dsv4rt_paged_mqa_logits_topk
 #define PY_PARSE_DEQUANT_GATHER parse_dequant_gather
 #define PY_PARSE_PAGED_GATHER parse_paged_gather
 #define PY_PARSE_KV_INSERT parse_kv_insert
 #define PY_PARSE_SPARSE_DECODE parse_sparse_decode
 #define PY_PARSE_PAGED_MQA_LOGITS parse_mqa_logits
 #define PY_PARSE_TOPK parse_topk
+#define PY_PARSE_PAGED_MQA_LOGITS_TOPK parse_mqa_logits_topk
 
 /* ---- the tables, and their agreement with DSV4_ARGS_<OP> ---- */
 
@@ -97,6 +106,7 @@ static int table_rows(tview *b, int64_t *stride)
 #define PY_ABI_SPARSE_DECODE(nm, kind) PY_ABI(SPARSE_DECODE, nm, kind)
 #define PY_ABI_PAGED_MQA_LOGITS(nm, kind) PY_ABI(PAGED_MQA_LOGITS, nm, kind)
 #define PY_ABI_TOPK(nm, kind) PY_ABI(TOPK, nm, kind)
+#define PY_ABI_PAGED_MQA_LOGITS_TOPK(nm, kind) PY_ABI(PAGED_MQA_LOGITS_TOPK, nm, kind)
 
 /* Each kernel argument's kind as a constant, PY_KIND_<OP>_<name>: a tensor
  * whose name is no argument of DSV4_ARGS_<OP> names none and fails. */
@@ -442,6 +452,29 @@ static int parse_sparse_decode(BundleObject *self, PyObject *args, PyObject *kw,
 }
 #undef OP
 
+/* The logits' inputs (both logits ops; OP's positions): q [B, next_n, H,
+ * D], weights [B * next_n, H], context_lens [B, next_n], block_table [B,
+ * max_blocks] rows; B and next_n into *Bn, *nn. */
+static int logits_inputs(call *c, tview *qq, tview *ww, tview *ctx, tview *b, int64_t *Bn, int64_t *nn,
+                         int64_t *max_blocks, int64_t *bt_stride)
+{
+  int H = c->info.heads, D = c->L.dim;
+  if (qq->ndim != 4 || qq->shape[2] != H || qq->shape[3] != D)
+    return bad_shape(qq, "[B, next_n, %d, %d] (the kernel's heads and head size)", H, D);
+  *Bn = qq->shape[0], *nn = qq->shape[1];
+  int64_t R = *Bn * *nn;
+  if (ww->ndim != 2 || ww->shape[0] != R || ww->shape[1] != H)
+    return bad_shape(ww, "[B * next_n, %d] = [%lld, %d]", H, (long long)R, H);
+  if (ctx->ndim != 2 || ctx->shape[0] != *Bn || ctx->shape[1] != *nn)
+    return bad_shape(ctx, "[B, next_n] = [%lld, %lld]", (long long)*Bn, (long long)*nn);
+  if (b->ndim != 2 || b->shape[0] != *Bn)
+    return bad_shape(b, "[B, max_blocks] with B = %lld", (long long)*Bn);
+  if (need_contig(qq) || need_contig(ww) || need_contig(ctx) || table_rows(b, bt_stride))
+    return -1;
+  *max_blocks = b->shape[1];
+  return 0;
+}
+
 #define OP PAGED_MQA_LOGITS
 static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
 {
@@ -458,29 +491,52 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
       TAKE(block_table, bt))
     return -1;
   dsv4rt_mqa_logits_args *a = &c->a.ml;
-  tview *o = TV(logits), *qq = TV(q), *ww = TV(weights), *ctx = TV(context_lens), *b = TV(block_table);
-  int H = c->info.heads, D = c->L.dim;
-  if (qq->ndim != 4 || qq->shape[2] != H || qq->shape[3] != D)
-    return bad_shape(qq, "[B, next_n, %d, %d] (the kernel's heads and head size)", H, D);
-  int64_t Bn = qq->shape[0], nn = qq->shape[1], R = Bn * nn;
-  if (ww->ndim != 2 || ww->shape[0] != R || ww->shape[1] != H)
-    return bad_shape(ww, "[B * next_n, %d] = [%lld, %d]", H, (long long)R, H);
-  if (ctx->ndim != 2 || ctx->shape[0] != Bn || ctx->shape[1] != nn)
-    return bad_shape(ctx, "[B, next_n] = [%lld, %lld]", (long long)Bn, (long long)nn);
-  if (b->ndim != 2 || b->shape[0] != Bn)
-    return bad_shape(b, "[B, max_blocks] with B = %lld", (long long)Bn);
+  tview *o = TV(logits);
+  if (logits_inputs(c, TV(q), TV(weights), TV(context_lens), TV(block_table), &a->batch, &a->next_n, &a->max_blocks,
+                    &a->block_table_stride))
+    return -1;
+  int64_t R = a->batch * a->next_n;
   if (o->ndim != 2 || o->shape[0] != R)
     return bad_shape(o, "[B * next_n, row_len] with B * next_n = %lld", (long long)R);
-  if (need_contig(qq) || need_contig(ww) || need_contig(ctx) || table_rows(b, &a->block_table_stride))
-    return -1;
   if (o->shape[1] > 1 && o->strides[1] != 1) {
     PyErr_Format(PyExc_ValueError, "logits: rows must be contiguous (stride(1) == 1, got %lld)",
                  (long long)o->strides[1]);
     return -1;
   }
-  a->batch = Bn, a->next_n = nn, a->max_blocks = b->shape[1];
   a->row_len = o->shape[1];
   a->row_stride = R > 1 ? o->strides[0] : a->row_len;
+  return cache_geometry(c, TV(cache), bs, "block_size", &a->num_blocks, &a->block_size, &a->block_stride);
+}
+#undef OP
+
+#define OP PAGED_MQA_LOGITS_TOPK
+static int parse_mqa_logits_topk(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
+{
+  static char *kwl[] = {"out",    "q",      "cache",          "weights", "context_lens",   "block_table", "row_len",
+                        "block_size", "kernel", "check_contents", "stream", "no_tensor_maps", NULL};
+  PyObject *out, *q, *cache, *w, *cl, *bt, *rl_o, *bs = NULL, *kernel = NULL, *cc = NULL, *stream = NULL,
+                                               *ntm_o = NULL;
+  int ntm, row_len;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OOOOO:paged_mqa_logits_topk", kwl, &out, &q, &cache, &w, &cl,
+                                   &bt, &rl_o, &bs, &kernel, &cc, &stream, &ntm_o) ||
+      as_int(rl_o, "row_len", 0, &row_len) || as_flag(ntm_o, "no_tensor_maps", &ntm) ||
+      begin_call(self, c, DSV4_OP_PAGED_MQA_LOGITS_TOPK, kernel, cc, stream))
+    return -1;
+  c->opts.no_tensor_maps = ntm;
+  if (TAKE(out, out) || TAKE(q, q) || TAKE(cache, cache) || TAKE(weights, w) || TAKE(context_lens, cl) ||
+      TAKE(block_table, bt))
+    return -1;
+  dsv4rt_mqa_logits_topk_args *a = &c->a.mlt;
+  if (logits_inputs(c, TV(q), TV(weights), TV(context_lens), TV(block_table), &a->batch, &a->next_n, &a->max_blocks,
+                    &a->block_table_stride))
+    return -1;
+  int64_t R = a->batch * a->next_n, K = c->info.topk;
+  tview *o = TV(out);
+  if (o->ndim != 2 || o->shape[0] != R || o->shape[1] != K)
+    return bad_shape(o, "[B * next_n, K] = [%lld, %lld] (K is the kernel's)", (long long)R, (long long)K);
+  if (need_contig(o))
+    return -1;
+  a->row_len = row_len;
   return cache_geometry(c, TV(cache), bs, "block_size", &a->num_blocks, &a->block_size, &a->block_stride);
 }
 #undef OP
@@ -563,6 +619,7 @@ OP_METHOD(kv_insert, DSV4_OP_KV_INSERT)
 OP_METHOD(sparse_decode, DSV4_OP_SPARSE_DECODE)
 OP_METHOD(paged_mqa_logits, DSV4_OP_PAGED_MQA_LOGITS)
 OP_METHOD(topk, DSV4_OP_TOPK)
+OP_METHOD(paged_mqa_logits_topk, DSV4_OP_PAGED_MQA_LOGITS_TOPK)
 
 int op_index(const char *name)
 {

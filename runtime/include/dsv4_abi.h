@@ -25,7 +25,8 @@
   X(KV_INSERT, "kv_insert", "docs/ops.md 5: (q norm + RoPE,) KV RoPE + quantize + insert") \
   X(SPARSE_DECODE, "sparse_decode", "docs/ops.md 3: sparse MLA decode over one or two caches") \
   X(PAGED_MQA_LOGITS, "paged_mqa_logits", "docs/ops.md 4: the indexer's paged MQA logits") \
-  X(TOPK, "topk", "docs/ops.md 4: top-k positions of each logits row")
+  X(TOPK, "topk", "docs/ops.md 4: top-k positions of each logits row") \
+  X(PAGED_MQA_LOGITS_TOPK, "paged_mqa_logits_topk", "docs/ops.md 4: the logits' top-k positions, no logits row written")
 
 typedef enum {
   DSV4_OP_NONE = 0,
@@ -244,6 +245,59 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(work, IN)                   \
   A(chunks, I32)
 
+/* paged_mqa_logits_topk(out, q, cache, ...): each logits row's K largest
+ * positions (K the kernel's, topk's contract) straight from the cache, the
+ * logits of a chunk of tokens_per_cta positions held on chip.  The
+ * arguments the logits take sit at the logits' positions (the generators
+ * share their code); out [rows, K] int32 replaces logits, work its
+ * row_stride; chunk is the runtime's tokens_per_cta (a CTA whose code was
+ * built for another writes nothing).  grid = (chunks = ceil(row_len /
+ * chunk), rows), or B for the warpgroup form (a CTA every next_n row of
+ * one batch entry).  One chunk: a CTA writes its rows' K into out.  More:
+ * hist holds, in 32-bit words, row r's histogram of 4096 bins (the
+ * logits' keys' top 12 bits) and its candidate count at r 4097 .. + 4097,
+ * all 0 before the launch; work the candidates' positions at r row_len +
+ * i and their keys rows row_len words further on.  Each CTA adds its chunk's bins to its row's
+ * histogram, takes as its threshold the lowest bin at or above which the
+ * histogram (as far as it sees it) and its own chunk each hold K keys,
+ * and appends its keys from that bin up as candidates: a superset of the
+ * row's K.  The module's second kernel, <name>_merge
+ * (DSV4_ARGS_LOGITS_TOPK_MERGE, grid (rows)), takes each row's K among its
+ * candidates into out and sets its histogram and count back to 0 (so hist
+ * stays 0 between calls). */
+#define DSV4_TOPK_BINS 4096 /* a row's histogram (hist): the keys' top 12 bits */
+#define DSV4_ARGS_PAGED_MQA_LOGITS_TOPK(A) \
+  A(out, PTR)                              \
+  A(q, IN)                                 \
+  A(cache, IN)                             \
+  A(weights, IN)                           \
+  A(context_lens, IN)                      \
+  A(block_table, IN)                       \
+  A(rows, I32)                             \
+  A(next_n, I32)                           \
+  A(num_blocks, I32)                       \
+  A(block_size, I32)                       \
+  A(block_stride, I64)                     \
+  A(max_blocks, I32)                       \
+  A(row_len, I32)                          \
+  A(work, PTR)                             \
+  A(kv_map, IN)                            \
+  A(kv_map_fresh, I32)                     \
+  A(bt_stride, I64)                        \
+  A(chunk, I32)                            \
+  A(hist, PTR)
+
+/* paged_mqa_logits_topk's merge: row r's K largest candidates (work, as
+ * above) into out, rows with ctx <= K as 0..ctx-1 then -1; then the row's
+ * histogram and count back to 0. */
+#define DSV4_ARGS_LOGITS_TOPK_MERGE(A) \
+  A(out, PTR)                          \
+  A(context_lens, IN)                  \
+  A(rows, I32)                         \
+  A(row_len, I32)                      \
+  A(work, IN)                          \
+  A(hist, PTR)
+
 /* Argument positions, from the same lists: DSV4_A_<OP>_<name> (and
  * DSV4_A_<OP>_COUNT).  The generators read their parameters and the
  * runtime places its arguments by these, so neither writes the order. */
@@ -255,6 +309,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
 #define DSV4_A_IDX_PAGED_MQA_LOGITS(nm, kind) DSV4_A_PAGED_MQA_LOGITS_##nm,
 #define DSV4_A_IDX_TOPK(nm, kind) DSV4_A_TOPK_##nm,
 #define DSV4_A_IDX_TOPK_MERGE(nm, kind) DSV4_A_TOPK_MERGE_##nm,
+#define DSV4_A_IDX_PAGED_MQA_LOGITS_TOPK(nm, kind) DSV4_A_PAGED_MQA_LOGITS_TOPK_##nm,
+#define DSV4_A_IDX_LOGITS_TOPK_MERGE(nm, kind) DSV4_A_LOGITS_TOPK_MERGE_##nm,
 enum { DSV4_ARGS_DEQUANT_GATHER(DSV4_A_IDX_DEQUANT_GATHER) DSV4_A_DEQUANT_GATHER_COUNT };
 enum { DSV4_ARGS_PAGED_GATHER(DSV4_A_IDX_PAGED_GATHER) DSV4_A_PAGED_GATHER_COUNT };
 enum { DSV4_ARGS_KV_INSERT(DSV4_A_IDX_KV_INSERT) DSV4_A_KV_INSERT_COUNT };
@@ -263,6 +319,8 @@ enum { DSV4_ARGS_DECODE_COMBINE(DSV4_A_IDX_DECODE_COMBINE) DSV4_A_DECODE_COMBINE
 enum { DSV4_ARGS_PAGED_MQA_LOGITS(DSV4_A_IDX_PAGED_MQA_LOGITS) DSV4_A_PAGED_MQA_LOGITS_COUNT };
 enum { DSV4_ARGS_TOPK(DSV4_A_IDX_TOPK) DSV4_A_TOPK_COUNT };
 enum { DSV4_ARGS_TOPK_MERGE(DSV4_A_IDX_TOPK_MERGE) DSV4_A_TOPK_MERGE_COUNT };
+enum { DSV4_ARGS_PAGED_MQA_LOGITS_TOPK(DSV4_A_IDX_PAGED_MQA_LOGITS_TOPK) DSV4_A_PAGED_MQA_LOGITS_TOPK_COUNT };
+enum { DSV4_ARGS_LOGITS_TOPK_MERGE(DSV4_A_IDX_LOGITS_TOPK_MERGE) DSV4_A_LOGITS_TOPK_MERGE_COUNT };
 
 /* The argument list of op: kinds (and names when names is not NULL), from
  * the DSV4_ARGS_<OP> lists above; returns the count, -1 for an unknown op.
@@ -376,11 +434,12 @@ enum {
  *   TOKENS_REQUESTS   (ceil((M - offset) / tokens_per_cta), R)       paged_gather
  *   INSERT            (kv CTAs + q-branch CTAs)                      kv_insert
  *   HEADS_TOKENS      (ceil(H / tokens_per_cta) * cluster, T, splits) sparse_decode
- *   POSITIONS_ROWS    (ceil(row_len / tokens_per_cta), B * next_n)   paged_mqa_logits
+ *   POSITIONS_ROWS    (ceil(row_len / tokens_per_cta), B * next_n)   paged_mqa_logits(_topk)
  *   POSITIONS_BATCH   (ceil(row_len / tokens_per_cta), B): a CTA every
  *                     next_n row (<= DSV4_LOGITS_MAX_NEXT_N) of one entry
  *   ROWS              (rows, chunks): a CTA a row or chunk of one     topk
- *                     (then <name>_merge, grid (rows)) */
+ *                     (then <name>_merge, grid (rows); so too after
+ *                     paged_mqa_logits_topk's chunks) */
 enum {
   DSV4_GRID_TOKENS = 1,
   DSV4_GRID_TOKENS_REQUESTS = 2,
@@ -393,13 +452,22 @@ enum {
 };
 /* The companion kernel (the module's second): the split-KV combine of
  * sparse_decode's matrix forms, named <name>_combine; topk's merge of a
- * split row's chunks, named <name>_merge. */
-enum { DSV4_SECOND_NONE = 0, DSV4_SECOND_COMBINE = 1, DSV4_SECOND_MERGE = 2, DSV4_SECOND_COUNT };
+ * split row's chunks, and paged_mqa_logits_topk's of a row's candidates,
+ * named <name>_merge. */
+enum {
+  DSV4_SECOND_NONE = 0,
+  DSV4_SECOND_COMBINE = 1,
+  DSV4_SECOND_MERGE = 2,
+  DSV4_SECOND_LOGITS_TOPK_MERGE = 3,
+  DSV4_SECOND_COUNT
+};
 
 /* The second kernel's name suffix ("_combine", "_merge"; NULL for none). */
 static inline const char *dsv4_second_suffix(uint32_t second)
 {
-  return second == DSV4_SECOND_COMBINE ? "_combine" : second == DSV4_SECOND_MERGE ? "_merge" : (const char *)0;
+  return second == DSV4_SECOND_COMBINE                                         ? "_combine"
+         : second == DSV4_SECOND_MERGE || second == DSV4_SECOND_LOGITS_TOPK_MERGE ? "_merge"
+                                                                                : (const char *)0;
 }
 
 /* The second kernel's argument kinds (and names when names is not NULL),
@@ -412,6 +480,8 @@ static inline int dsv4_second_args(uint32_t second, unsigned char *kinds, const 
     DSV4_ARGS_DECODE_COMBINE(A)
   } else if (second == DSV4_SECOND_MERGE) {
     DSV4_ARGS_TOPK_MERGE(A)
+  } else if (second == DSV4_SECOND_LOGITS_TOPK_MERGE) {
+    DSV4_ARGS_LOGITS_TOPK_MERGE(A)
   }
 #undef A
   return n;

@@ -452,6 +452,30 @@ typedef struct dsv4rt_topk_args {
 
 DSV4RT_API dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv4rt_launch_opts *opts);
 
+/* The two above in one op, the logits never written: out[r, :K] = the
+ * positions of the K largest logits[r, k] that dsv4rt_paged_mqa_logits
+ * would compute, with topk's contract (docs/ops.md 4): k < min(ctx[r],
+ * row_len), no particular order, rows with ctx <= K get 0..ctx-1 then -1.
+ * K and heads are the kernel's.  A row longer than the kernel's chunk
+ * (tokens_per_cta) takes a second launch (the merge) and a work buffer of
+ * the runtime's (rows x chunks x K x 8 bytes); opts->splits does not apply. */
+typedef struct dsv4rt_mqa_logits_topk_args {
+  dsv4rt_buffer *out;           /* [B * next_n, K] int32 */
+  int64_t row_len;              /* L: positions k < L only */
+  dsv4rt_buffer *q;             /* [B, next_n, heads, dim] e4m3 */
+  int64_t batch, next_n;
+  dsv4rt_buffer *cache;         /* the indexer cache */
+  int64_t num_blocks, block_size, block_stride;
+  dsv4rt_buffer *weights;       /* [B * next_n, heads] f32 */
+  dsv4rt_buffer *context_lens;  /* [B, next_n] int32 */
+  dsv4rt_buffer *block_table;   /* [B, max_blocks] int32 */
+  int64_t max_blocks;
+  int64_t block_table_stride;   /* elements from one batch entry's row of block_table to the next (0: max_blocks) */
+} dsv4rt_mqa_logits_topk_args;
+
+DSV4RT_API dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_logits_topk_args *a,
+                                                      const dsv4rt_launch_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -207,6 +207,14 @@ int dsv4_ref_topk(const float *logits, int64_t rows, int64_t row_stride, const i
 int dsv4_ref_topk_check(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
                         const int32_t *got, char *err, size_t errlen);
 
+/* The same for a top-k taken over logits computed another way (the fused paged_mqa_logits_topk's own,
+ * rounded otherwise than the reference's logits given here): where the chosen and unchosen logits are
+ * finite, every chosen one must be >= every unchosen one - tol * (the row's largest finite |logit|).  So
+ * the sets must be equal exactly unless the K-th and (K+1)-th logits lie within that rounding of each
+ * other, and then may differ only among the near-tied.  tol 0 is dsv4_ref_topk_check. */
+int dsv4_ref_topk_check_within(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
+                               const int32_t *got, double tol, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -197,6 +197,12 @@ int dsv4_ref_topk(const float *logits, int64_t rows, int64_t row_stride, const i
 int dsv4_ref_topk_check(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
                         const int32_t *got, char *err, size_t errlen)
 {
+  return dsv4_ref_topk_check_within(logits, rows, row_stride, ctx, K, got, 0, err, errlen);
+}
+
+int dsv4_ref_topk_check_within(const float *logits, int64_t rows, int64_t row_stride, const int32_t *ctx, int64_t K,
+                               const int32_t *got, double tol, char *err, size_t errlen)
+{
   unsigned char *mark = NULL;
   int64_t cap = 0;
   int rc = 1;
@@ -252,7 +258,12 @@ int dsv4_ref_topk_check(const float *logits, int64_t rows, int64_t row_stride, c
         if (!mark[k] && (kmax < 0 || key > rank_key(row[kmax])))
           kmax = k;
       }
-      if (rank_key(row[kmin]) < rank_key(row[kmax])) {
+      double big = 0; /* the row's largest finite magnitude: what tol is relative to */
+      for (int64_t k = 0; tol > 0 && k < n; k++)
+        big = isfinite(row[k]) && fabs(row[k]) > big ? fabs(row[k]) : big;
+      int finite = isfinite(row[kmin]) && isfinite(row[kmax]);
+      if (tol > 0 && finite ? (double)row[kmin] < (double)row[kmax] - tol * big
+                            : rank_key(row[kmin]) < rank_key(row[kmax])) {
         snprintf(msg, sizeof msg, "row %lld: chosen position %lld (logit %.9g) < unchosen position %lld (logit %.9g)",
                  (long long)r, (long long)kmin, (double)row[kmin], (long long)kmax, (double)row[kmax]);
         goto done;

@@ -143,8 +143,9 @@ static int check_flags(const dsv4_bundle_entry *e, char *why)
 /* The tile's integers, inside what the compiler emits (before any arithmetic). */
 static int check_tile(const dsv4_bundle_entry *e, char *why)
 {
-  uint32_t tpc_max = e->launch.grid == DSV4_GRID_POSITIONS_BATCH ? DSV4_ENTRY_MAX_LOGITS_STEP
-                                                                  : DSV4_ENTRY_MAX_TOKENS_PER_CTA;
+  uint32_t tpc_max = e->launch.grid == DSV4_GRID_POSITIONS_BATCH || e->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK
+                         ? DSV4_ENTRY_MAX_LOGITS_STEP
+                         : DSV4_ENTRY_MAX_TOKENS_PER_CTA;
   if (e->tokens_per_cta < 1 || e->tokens_per_cta > tpc_max)
     return bad(why, "tokens_per_cta %u is outside [1, %u]", e->tokens_per_cta, tpc_max);
   if (e->values_per_thread < 1 || e->values_per_thread > DSV4_ENTRY_MAX_VALUES_PER_THREAD)
@@ -156,28 +157,32 @@ static int check_tile(const dsv4_bundle_entry *e, char *why)
   return 0;
 }
 
-/* The fields one op reads: inside their range there, 0 on every other op. */
+/* The fields an op reads (op, or op2 too where not 0): inside their range
+ * there, 0 on every other op. */
 static int check_op_fields(const dsv4_bundle_entry *e, char *why)
 {
   static const struct {
     const char *name;
     size_t at;
-    uint32_t op, lo, hi;
+    uint32_t op, lo, hi, op2;
   } f[] = {
-      {"heads", offsetof(dsv4_bundle_entry, heads), DSV4_OP_PAGED_MQA_LOGITS, 1, DSV4_ENTRY_MAX_HEADS},
-      {"topk", offsetof(dsv4_bundle_entry, topk), DSV4_OP_TOPK, 1, DSV4_ENTRY_MAX_TOPK},
-      {"v_dim", offsetof(dsv4_bundle_entry, v_dim), DSV4_OP_SPARSE_DECODE, 1, DSV4_ENTRY_MAX_DIMS},
-      {"q_dim", offsetof(dsv4_bundle_entry, q_dim), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS},
-      {"rope_first", offsetof(dsv4_bundle_entry, rope_first), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS},
-      {"rope_dims", offsetof(dsv4_bundle_entry, rope_dims), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS},
-      {"quant_floor", offsetof(dsv4_bundle_entry, quant_floor), DSV4_OP_KV_INSERT, 0, 1},
+      {"heads", offsetof(dsv4_bundle_entry, heads), DSV4_OP_PAGED_MQA_LOGITS, 1, DSV4_ENTRY_MAX_HEADS,
+       DSV4_OP_PAGED_MQA_LOGITS_TOPK},
+      {"topk", offsetof(dsv4_bundle_entry, topk), DSV4_OP_TOPK, 1, DSV4_ENTRY_MAX_TOPK, DSV4_OP_PAGED_MQA_LOGITS_TOPK},
+      {"v_dim", offsetof(dsv4_bundle_entry, v_dim), DSV4_OP_SPARSE_DECODE, 1, DSV4_ENTRY_MAX_DIMS, 0},
+      {"q_dim", offsetof(dsv4_bundle_entry, q_dim), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS, 0},
+      {"rope_first", offsetof(dsv4_bundle_entry, rope_first), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS, 0},
+      {"rope_dims", offsetof(dsv4_bundle_entry, rope_dims), DSV4_OP_KV_INSERT, 0, DSV4_ENTRY_MAX_DIMS, 0},
+      {"quant_floor", offsetof(dsv4_bundle_entry, quant_floor), DSV4_OP_KV_INSERT, 0, 1, 0},
   };
   for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
     uint32_t v;
     memcpy(&v, (const char *)e + f[k].at, 4);
-    if (e->op != f[k].op && v)
-      return bad(why, "%s %u is set, but only op %s has one", f[k].name, v, rt_op_name(f[k].op));
-    if (e->op == f[k].op && (v < f[k].lo || v > f[k].hi))
+    int takes = e->op == f[k].op || (f[k].op2 && e->op == f[k].op2);
+    if (!takes && v)
+      return bad(why, "%s %u is set, but only op %s%s%s has one", f[k].name, v, rt_op_name(f[k].op),
+                 f[k].op2 ? " or " : "", f[k].op2 ? rt_op_name(f[k].op2) : "");
+    if (takes && (v < f[k].lo || v > f[k].hi))
       return bad(why, "%s %u is outside [%u, %u]", f[k].name, v, f[k].lo, f[k].hi);
   }
   return 0;
@@ -251,8 +256,10 @@ static int check_rule(const dsv4_bundle_entry *e, char *why)
   char tile[160];
   snprintf(tile, sizeof tile, "dim %d, values_per_thread %u, tokens_per_cta %u, tokens_per_thread %u%s", l->dim,
            e->values_per_thread, e->tokens_per_cta, e->tokens_per_thread,
-           e->op == DSV4_OP_SPARSE_DECODE ? ", v_dim" : e->op == DSV4_OP_PAGED_MQA_LOGITS ? ", heads" : "");
-  if (e->op == DSV4_OP_SPARSE_DECODE || e->op == DSV4_OP_PAGED_MQA_LOGITS)
+           e->op == DSV4_OP_SPARSE_DECODE                                            ? ", v_dim"
+           : e->op == DSV4_OP_PAGED_MQA_LOGITS || e->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK ? ", heads"
+                                                                                     : "");
+  if (e->op == DSV4_OP_SPARSE_DECODE || e->op == DSV4_OP_PAGED_MQA_LOGITS || e->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK)
     snprintf(tile + strlen(tile), sizeof tile - strlen(tile), " %u",
              e->op == DSV4_OP_SPARSE_DECODE ? e->v_dim : e->heads);
   if (dsv4_form_launch((int)e->op, (int)e->launch.form, l, (int)e->values_per_thread, (int)e->tokens_per_cta,
@@ -618,6 +625,7 @@ void dsv4rt_bundle_destroy(dsv4rt_bundle *b)
     if (b->loaded[i].loaded == 1)
       b->ctx->be->unload(b->ctx, b->loaded[i].module, b->loaded[i].kernel);
     dsv4rt_buffer_destroy(b->loaded[i].work);
+    dsv4rt_buffer_destroy(b->loaded[i].zeroed);
     free(b->loaded[i].why);
     for (int k = 0; k < RT_MAP_SLOTS; k++)
       dsv4rt_buffer_destroy(b->loaded[i].maps[k]);

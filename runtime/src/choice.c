@@ -48,6 +48,12 @@ int rt_call_shape(dsv4_op op, const void *args, dsv4_shape *s)
     s->dim[0] = a->batch, s->dim[1] = a->next_n, s->dim[2] = a->row_len;
     return 0;
   }
+  case DSV4_OP_PAGED_MQA_LOGITS_TOPK: {
+    const dsv4rt_mqa_logits_topk_args *a = args;
+    s->n = 3;
+    s->dim[0] = a->batch, s->dim[1] = a->next_n, s->dim[2] = a->row_len;
+    return 0;
+  }
   case DSV4_OP_DEQUANT_GATHER:
     s->n = 1, s->dim[0] = ((const dsv4rt_dequant_gather_args *)args)->n;
     return 0;

@@ -362,8 +362,10 @@ static int cu_load(dsv4rt_context *ctx, const dsv4_bundle_entry *e, const uint8_
     st->cuModuleUnload(m);
     return cu_kernel_fail(ctx, r, e, "cuModuleGetFunction");
   }
-  /* beyond 48 KiB of dynamic shared memory a kernel must opt in */
-  if (e->launch.shared_bytes > 49152 &&
+  /* beyond 48 KiB of shared memory, static and dynamic together, a kernel
+   * must opt in to its dynamic part (the static part is the code's: opt in
+   * wherever there is a dynamic part) */
+  if (e->launch.shared_bytes > 0 &&
       (r = st->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->launch.shared_bytes))) {
     st->cuModuleUnload(m);
     return cu_kernel_fail(ctx, r, e, "cuFuncSetAttribute (dynamic shared memory)");

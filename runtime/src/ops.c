@@ -821,50 +821,81 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   return rt_launch2(b, c.e, cgrid, cargs, COUNT(cargs));
 }
 
-dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,
-                                      const dsv4rt_launch_opts *opts)
+/* The logits' call and the fused logits_topk's share their arguments but
+ * the first (logits, or out) and the fourteenth (row_stride, or work), at
+ * the same positions (the generators read them there). */
+#define SAME_ARG(nm, fused) \
+  _Static_assert((int)DSV4_A_PAGED_MQA_LOGITS_##nm == (int)DSV4_A_PAGED_MQA_LOGITS_TOPK_##fused, #nm " moved");
+SAME_ARG(logits, out)
+SAME_ARG(q, q)
+SAME_ARG(cache, cache)
+SAME_ARG(weights, weights)
+SAME_ARG(context_lens, context_lens)
+SAME_ARG(block_table, block_table)
+SAME_ARG(rows, rows)
+SAME_ARG(next_n, next_n)
+SAME_ARG(num_blocks, num_blocks)
+SAME_ARG(block_size, block_size)
+SAME_ARG(block_stride, block_stride)
+SAME_ARG(max_blocks, max_blocks)
+SAME_ARG(row_len, row_len)
+SAME_ARG(row_stride, work)
+SAME_ARG(kv_map, kv_map)
+SAME_ARG(kv_map_fresh, kv_map_fresh)
+SAME_ARG(bt_stride, bt_stride)
+SAME_ARG(COUNT, COUNT - 2) /* (and the fused op's chunk and hist after them) */
+#undef SAME_ARG
+
+/* What both calls check and pass, c begun for op (a's logits and
+ * row_stride unread where fused: out and its bytes instead): the ranges,
+ * the buffers, under check_contents the lengths and tables, the K rows'
+ * tensor map where the form takes one; args filled but for the first and
+ * fourteenth, grid sized, *fresh the map's flag to clear after launch. */
+static dsv4rt_status logits_call(dsv4rt_bundle *b, call *c, const dsv4rt_mqa_logits_args *a, dsv4rt_buffer *out,
+                                 long double out_bytes, const dsv4rt_launch_opts *opts, rt_arg *args,
+                                 uint32_t grid[3], int **fresh)
 {
-  call c;
-  dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, "dsv4rt_paged_mqa_logits");
+  dsv4rt_status s;
+  int fused = c->en->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK;
   /* grid.y: a row (batch x next_n), or by POSITIONS_BATCH a batch entry, 65535 at most */
-  int per_batch = !s && c.en->launch.grid == DSV4_GRID_POSITIONS_BATCH;
-  if (s || (s = need_range(&c, "batch", a->batch, 0, 65535)) ||
-      (s = need_range(&c, "next_n", a->next_n, 1, per_batch ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
-      (s = need_range(&c, "batch * next_n", a->batch * a->next_n, 0, per_batch ? I32_MAX : 65535)) ||
-      (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
-      (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
-      (s = need_range(&c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
-      (s = need_range(&c, "block_table_stride", a->block_table_stride, 0, 1LL << 40)) ||
-      (s = check_cache(&c, "", a->num_blocks, a->block_size, a->block_stride)))
+  int per_batch = c->en->launch.grid == DSV4_GRID_POSITIONS_BATCH;
+  if ((s = need_range(c, "batch", a->batch, 0, 65535)) ||
+      (s = need_range(c, "next_n", a->next_n, 1, per_batch ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
+      (s = need_range(c, "batch * next_n", a->batch * a->next_n, 0, per_batch ? I32_MAX : 65535)) ||
+      (s = need_range(c, "row_len", a->row_len, 0, I32_MAX)) ||
+      (!fused && (s = need_range(c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8))) ||
+      (s = need_range(c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
+      (s = need_range(c, "block_table_stride", a->block_table_stride, 0, 1LL << 40)) ||
+      (s = check_cache(c, "", a->num_blocks, a->block_size, a->block_stride)))
     return s;
-  const dsv4_layout *l = c.l;
+  const dsv4_layout *l = c->l;
   int64_t bst = table_stride(a->block_table_stride, a->max_blocks);
-  int64_t B = a->batch, nn = a->next_n, R = B * nn, H = c.en->heads;
+  int64_t B = a->batch, nn = a->next_n, R = B * nn, H = c->en->heads;
   barg v[] = {
-      {"logits", a->logits, R ? ((long double)(R - 1) * a->row_stride + a->row_len) * 4 : 0, 4, OUT},
+      {fused ? "out" : "logits", out, out_bytes, 4, OUT},
       {"q", a->q, (long double)R * H * l->dim, 16, IN},
       {"cache", a->cache, cache_bytes(a->num_blocks, a->block_stride), l->align, IN},
       {"weights", a->weights, (long double)R * H * 4, 4, IN},
       {"context_lens", a->context_lens, (long double)R * 4, 4, IN},
       {"block_table", a->block_table, (long double)table_elems(B, bst, a->max_blocks) * 4, 4, IN},
   };
-  if ((s = check_bufs(&c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(&c, a->context_lens, R, a->row_len, a))))
+  if ((s = check_bufs(c, v, COUNT(v))) || (checked(opts) && (s = contents_ctx(c, a->context_lens, R, a->row_len, a))))
     return s;
   /* the matrix forms on a backend with tensor maps: the K rows' map
    * (DSV4_ARGS_PAGED_MQA_LOGITS), where the cache can have one */
   dsv4rt_buffer *kv_map = NULL;
-  int none = 0, *fresh = &none;
+  static int none;
+  *fresh = &none;
   uint64_t dims[3], strides[2];
   uint32_t box[3];
   int sw;
-  if (per_batch && c.ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
+  if (per_batch && c->ctx->tensor_maps && !(opts && opts->no_tensor_maps) && R > 0 && a->row_len > 0 &&
       dsv4_logits_kv_map(l, a->block_size, a->block_stride, a->num_blocks, dims, strides, box, &sw) &&
       (a->cache->native + (uint64_t)l->seg[0].offset) % 16 == 0 &&
-      (s = rt_tensor_map(b, c.e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map,
-                         &fresh)))
+      (s = rt_tensor_map(b, c->e, a->cache->native + (uint64_t)l->seg[0].offset, dims, strides, box, sw, &kv_map,
+                         fresh)))
     return s;
-  rt_arg args[DSV4_A_PAGED_MQA_LOGITS_COUNT] = {
-      [DSV4_A_PAGED_MQA_LOGITS_logits] = {DSV4_ARG_PTR, {.buf = a->logits}},
+  rt_arg common[DSV4_A_PAGED_MQA_LOGITS_COUNT] = {
       [DSV4_A_PAGED_MQA_LOGITS_q] = {DSV4_ARG_IN, {.buf = a->q}},
       [DSV4_A_PAGED_MQA_LOGITS_cache] = {DSV4_ARG_IN, {.buf = a->cache}},
       [DSV4_A_PAGED_MQA_LOGITS_weights] = {DSV4_ARG_IN, {.buf = a->weights}},
@@ -877,17 +908,93 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
       [DSV4_A_PAGED_MQA_LOGITS_block_stride] = {DSV4_ARG_I64, {.i64 = a->block_stride}},
       [DSV4_A_PAGED_MQA_LOGITS_max_blocks] = {DSV4_ARG_I32, {.i32 = (int32_t)a->max_blocks}},
       [DSV4_A_PAGED_MQA_LOGITS_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)a->row_len}},
-      [DSV4_A_PAGED_MQA_LOGITS_row_stride] = {DSV4_ARG_I64, {.i64 = a->row_stride}},
       [DSV4_A_PAGED_MQA_LOGITS_kv_map] = {DSV4_ARG_IN, {.buf = kv_map}},
-      [DSV4_A_PAGED_MQA_LOGITS_kv_map_fresh] = {DSV4_ARG_I32, {.i32 = *fresh}},
+      [DSV4_A_PAGED_MQA_LOGITS_kv_map_fresh] = {DSV4_ARG_I32, {.i32 = **fresh}},
       [DSV4_A_PAGED_MQA_LOGITS_bt_stride] = {DSV4_ARG_I64, {.i64 = bst}},
   };
-  uint32_t grid[3] = {(uint32_t)((a->row_len + c.en->tokens_per_cta - 1) / c.en->tokens_per_cta),
-                      (uint32_t)(per_batch ? B : R), 1};
-  if ((s = rt_launch(b, c.e, grid, args, COUNT(args))))
+  memcpy(args, common, sizeof common);
+  grid[0] = (uint32_t)((a->row_len + c->en->tokens_per_cta - 1) / c->en->tokens_per_cta);
+  grid[1] = (uint32_t)(per_batch ? B : R), grid[2] = 1;
+  return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_args *a,
+                                      const dsv4rt_launch_opts *opts)
+{
+  call c;
+  rt_arg args[DSV4_A_PAGED_MQA_LOGITS_COUNT];
+  uint32_t grid[3];
+  int *fresh;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, "dsv4rt_paged_mqa_logits");
+  if (s)
+    return s;
+  long double R = (long double)a->batch * a->next_n;
+  if ((s = logits_call(b, &c, a, a->logits, R > 0 ? ((R - 1) * a->row_stride + a->row_len) * 4 : 0, opts, args, grid,
+                       &fresh)))
+    return s;
+  args[DSV4_A_PAGED_MQA_LOGITS_logits] = (rt_arg){DSV4_ARG_PTR, {.buf = a->logits}};
+  args[DSV4_A_PAGED_MQA_LOGITS_row_stride] = (rt_arg){DSV4_ARG_I64, {.i64 = a->row_stride}};
+  if ((s = rt_launch(b, c.e, grid, args, DSV4_A_PAGED_MQA_LOGITS_COUNT)))
     return s;
   *fresh = 0; /* the map acquired by this launch's CTAs */
   return DSV4RT_OK;
+}
+
+dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_logits_topk_args *a,
+                                           const dsv4rt_launch_opts *opts)
+{
+  call c;
+  rt_arg args[DSV4_A_PAGED_MQA_LOGITS_TOPK_COUNT] = {0};
+  uint32_t grid[3];
+  int *fresh;
+  dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS_TOPK, opts, "dsv4rt_paged_mqa_logits_topk");
+  if (s)
+    return s;
+  dsv4rt_mqa_logits_args la = {.row_len = a->row_len,
+                               .row_stride = a->row_len,
+                               .q = a->q,
+                               .batch = a->batch,
+                               .next_n = a->next_n,
+                               .cache = a->cache,
+                               .num_blocks = a->num_blocks,
+                               .block_size = a->block_size,
+                               .block_stride = a->block_stride,
+                               .weights = a->weights,
+                               .context_lens = a->context_lens,
+                               .block_table = a->block_table,
+                               .max_blocks = a->max_blocks,
+                               .block_table_stride = a->block_table_stride};
+  int64_t K = c.en->topk;
+  if ((s = logits_call(b, &c, &la, a->out, (long double)a->batch * a->next_n * K * 4, opts, args, grid, &fresh)))
+    return s;
+  int64_t R = a->batch * a->next_n; /* (in range: logits_call held it) */
+  /* one chunk a row: the CTAs write out; more: the rows' histograms and
+   * candidates in work (dsv4_abi.h), zero where the merge leaves them */
+  int64_t chunks = grid[0], L = a->row_len;
+  dsv4rt_buffer *work = NULL, *hist = NULL;
+  if (chunks > 1 && R > 0 &&
+      ((s = rt_work(b, c.e, (size_t)(2 * R * L) * 4, &work)) ||
+       (s = rt_zeroed(b, c.e, (size_t)(R * (DSV4_TOPK_BINS + 1)) * 4, &hist))))
+    return s;
+  args[DSV4_A_PAGED_MQA_LOGITS_TOPK_out] = (rt_arg){DSV4_ARG_PTR, {.buf = a->out}};
+  args[DSV4_A_PAGED_MQA_LOGITS_TOPK_work] = (rt_arg){DSV4_ARG_PTR, {.buf = work}};
+  args[DSV4_A_PAGED_MQA_LOGITS_TOPK_chunk] = (rt_arg){DSV4_ARG_I32, {.i32 = (int32_t)c.en->tokens_per_cta}};
+  args[DSV4_A_PAGED_MQA_LOGITS_TOPK_hist] = (rt_arg){DSV4_ARG_PTR, {.buf = hist}};
+  if ((s = rt_launch(b, c.e, grid, args, DSV4_A_PAGED_MQA_LOGITS_TOPK_COUNT)))
+    return s;
+  *fresh = 0;
+  if (chunks < 2 || R == 0)
+    return DSV4RT_OK;
+  rt_arg margs[DSV4_A_LOGITS_TOPK_MERGE_COUNT] = {
+      [DSV4_A_LOGITS_TOPK_MERGE_out] = {DSV4_ARG_PTR, {.buf = a->out}},
+      [DSV4_A_LOGITS_TOPK_MERGE_context_lens] = {DSV4_ARG_IN, {.buf = a->context_lens}},
+      [DSV4_A_LOGITS_TOPK_MERGE_rows] = {DSV4_ARG_I32, {.i32 = (int32_t)R}},
+      [DSV4_A_LOGITS_TOPK_MERGE_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)L}},
+      [DSV4_A_LOGITS_TOPK_MERGE_work] = {DSV4_ARG_IN, {.buf = work}},
+      [DSV4_A_LOGITS_TOPK_MERGE_hist] = {DSV4_ARG_PTR, {.buf = hist}},
+  };
+  uint32_t mgrid[3] = {(uint32_t)R, 1, 1};
+  return rt_launch2(b, c.e, mgrid, margs, COUNT(margs));
 }
 
 /* A topk row split over chunks (docs/ops.md 4, dsv4_abi.h): where the rows

@@ -340,14 +340,19 @@ static int64_t dim_of(const dsv4_shape *s, const char *name)
  * smallest.  A small batch on 1024-position CTAs leaves most of the device
  * idle: on an H200, B 1 / 8K takes 11.1 us at 1024 positions a CTA and 5.0
  * at 256; B 8 / 32K 15.9 at 1024, 13.6 at 512; at B 128 / 32K the 1024
- * step is the fastest (bench/RESULTS.md). */
+ * step is the fastest (bench/RESULTS.md).  The fused logits_topk's
+ * warpgroup kernels the same by their chunks, reaching the processors once. */
 static int fills_better(const dsv4rt_bundle *b, const dsv4_bundle_entry *m, const dsv4_bundle_entry *e,
                         const dsv4_shape *s)
 {
   if (!s || m->launch.grid != DSV4_GRID_POSITIONS_BATCH || e->launch.grid != m->launch.grid ||
       m->tokens_per_cta == e->tokens_per_cta)
     return 0;
-  int64_t B = dim_of(s, "B"), L = dim_of(s, "L"), want = 2 * (int64_t)b->ctx->units;
+  /* the fused logits_topk: once the processors (its CTAs hold more; H200,
+   * K 512: B 1 / 1M 68.0 us at 4096 positions a CTA, 94.4 at 2048; B 1 /
+   * 128K 29.6 at 512, 56.5 at 4096) */
+  int64_t fill = m->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK ? 1 : 2;
+  int64_t B = dim_of(s, "B"), L = dim_of(s, "L"), want = fill * (int64_t)b->ctx->units;
   int64_t gm = B * ((L + m->tokens_per_cta - 1) / m->tokens_per_cta);
   int64_t ge = B * ((L + e->tokens_per_cta - 1) / e->tokens_per_cta);
   int fm = gm >= want, fe = ge >= want;
@@ -399,7 +404,7 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
       const dsv4_bundle_entry *m = &b->entries[j];
       int r = rt_default_rank(m, heads, next_n, tokens, units);
       int better = r > best || (r == best && fills_better(b, m, &b->entries[*entry], shape));
-      if (better && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads &&
+      if (better && m->op == e->op && m->v_dim == e->v_dim && m->heads == e->heads && m->topk == e->topk &&
           !strcmp(m->layout.name, e->layout.name) && rt_accepts(b, j, NULL, 0))
         *entry = j, best = r;
     }
@@ -540,17 +545,40 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int i, uint64_t base, const uint64
   return DSV4RT_OK;
 }
 
+/* A work buffer of at least n bytes in *slot (grown), its first `zero`
+ * bytes set to 0 where it is made. */
+static dsv4rt_status grow(dsv4rt_bundle *b, dsv4rt_buffer **slot, size_t n, size_t zero)
+{
+  if (*slot && (*slot)->size >= n)
+    return DSV4RT_OK;
+  dsv4rt_buffer *w = NULL;
+  dsv4rt_status s = dsv4rt_buffer_create(b->ctx, n, &w);
+  if (s)
+    return s;
+  if (zero) { /* once, from the host: the kernels keep it so */
+    void *z = calloc(1, zero);
+    s = z ? dsv4rt_buffer_write(w, 0, z, zero) : rt_fail(b->ctx, DSV4RT_ERR_OUT_OF_MEMORY, "out of host memory");
+    free(z);
+    if (s) {
+      dsv4rt_buffer_destroy(w);
+      return s;
+    }
+  }
+  dsv4rt_buffer_destroy(*slot); /* waits for launches that use it: the backends free synchronously */
+  *slot = w;
+  return DSV4RT_OK;
+}
+
 dsv4rt_status rt_work(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)
 {
-  rt_loaded *ld = &b->loaded[i];
-  if (!ld->work || ld->work->size < n) {
-    dsv4rt_buffer *w = NULL;
-    dsv4rt_status s = dsv4rt_buffer_create(b->ctx, n, &w);
-    if (s)
-      return s;
-    dsv4rt_buffer_destroy(ld->work); /* waits for launches that use it: the backends free synchronously */
-    ld->work = w;
-  }
-  *out = ld->work;
-  return DSV4RT_OK;
+  dsv4rt_status s = grow(b, &b->loaded[i].work, n, 0);
+  *out = b->loaded[i].work;
+  return s;
+}
+
+dsv4rt_status rt_zeroed(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)
+{
+  dsv4rt_status s = grow(b, &b->loaded[i].zeroed, n, n);
+  *out = b->loaded[i].zeroed;
+  return s;
 }

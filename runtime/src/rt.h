@@ -90,6 +90,7 @@ typedef struct {
   void *module, *kernel;
   void *kernel2;        /* sparse_decode matrix form: <name>_combine */
   dsv4rt_buffer *work;  /* its split-KV work space, grown on demand */
+  dsv4rt_buffer *zeroed; /* work space its kernels leave as they found it: made zero (rt_zeroed) */
   dsv4rt_buffer *maps[RT_MAP_SLOTS]; /* paged_mqa_logits: tensor maps in device memory, one a slot */
   uint64_t map_key[RT_MAP_SLOTS][9]; /* ... what each encodes (rt_tensor_map's arguments; unused: all zero) */
   int map_next;         /* the slot the next new map replaces */
@@ -155,6 +156,10 @@ dsv4rt_status rt_tensor_map(dsv4rt_bundle *b, int entry, uint64_t base, const ui
                             int **fresh);
 /* Entry's work space of at least n bytes (grown, contents undefined). */
 dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
+/* Its second, of at least n bytes, all 0 when made (grown: made again);
+ * its kernels set back to 0 what they use (paged_mqa_logits_topk's
+ * histograms). */
+dsv4rt_status rt_zeroed(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
 /* The spec name of an op number ("?" when unknown). */
 const char *rt_op_name(uint32_t op);
 /* 1 if entry i of b runs on b's device (the backend's accepts, with the

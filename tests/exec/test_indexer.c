@@ -132,10 +132,48 @@ static void topk_rows(void)
  * alignment. */
 static int case_no_maps; /* launch option no_tensor_maps (the matrix forms' cp.async copies where TMA would serve) */
 
-static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties,
-                        int matrix, int64_t bs)
+/* The fused logits_topk kernel kname on a's inputs (out in place of
+ * logits) against the reference logits want: its K positions checked with
+ * the tie-tolerant rule within its logits' rounding, out poisoned first.
+ * The rounding: the portable form sums in fp32 (2e-5 of the row's largest
+ * |logit|); the warpgroup form takes relu(q.k) and the weights to bf16 for
+ * its head-sum product (2^-8 of it).  The sets are equal unless the K-th
+ * and next logits lie that close. */
+static void run_fused(const char *what, const char *kname, const dsv4rt_mqa_logits_args *a, const float *want,
+                      const int32_t *cl, const dsv4rt_launch_opts *o, int64_t K, int matrix)
 {
-  int64_t D = L->dim, maxb = 40 * 64 / bs, nb = B * maxb;
+  int64_t R = a->batch * a->next_n;
+  int32_t *got = malloc((size_t)(R * K) * 4 + 4);
+  for (int64_t i = 0; i < R * K; i++)
+    got[i] = 0x7EADBEEF;
+  dsv4rt_buffer *ob = dev(got, (size_t)(R * K) * 4);
+  dsv4rt_mqa_logits_topk_args f = {.out = ob, .row_len = a->row_len, .q = a->q, .batch = a->batch,
+                                   .next_n = a->next_n, .cache = a->cache, .num_blocks = a->num_blocks,
+                                   .block_size = a->block_size, .block_stride = a->block_stride,
+                                   .weights = a->weights, .context_lens = a->context_lens,
+                                   .block_table = a->block_table, .max_blocks = a->max_blocks,
+                                   .block_table_stride = a->block_table_stride};
+  dsv4rt_status s = dsv4rt_paged_mqa_logits_topk(bundle, &f, o);
+  if (!s)
+    s = dsv4rt_synchronize(ctx);
+  CHECK(s == DSV4RT_OK, "%s: launch: %s", what, dsv4rt_last_error(ctx));
+  dsv4rt_buffer_read(ob, 0, got, (size_t)(R * K) * 4);
+  int32_t *c = malloc((size_t)R * 4);
+  for (int64_t r = 0; r < R; r++)
+    c[r] = cl[r] < a->row_len ? cl[r] : (int32_t)a->row_len;
+  char err[256] = "";
+  int bad = dsv4_ref_topk_check_within(want, R, a->row_stride, c, K, got, matrix ? 1.0 / 256 : 2e-5, err, sizeof err);
+  CHECK(!bad, "%s %s (K %lld): %s", what, kname, (long long)K, err);
+  free(c), free(got);
+  dsv4rt_buffer_destroy(ob);
+}
+
+/* blocks: 64-token blocks of context a batch entry (40: rows within one
+ * chunk of every fused kernel; more: rows over several, the merge). */
+static void random_case_blocks(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties,
+                               int matrix, int64_t bs, int64_t blocks, int64_t K)
+{
+  int64_t D = L->dim, maxb = blocks * 64 / bs, nb = B * maxb;
   int64_t stride = bs == 64 && L->block_stride
                        ? L->block_stride
                        : (dsv4_layout_min_block_bytes(L, bs) + L->align - 1) / L->align * L->align;
@@ -191,6 +229,28 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
   for (int64_t r = 0; r < R; r++)
     past |= cl[r] > Lr;
   dsv4rt_launch_opts o = {.kernel = kname, .check_contents = 1, .no_tensor_maps = case_no_maps};
+  char what[128];
+  snprintf(what, sizeof what, "%s B=%lld next_n=%lld bs=%lld L=%lld%s%s", kname, (long long)B, (long long)nn,
+           (long long)bs, (long long)Lr, ties ? " (ties)" : "", case_no_maps ? " (no tensor maps)" : "");
+  if (K) { /* the fused op: contexts past the row refused when checked, the rest as the logits */
+    dsv4rt_mqa_logits_topk_args f = {.out = lb, .row_len = Lr, .q = qb, .batch = B, .next_n = nn, .cache = cb,
+                                     .num_blocks = nb, .block_size = bs, .block_stride = stride, .weights = wb,
+                                     .context_lens = clb, .block_table = btb, .max_blocks = maxb,
+                                     .block_table_stride = bst};
+    if (past) {
+      dsv4rt_status st = dsv4rt_paged_mqa_logits_topk(bundle, &f, &o);
+      CHECK(st == DSV4RT_ERR_BAD_CONTENTS && strstr(dsv4rt_last_error(ctx), "context_lens["),
+            "%s: a context past the row, checked: status %d, %s", kname, st, dsv4rt_last_error(ctx));
+      o.check_contents = 0;
+    }
+    if (matrix) {
+      f.next_n = DSV4_LOGITS_MAX_NEXT_N + 1, f.batch = 1;
+      CHECK(dsv4rt_paged_mqa_logits_topk(bundle, &f, &o) == DSV4RT_ERR_OUT_OF_RANGE, "%s: next_n %d accepted",
+            kname, DSV4_LOGITS_MAX_NEXT_N + 1);
+    }
+    run_fused(what, kname, &a, want, cl, &o, K, matrix);
+    goto out;
+  }
   if (past) {
     dsv4rt_status st = dsv4rt_paged_mqa_logits(bundle, &a, &o);
     CHECK(st == DSV4RT_ERR_BAD_CONTENTS && strstr(dsv4rt_last_error(ctx), "context_lens["),
@@ -217,14 +277,18 @@ static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int6
   }
   CHECK(unwritten == 0, "%s: %zu logits left unwritten", kname, unwritten);
   CHECK(extra == 0, "%s: %zu entries past row_len were written", kname, extra);
-  char what[128];
-  snprintf(what, sizeof what, "%s B=%lld next_n=%lld bs=%lld%s%s", kname, (long long)B, (long long)nn, (long long)bs,
-           ties ? " (ties)" : "", case_no_maps ? " (no tensor maps)" : "");
   check_logits(what, got, want, R, Lr, rstride, ties ? 1e-5 : 5e-6);
   run_topks(what, lb, got, R, Lr, rstride, clb, cl);
+out:
   dsv4rt_buffer_destroy(qb), dsv4rt_buffer_destroy(cb), dsv4rt_buffer_destroy(wb), dsv4rt_buffer_destroy(clb),
       dsv4rt_buffer_destroy(btb), dsv4rt_buffer_destroy(lb);
   free(kv), free(slots), free(cache), free(q), free(w), free(cl), free(bt), free(want), free(got);
+}
+
+static void random_case(const char *kname, const dsv4_layout *L, int64_t H, int64_t B, int64_t nn, int ties,
+                        int matrix, int64_t bs)
+{
+  random_case_blocks(kname, L, H, B, nn, ties, matrix, bs, 40, 0);
 }
 
 static void golden(const char *kname, const char *root, const char *name, int no_maps)
@@ -310,6 +374,20 @@ int main(int argc, char **argv)
     ran++;
   }
   CHECK(ran > 0, "the bundle has no paged_mqa_logits kernel");
+  /* the fused logits_topk: rows within one chunk and over several (the
+   * merge), next_n 1 and 2, a block size not a power of two, heavy ties */
+  for (int e = 0; e < dsv4rt_bundle_count(bundle); e++) {
+    kern k;
+    if (!harness_kernel(bundle, e, "paged_mqa_logits_topk", &k))
+      continue;
+    int64_t K = k.info.topk, H = k.info.heads, m = k.info.matrix;
+    random_case_blocks(k.name, &k.L, H, 3, 1, 0, m, 64, 40, K);
+    random_case_blocks(k.name, &k.L, H, 2, 1, 0, m, 64, 300, K);
+    random_case_blocks(k.name, &k.L, H, 1, 2, 0, m, 48, 200, K);
+    random_case_blocks(k.name, &k.L, H, 1, 1, 1, m, 64, 200, K);
+    if (!m)
+      random_case_blocks(k.name, &k.L, H, 1, 3, 0, m, 64, 100, K); /* next_n 3: the portable form's */
+  }
   topk_rows();
   dsv4rt_bundle_destroy(bundle);
   dsv4rt_context_destroy(ctx);

@@ -25,7 +25,7 @@ int dsv4_gen_paged_mqa_logits(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   case DSV4_FORM_WARPGROUP:
     if (!lg_warpgroup_fits(kb, k))
       return disagree(k, kb, "warpgroup", d);
-    if (lg_warpgroup(kb, k)) {
+    if (lg_warpgroup(kb, k, NULL, 0)) {
       dsv4_error(d, k->file, k->line,
                  "kernel '%s': internal error: the warpgroup form's shared memory is not dsv4_logits_wg_shared_bytes()",
                  k->name);

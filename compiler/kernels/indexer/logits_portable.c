@@ -62,16 +62,15 @@ static LLVMValueRef head_sum(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef r64
   return hloop.vars[0];
 }
 
-/* Kernel k's body: thread tid takes head group tid % groups of position
- * tid / groups of the CTA's positions, in row blockIdx.y. */
-void lg_portable(dsv4_kb *kb, const dsv4_kernel *k)
+/* The positions from first of a row (shape.h): thread tid takes head
+ * group tid % groups of position first + tid / groups, in row blockIdx.y. */
+void lg_portable_step(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef first, const lg_dest *dest)
 {
   LLVMBuilderRef b = kb->b;
   int groups = k->heads / k->tile.values_per_thread; /* threads that share a position's heads */
   LLVMValueRef tid = kb->t->thread_id(kb);
   LLVMValueRef hgroup = LLVMBuildURem(b, tid, kb_i32(kb, groups), "hgroup");
-  LLVMValueRef pos = LLVMBuildAdd(b, LLVMBuildMul(b, kb->t->block_id(kb, 0), kb_i32(kb, k->tile.tokens_per_cta), ""),
-                                  LLVMBuildUDiv(b, tid, kb_i32(kb, groups), ""), "pos");
+  LLVMValueRef pos = LLVMBuildAdd(b, first, LLVMBuildUDiv(b, tid, kb_i32(kb, groups), ""), "pos");
   LLVMValueRef r = kb->t->block_id(kb, 1);
   LLVMValueRef live = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, r, kb_arg(kb, LG_rows), ""),
                                    LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, LG_row_len), ""), "live");
@@ -97,8 +96,21 @@ void lg_portable(dsv4_kb *kb, const dsv4_kernel *k)
   LLVMValueRef logit =
       LLVMBuildSelect(b, valid, LLVMBuildFMul(b, total, sc, ""), LLVMConstReal(kb->f32, -INFINITY), "");
   kb_if_t st = kb_if(kb, LLVMBuildAnd(b, live, LLVMBuildICmp(b, LLVMIntEQ, hgroup, kb_i32(kb, 0), ""), ""), "store");
-  LLVMValueRef lo =
-      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), p64, ""), kb_i64(kb, 4), "");
-  kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LG_logits), lo), 4);
+  LLVMValueRef lo, at;
+  if (dest) { /* the chunk's word pos - p0 */
+    lo = LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSub(b, pos, dest->p0, "")), kb_i64(kb, 4), "");
+    at = dest->chunk;
+  } else {
+    lo = LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), p64, ""),
+                      kb_i64(kb, 4), "");
+    at = kb_arg(kb, LG_logits);
+  }
+  kb_store(kb, logit, kb_byte_ptr(kb, at, lo), 4);
   kb_endif(kb, &st);
+}
+
+/* Kernel k's body: the CTA's tokens_per_cta positions of row blockIdx.y. */
+void lg_portable(dsv4_kb *kb, const dsv4_kernel *k)
+{
+  lg_portable_step(kb, k, LLVMBuildMul(kb->b, kb->t->block_id(kb, 0), kb_i32(kb, k->tile.tokens_per_cta), ""), NULL);
 }

@@ -65,8 +65,8 @@ LLVMValueRef lg_row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctxj)
 }
 
 /* One logit or -inf, stored by the lanes that own it (shape.h). */
-void lg_store_logit(dsv4_kb *kb, LLVMValueRef sum, LLVMValueRef mine, LLVMValueRef r64, LLVMValueRef pos,
-                    LLVMValueRef ok, LLVMValueRef ctx, LLVMValueRef scale)
+void lg_store_logit(dsv4_kb *kb, const lg_dest *dest, LLVMValueRef sum, LLVMValueRef mine, LLVMValueRef r64,
+                    LLVMValueRef pos, LLVMValueRef ok, LLVMValueRef ctx, LLVMValueRef scale)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef valid = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLT, pos, ctx, ""), "");
@@ -74,9 +74,16 @@ void lg_store_logit(dsv4_kb *kb, LLVMValueRef sum, LLVMValueRef mine, LLVMValueR
       LLVMBuildSelect(b, valid, LLVMBuildFMul(b, sum, scale, ""), LLVMConstReal(kb->f32, -INFINITY), "");
   LLVMValueRef store = LLVMBuildAnd(b, mine, LLVMBuildICmp(b, LLVMIntSLT, pos, kb_arg(kb, LG_row_len), ""), "");
   kb_if_t in_row = kb_if(kb, store, "store");
-  LLVMValueRef out_off =
-      LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), kb_zext64(kb, pos), ""),
-                   kb_i64(kb, 4), "");
-  kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LG_logits), out_off), 4);
+  if (dest) {
+    LLVMValueRef j = LLVMBuildSub(b, r64, kb_zext64(kb, dest->r0), "");
+    LLVMValueRef i = kb_zext64(kb, LLVMBuildSub(b, pos, dest->p0, ""));
+    LLVMValueRef w = LLVMBuildAdd(b, LLVMBuildMul(b, j, kb_i64(kb, dest->P), ""), i, "");
+    kb_store(kb, logit, kb_byte_ptr(kb, dest->chunk, LLVMBuildMul(b, w, kb_i64(kb, 4), "")), 4);
+  } else {
+    LLVMValueRef out_off =
+        LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_arg(kb, LG_row_stride), ""), kb_zext64(kb, pos), ""),
+                     kb_i64(kb, 4), "");
+    kb_store(kb, logit, kb_byte_ptr(kb, kb_arg(kb, LG_logits), out_off), 4);
+  }
   kb_endif(kb, &in_row);
 }

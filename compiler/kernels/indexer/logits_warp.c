@@ -410,7 +410,7 @@ static void warp_row(dsv4_kb *kb, const warp_cta *w, int j, LLVMValueRef (*A)[4]
   /* lanes 0 and 1 of the quad store rows g and g + 8 */
   LLVMValueRef sum = quad_sum(kb, c, part), hh = LLVMBuildAnd(b, c, kb_i32(kb, 1), "");
   LLVMValueRef upper = LLVMBuildICmp(b, LLVMIntNE, hh, kb_i32(kb, 0), "");
-  lg_store_logit(kb, sum, LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), ""),
+  lg_store_logit(kb, NULL, sum, LLVMBuildICmp(b, LLVMIntULT, c, kb_i32(kb, 2), ""),
                  kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), "")),
                  LLVMBuildAdd(b, p0, LLVMBuildAdd(b, g, LLVMBuildMul(b, hh, kb_i32(kb, 8), ""), ""), ""),
                  LLVMBuildSelect(b, upper, kvalid[1], kvalid[0], ""), w->ctxj[j],

@@ -68,6 +68,8 @@ typedef struct {
   LLVMValueRef mb, tma;      /* with TMA (wg_tma_ok): a barrier object a stage; i1, kv_map given */
   LLVMValueRef qs, ws;       /* q rows (next_n max x H); the head sum's weights W (wsum_op) */
   LLVMValueRef tid, p0cta, cmax, breq, r0, ctxj[DSV4_LOGITS_MAX_NEXT_N];
+  const lg_dest *dest; /* where the logits go (shape.h) */
+  int S;               /* stages of the ring */
 } wg_state;
 
 /* Stage s (i32, carried by the loop rather than it mod the stage count) of
@@ -297,7 +299,8 @@ static void wg_step(dsv4_kb *kb, const wg_state *w, LLVMValueRef it, int nr, LLV
     LLVMValueRef keep = LLVMBuildSelect(b, odd, sums[2 + j], sums[j], ""),
                  send = LLVMBuildSelect(b, odd, sums[j], sums[2 + j], "");
     LLVMValueRef sum = LLVMBuildFAdd(b, keep, kb->t->shfl_xor(kb, send, 1), "");
-    lg_store_logit(kb, sum, mine, kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), "")), pos, ok, w->ctxj[j], ksc);
+    LLVMValueRef r64 = kb_zext64(kb, LLVMBuildAdd(b, w->r0, kb_i32(kb, j), ""));
+    lg_store_logit(kb, w->dest, sum, mine, r64, pos, ok, w->ctxj[j], ksc);
   }
 }
 
@@ -309,7 +312,7 @@ static void wg_tma_init(dsv4_kb *kb, wg_state *w)
   LLVMBuilderRef b = kb->b;
   w->tma = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildPtrToInt(b, kb_arg(kb, LG_kv_map), kb->i64, ""), kb_i64(kb, 0), "tma");
   kb_if_t f = kb_if(kb, LLVMBuildAnd(b, w->tma, LLVMBuildICmp(b, LLVMIntEQ, w->tid, kb_i32(kb, 0), ""), ""), "mbinit");
-  for (int i = 0; i < DSV4_LOGITS_STAGES; i++)
+  for (int i = 0; i < w->S; i++)
     kb->t->mbar_init(kb, wg_stage(kb, w->mb, kb_i32(kb, i), 8), kb_i32(kb, 1));
   kb_if_t fresh = kb_if(kb, LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, LG_kv_map_fresh), kb_i32(kb, 0), ""), "fresh");
   kb->t->tma_acquire(kb, kb_arg(kb, LG_kv_map)); /* (thread 0 issues every copy) */
@@ -361,7 +364,7 @@ static void wg_copy_q(dsv4_kb *kb, const wg_state *w, LLVMValueRef next_n, int t
 static void wg_steps(dsv4_kb *kb, const wg_state *w, LLVMValueRef next_n)
 {
   LLVMBuilderRef b = kb->b;
-  int NM = DSV4_LOGITS_MAX_NEXT_N, S = DSV4_LOGITS_STAGES, P = w->k->tile.tokens_per_cta;
+  int NM = DSV4_LOGITS_MAX_NEXT_N, S = w->S, P = w->k->tile.tokens_per_cta;
   LLVMValueRef left = LLVMBuildSub(b, kb_arg(kb, LG_row_len), w->p0cta, "");
   LLVMValueRef iters = LLVMBuildSDiv(b, LLVMBuildAdd(b, left, kb_i32(kb, WG_M - 1), ""), kb_i32(kb, WG_M), "");
   iters = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, iters, kb_i32(kb, P / WG_M), ""), iters, kb_i32(kb, P / WG_M),
@@ -400,12 +403,12 @@ static void wg_steps(dsv4_kb *kb, const wg_state *w, LLVMValueRef next_n)
 
 /* Kernel k's body in the warpgroup form; 1 when its shared memory is not
  * dsv4_logits_wg_shared_bytes() (the checker's rule is out of step). */
-int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k)
+int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, lg_dest *dest, int extra_smem)
 {
   LLVMBuilderRef b = kb->b;
-  int H = k->heads, D = k->layout.dim, NM = DSV4_LOGITS_MAX_NEXT_N, S = DSV4_LOGITS_STAGES, threads = LG_WARPS * 32;
-  int P = k->tile.tokens_per_cta, QR = NM * H;
-  wg_state w = {.k = k};
+  int H = k->heads, D = k->layout.dim, NM = DSV4_LOGITS_MAX_NEXT_N, threads = LG_WARPS * 32;
+  int P = k->tile.tokens_per_cta, QR = NM * H, S = DSV4_LOGITS_STAGES;
+  wg_state w = {.k = k, .dest = dest, .S = S};
   w.tid = kb->t->thread_id(kb);
   LLVMValueRef batch = kb->t->block_id(kb, 1), next_n = kb_arg(kb, LG_next_n);
   w.r0 = LLVMBuildMul(b, batch, next_n, "r0");
@@ -419,11 +422,16 @@ int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k)
   w.ws = kb_shared_array_aligned(kb, kb->i8, wbytes, 1024, "dsv4_w");
   int smem = QR * D + S * WG_M * D + S * WG_M * 8 + wbytes + 8 * S;
   w.mb = kb_shared_array_aligned(kb, kb->i64, S, 8, "dsv4_full");
-  if (wg_tma_ok(kb, &k->layout))
-    wg_tma_init(kb, &w);
   if (smem != dsv4_logits_wg_shared_bytes(D, H))
     return 1; /* form_rules.h's rule (choose_form's record) is out of step with this code */
-  wg_min_ctas(kb, smem, threads, QR);
+  if (dest) { /* the fused op: the ring free for it once the steps are done */
+    dest->r0 = w.r0, dest->p0 = w.p0cta, dest->spare = w.ring;
+    if (S * WG_M * D < dsv4_topk_select_bytes(threads))
+      return 1;
+  }
+  if (wg_tma_ok(kb, &k->layout))
+    wg_tma_init(kb, &w);
+  wg_min_ctas(kb, smem + extra_smem, threads, QR);
   wg_copy_q(kb, &w, next_n, threads);
   kb->t->cp_async_commit(kb);
   stage_wsum(kb, &w, threads);

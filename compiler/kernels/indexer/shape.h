@@ -84,11 +84,22 @@ LLVMValueRef lg_weight_at(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef f, int H);
  * the longest, up to which K rows are loaded. */
 LLVMValueRef lg_row_contexts(dsv4_kb *kb, LLVMValueRef r0, LLVMValueRef *ctxj);
 
+/* Where a form puts its logits: NULL, the logits argument's rows; else
+ * the chunk (byte pointer to shared f32) of the fused logits_topk, row r0
+ * + j's position p0 + i at word j P + i: the form sets r0 (i32, its CTA's
+ * first row) and p0 (i32, its CTA's first position), and spare (NULL or
+ * shared memory of its own, at least dsv4_topk_select_bytes(threads), no
+ * longer used once it returns). */
+typedef struct {
+  LLVMValueRef chunk, r0, p0, spare;
+  int P;
+} lg_dest;
+
 /* Where `mine` and the position pos (i32) is in the row: logits row r64
  * (i64) at pos gets scale * sum where the position is ok and before ctx,
- * -inf where it is not. */
-void lg_store_logit(dsv4_kb *kb, LLVMValueRef sum, LLVMValueRef mine, LLVMValueRef r64, LLVMValueRef pos,
-                    LLVMValueRef ok, LLVMValueRef ctx, LLVMValueRef scale);
+ * -inf where it is not (in dest's chunk where dest is not NULL). */
+void lg_store_logit(dsv4_kb *kb, const lg_dest *dest, LLVMValueRef sum, LLVMValueRef mine, LLVMValueRef r64,
+                    LLVMValueRef pos, LLVMValueRef ok, LLVMValueRef ctx, LLVMValueRef scale);
 
 /* The forms: each builds kernel k's body into kb from its entry block.
  * lg_portable always can; lg_row_mma where lg_row_mma_fits; lg_warp where
@@ -96,11 +107,17 @@ void lg_store_logit(dsv4_kb *kb, LLVMValueRef sum, LLVMValueRef mine, LLVMValueR
  * dsv4_logits_warp_shared_bytes(); lg_warpgroup where lg_warpgroup_fits,
  * returning 1 when its shared memory is not dsv4_logits_wg_shared_bytes(). */
 void lg_portable(dsv4_kb *kb, const dsv4_kernel *k);
+/* The portable form's body for the positions from first (i32) of row
+ * dest->r0 (a step of threads / groups; the fused logits_topk's). */
+void lg_portable_step(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef first, const lg_dest *dest);
 int lg_row_mma_fits(dsv4_kb *kb, const dsv4_kernel *k);
 void lg_row_mma(dsv4_kb *kb, const dsv4_kernel *k);
 int lg_warp_target_ok(dsv4_kb *kb);
 int lg_warp(dsv4_kb *kb, const dsv4_kernel *k);
 int lg_warpgroup_fits(dsv4_kb *kb, const dsv4_kernel *k);
-int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k);
+/* dest NULL: the logits argument; else the fused op's chunk (dynamic
+ * shared memory, extra_smem bytes, which the form counts for its
+ * occupancy), its ring spare after the steps */
+int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, lg_dest *dest, int extra_smem);
 
 #endif

@@ -25,7 +25,7 @@
  */
 #include <stdio.h>
 
-#include "../gen.h"
+#include "select.h"
 
 /* Parameter positions: DSV4_A_TOPK_<name> (dsv4_abi.h). */
 #define ARG(name) DSV4_A_TOPK_##name
@@ -47,21 +47,14 @@ static LLVMValueRef word(dsv4_kb *kb, LLVMValueRef base, LLVMValueRef i)
 
 /* The digits, most significant first (they cover the 32-bit key); NB_MAX
  * is the widest one's bin count. */
-enum { UNROLL = 8, DIGITS = 3, NB_MAX = 4096 };
+enum { UNROLL = 8, DIGITS = 3, NB_MAX = DSV4_TOPK_BINS }; /* (form_rules.h's select bytes count them) */
 static const int digit_bits[DIGITS] = {12, 12, 8};
-
-/* Where the keys come from: index i (< n) is position base + i of the
- * row's logits lrow, or (cand non-NULL) the position cand[i], -1 for none,
- * whose key is ckey[i] (the merge's candidates, keys beside them). */
-typedef struct {
-  LLVMValueRef lrow, base, cand, ckey;
-} key_src;
 
 /* For each index i < n in the CTA's stride, UNROLL loads at a time:
  * body(key, position) for those with a key (the loads of a round are
  * issued before any body runs, so that their latencies overlap). */
 typedef void (*key_fn)(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef pos, void *ctx);
-static void for_keys(dsv4_kb *kb, const key_src *src, LLVMValueRef tid, LLVMValueRef n, int T, key_fn body, void *ctx)
+static void for_keys(dsv4_kb *kb, const tk_keys *src, LLVMValueRef tid, LLVMValueRef n, int T, key_fn body, void *ctx)
 {
   LLVMBuilderRef b = kb->b;
   kb_loop_t l;
@@ -79,7 +72,6 @@ static void for_keys(dsv4_kb *kb, const key_src *src, LLVMValueRef tid, LLVMValu
       continue;
     }
     pos[u] = LLVMBuildAdd(b, src->base, idx, "pos");
-    off = LLVMBuildMul(b, LLVMBuildAdd(b, at, kb_zext64(kb, src->base), ""), kb_i64(kb, 4), "");
     key[u] = key_of(kb, kb_load_if(kb, in[u], kb->i32, src->lrow, off, 4, kb_i32(kb, 0)));
   }
   for (int u = 0; u < UNROLL; u++) {
@@ -108,15 +100,8 @@ static void count_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
   kb_endif(kb, &m);
 }
 
-/* Where the chosen positions go: orow; with okey (non-NULL), where okey_on
- * holds, each one's key too, at the same index (a split row's candidates,
- * so that the merge reads keys in order instead of gathering them). */
-typedef struct {
-  LLVMValueRef orow, okey, okey_on;
-} sink;
-
 /* Put position pos (and its key) at index at of the sink. */
-static void put(dsv4_kb *kb, const sink *s, LLVMValueRef at, LLVMValueRef pos, LLVMValueRef key)
+static void put(dsv4_kb *kb, const tk_sink *s, LLVMValueRef at, LLVMValueRef pos, LLVMValueRef key)
 {
   kb_store(kb, pos, word(kb, s->orow, at), 4);
   if (!s->okey)
@@ -128,7 +113,7 @@ static void put(dsv4_kb *kb, const sink *s, LLVMValueRef at, LLVMValueRef pos, L
 
 typedef struct {
   LLVMValueRef prefix, remaining, base_eq, gt_slot, eq_slot;
-  const sink *out;
+  const tk_sink *out;
 } take_ctx;
 
 static void take_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef i, void *vc)
@@ -193,29 +178,35 @@ static void find_bin(dsv4_kb *kb, LLVMValueRef hist, LLVMValueRef psum, LLVMValu
   }
 }
 
-/* The shared arrays of a select (names per kernel of the module). */
-typedef struct {
-  LLVMValueRef hist, psum, bin_slot, above_slot, gt_slot, eq_slot;
-} select_mem;
+/* The select's arrays from hist (NB_MAX + 4 words) and psum (T). */
+static tk_mem arrays(dsv4_kb *kb, LLVMValueRef hist, LLVMValueRef psum)
+{
+  tk_mem m;
+  m.hist = hist, m.psum = psum;
+  m.bin_slot = word(kb, m.hist, kb_i32(kb, NB_MAX)), m.above_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 1));
+  m.gt_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 2)), m.eq_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 3));
+  return m;
+}
 
-static select_mem select_arrays(dsv4_kb *kb, int T, const char *tag)
+tk_mem tk_arrays(dsv4_kb *kb, int T, const char *tag)
 {
   char h[48], p[48];
   snprintf(h, sizeof h, "dsv4_topk%s_hist", tag);
   snprintf(p, sizeof p, "dsv4_topk%s_scan", tag);
-  select_mem m;
-  m.hist = kb_shared_array(kb, kb->i32, NB_MAX + 4, h); /* + bin, above, gt, eq */
-  m.psum = kb_shared_array(kb, kb->i32, T, p);
-  m.bin_slot = word(kb, m.hist, kb_i32(kb, NB_MAX)), m.above_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 1));
-  m.gt_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 2)), m.eq_slot = word(kb, m.hist, kb_i32(kb, NB_MAX + 3));
-  return m;
+  /* + bin, above, gt, eq */
+  return arrays(kb, kb_shared_array(kb, kb->i32, NB_MAX + 4, h), kb_shared_array(kb, kb->i32, T, p));
+}
+
+tk_mem tk_arrays_at(dsv4_kb *kb, LLVMValueRef at)
+{
+  return arrays(kb, at, kb_byte_ptr(kb, at, kb_i64(kb, (NB_MAX + 4) * 4)));
 }
 
 /* The K largest keys of src's n indices as positions into orow (K i32),
  * by T threads: where n <= K, every index's position (-1 for a candidate
  * that is none) then -1; else the radix select.  Uniform in n: every
  * thread reaches the barriers. */
-static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LLVMValueRef n, const sink *out,
+void tk_select(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n, const tk_sink *out,
                         LLVMValueRef tid, int T, int K)
 {
   LLVMBuilderRef b = kb->b;
@@ -233,9 +224,7 @@ static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LL
       key = kb_load_if(kb, have, kb->i32, src->ckey, at, 4, kb_i32(kb, 0));
     } else {
       v = LLVMBuildSelect(b, have, LLVMBuildAdd(b, src->base, i, ""), kb_i32(kb, -1), "");
-      LLVMValueRef voff =
-          LLVMBuildMul(b, kb_zext64(kb, LLVMBuildSelect(b, have, v, kb_i32(kb, 0), "")), kb_i64(kb, 4), "");
-      key = out->okey ? key_of(kb, kb_load_if(kb, have, kb->i32, src->lrow, voff, 4, kb_i32(kb, 0))) : NULL;
+      key = out->okey ? key_of(kb, kb_load_if(kb, have, kb->i32, src->lrow, at, 4, kb_i32(kb, 0))) : NULL;
     }
     put(kb, out, i, v, key);
     kb_endif(kb, &in);
@@ -278,8 +267,104 @@ static void select_topk(dsv4_kb *kb, const select_mem *m, const key_src *src, LL
   kb_endif(kb, &small);
 }
 
-/* Row r's positions below min(ctx, row_len) (>= 0): its length. */
-static LLVMValueRef row_length(dsv4_kb *kb, LLVMValueRef ctx_lens, LLVMValueRef row_len, LLVMValueRef r64)
+void tk_histogram(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T)
+{
+  int nb = 1 << digit_bits[0];
+  for (int c = 0; c < nb; c += T) { /* clear */
+    LLVMValueRef i = LLVMBuildAdd(kb->b, tid, kb_i32(kb, c), "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
+    kb_store(kb, kb_i32(kb, 0), word(kb, m->hist, i), 4);
+    kb_endif(kb, &in);
+  }
+  kb->t->barrier(kb);
+  count_ctx cc = {m->hist, kb_i32(kb, 0), kb_i32(kb, 0), 32 - digit_bits[0], digit_bits[0]};
+  for_keys(kb, src, tid, n, T, count_key, &cc);
+  kb->t->barrier(kb);
+}
+
+LLVMValueRef tk_top_bin(dsv4_kb *kb, const tk_mem *m, LLVMValueRef hist, LLVMValueRef tid, int T, LLVMValueRef k)
+{
+  kb_if_t z = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntEQ, tid, kb_i32(kb, 0), ""), "none");
+  kb_store(kb, kb_i32(kb, 0), m->bin_slot, 4); /* (fewer than k keys: bin 0) */
+  kb_endif(kb, &z);
+  kb->t->barrier(kb);
+  find_bin(kb, hist, m->psum, tid, T, 1 << digit_bits[0], k, m->bin_slot, m->above_slot);
+  kb->t->barrier(kb);
+  LLVMValueRef bin = kb_load(kb, kb->i32, m->bin_slot, 4);
+  kb->t->barrier(kb); /* read by all before the slot is written again */
+  return bin;
+}
+
+typedef struct {
+  LLVMValueRef low, count, pos, keys;
+} emit_ctx;
+
+static void emit_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef pos, void *vc)
+{
+  emit_ctx *c = vc;
+  kb_if_t up = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntUGE, key, c->low, ""), "emit");
+  LLVMValueRef at = kb_atomic_add_i32(kb, c->count, kb_i32(kb, 1));
+  kb_store(kb, pos, word(kb, c->pos, at), 4);
+  kb_store(kb, key, word(kb, c->keys, at), 4);
+  kb_endif(kb, &up);
+}
+
+/* The same a warp at a time (the loop's trip count is every thread's, so
+ * its lanes stay converged): the lanes that append in one round take one
+ * atomic add, their leader's, and their places by their rank among them.
+ * Appends to one count from every CTA of a row otherwise queue at one
+ * address (H200, B 1 / 1M positions: measured the fused op's largest
+ * cost). */
+static void emit_by_warps(dsv4_kb *kb, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T, emit_ctx *c)
+{
+  LLVMBuilderRef b = kb->b;
+  const dsv4_target_ir *t = kb->t;
+  LLVMValueRef lane = LLVMBuildAnd(b, tid, kb_i32(kb, 31), "lane");
+  LLVMValueRef lt = LLVMBuildSub(b, LLVMBuildShl(b, kb_i32(kb, 1), lane, ""), kb_i32(kb, 1), "lanemask_lt");
+  kb_loop_t l;
+  kb_for(kb, &l, kb_i32(kb, 0), n, 0, NULL);
+  for (int u = 0; u < UNROLL; u++) {
+    LLVMValueRef idx = LLVMBuildAdd(b, l.iv, LLVMBuildAdd(b, tid, kb_i32(kb, u * T), ""), "");
+    LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, idx, n, "");
+    LLVMValueRef at = kb_zext64(kb, LLVMBuildSelect(b, in, idx, kb_i32(kb, 0), ""));
+    LLVMValueRef key =
+        key_of(kb, kb_load_if(kb, in, kb->i32, src->lrow, LLVMBuildMul(b, at, kb_i64(kb, 4), ""), 4, kb_i32(kb, 0)));
+    LLVMValueRef want = LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntUGE, key, c->low, ""), "want");
+    LLVMValueRef mask;
+    t->match_any(kb, LLVMBuildZExt(b, want, kb->i32, ""), &mask);
+    LLVMValueRef lead = kb_call(kb, "llvm.cttz.i32", kb->i32, (LLVMTypeRef[]){kb->i32, kb->i1},
+                                (LLVMValueRef[]){mask, LLVMConstInt(kb->i1, 1, 0)}, 2, LLVMCCallConv);
+    LLVMValueRef cnt = kb_call(kb, "llvm.ctpop.i32", kb->i32, &kb->i32, &mask, 1, LLVMCCallConv);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    kb_if_t f = kb_if(kb, LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntEQ, lane, lead, ""), ""), "reserve");
+    LLVMValueRef got = kb_atomic_add_i32(kb, c->count, cnt);
+    LLVMBasicBlockRef done = LLVMGetInsertBlock(b);
+    kb_endif(kb, &f);
+    LLVMValueRef base = kb_phi(kb, got, done, kb_i32(kb, 0), pre);
+    base = LLVMBuildBitCast(b, t->shfl_idx(kb, LLVMBuildBitCast(b, base, kb->f32, ""), lead), kb->i32, "base");
+    LLVMValueRef rank = kb_call(kb, "llvm.ctpop.i32", kb->i32, &kb->i32,
+                                (LLVMValueRef[]){LLVMBuildAnd(b, mask, lt, "")}, 1, LLVMCCallConv);
+    kb_if_t w = kb_if(kb, want, "emit");
+    LLVMValueRef slot = LLVMBuildAdd(b, base, rank, "");
+    kb_store(kb, LLVMBuildAdd(b, src->base, idx, ""), word(kb, c->pos, slot), 4);
+    kb_store(kb, key, word(kb, c->keys, slot), 4);
+    kb_endif(kb, &w);
+  }
+  l.step = T * UNROLL;
+  kb_for_end(kb, &l, NULL);
+}
+
+void tk_emit_from(dsv4_kb *kb, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T, LLVMValueRef bin,
+                  LLVMValueRef count, LLVMValueRef pos, LLVMValueRef keys)
+{
+  emit_ctx c = {LLVMBuildShl(kb->b, bin, kb_i32(kb, 32 - digit_bits[0]), "low"), count, pos, keys};
+  if (kb->t->match_any && kb->t->match_any(kb, NULL, NULL) && kb->t->shfl_idx && kb->warp == 32)
+    emit_by_warps(kb, src, n, tid, T, &c);
+  else
+    for_keys(kb, src, tid, n, T, emit_key, &c);
+}
+
+LLVMValueRef tk_row_length(dsv4_kb *kb, LLVMValueRef ctx_lens, LLVMValueRef row_len, LLVMValueRef r64)
 {
   LLVMBuilderRef b = kb->b;
   LLVMValueRef ctx = kb_load(kb, kb->i32, kb_byte_ptr(kb, ctx_lens, LLVMBuildMul(b, r64, kb_i64(kb, 4), "")), 4);
@@ -287,9 +372,7 @@ static LLVMValueRef row_length(dsv4_kb *kb, LLVMValueRef ctx_lens, LLVMValueRef 
   return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, n, kb_i32(kb, 0), ""), kb_i32(kb, 0), n, "n");
 }
 
-/* <name>_merge: row r's K among its chunks' K candidates each (work), into
- * out; rows no longer than K as the one-CTA form writes them. */
-static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
+void tk_merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
 {
 #define MARG(name) DSV4_A_TOPK_MERGE_##name
   dsv4_gen_second_kernel(kb, k, DSV4_SECOND_MERGE, T);
@@ -298,14 +381,14 @@ static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, MARG(rows)), ""));
   LLVMValueRef r64 = kb_zext64(kb, r), chunks = kb_arg(kb, MARG(chunks));
-  LLVMValueRef n = row_length(kb, kb_arg(kb, MARG(context_lens)), kb_arg(kb, MARG(row_len)), r64);
+  LLVMValueRef n = tk_row_length(kb, kb_arg(kb, MARG(context_lens)), kb_arg(kb, MARG(row_len)), r64);
   LLVMValueRef orow = kb_byte_ptr(kb, kb_arg(kb, MARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), ""));
   LLVMValueRef lrow = LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, MARG(row_stride)), ""), kb_i64(kb, 4), "");
-  key_src src = {kb_byte_ptr(kb, kb_arg(kb, MARG(logits)), lrow), kb_i32(kb, 0), NULL, NULL};
-  sink out = {orow, NULL, NULL};
-  select_mem m = select_arrays(kb, T, "_merge");
+  tk_keys src = {kb_byte_ptr(kb, kb_arg(kb, MARG(logits)), lrow), kb_i32(kb, 0), NULL, NULL};
+  tk_sink out = {orow, NULL, NULL};
+  tk_mem m = tk_arrays(kb, T, "_merge");
   kb_if_t small = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, K), ""), "short_row");
-  select_topk(kb, &m, &src, n, &out, tid, T, K); /* (0 .. n-1 then -1) */
+  tk_select(kb, &m, &src, n, &out, tid, T, K); /* (0 .. n-1 then -1) */
   kb_else(kb, &small);
   /* candidates: the row's chunks x K positions, their keys rows x chunks x
    * K words further on */
@@ -314,7 +397,7 @@ static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
   LLVMValueRef at = LLVMBuildMul(b, r64, ncand, "");
   src.cand = kb_byte_ptr(kb, kb_arg(kb, MARG(work)), LLVMBuildMul(b, at, kb_i64(kb, 4), ""));
   src.ckey = kb_byte_ptr(kb, kb_arg(kb, MARG(work)), LLVMBuildMul(b, LLVMBuildAdd(b, all, at, ""), kb_i64(kb, 4), ""));
-  select_topk(kb, &m, &src, LLVMBuildTrunc(b, ncand, kb->i32, ""), &out, tid, T, K);
+  tk_select(kb, &m, &src, LLVMBuildTrunc(b, ncand, kb->i32, ""), &out, tid, T, K);
   kb_endif(kb, &small);
 #undef MARG
 }
@@ -327,8 +410,8 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0), c = kb->t->block_id(kb, 1);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, ARG(rows)), "")); /* whole CTAs only */
   LLVMValueRef r64 = kb_zext64(kb, r), row_len = kb_arg(kb, ARG(row_len)), chunk = kb_arg(kb, ARG(chunk));
-  LLVMValueRef n = row_length(kb, kb_arg(kb, ARG(context_lens)), row_len, r64);
-  key_src src = {kb_byte_ptr(kb, kb_arg(kb, ARG(logits)),
+  LLVMValueRef n = tk_row_length(kb, kb_arg(kb, ARG(context_lens)), row_len, r64);
+  tk_keys src = {kb_byte_ptr(kb, kb_arg(kb, ARG(logits)),
                              LLVMBuildMul(b, LLVMBuildMul(b, r64, kb_arg(kb, ARG(row_stride)), ""), kb_i64(kb, 4), "")),
                  kb_i32(kb, 0), NULL, NULL};
   /* whole row: into out; a chunk c of `chunk` positions (split): its part
@@ -343,17 +426,17 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef left = LLVMBuildSub(b, n, base, "");
   left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, kb_i32(kb, 0), ""), kb_i32(kb, 0), left, "");
   left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, left, chunk, ""), chunk, left, "");
-  src.base = base;
+  src.base = base, src.lrow = kb_byte_ptr(kb, src.lrow, LLVMBuildMul(b, kb_zext64(kb, base), kb_i64(kb, 4), ""));
   n = LLVMBuildSelect(b, split, left, n, "n");
   LLVMValueRef slot = LLVMBuildAdd(b, LLVMBuildMul(b, r64, kb_zext64(kb, chunks), ""), kb_zext64(kb, c), "");
   LLVMValueRef all = LLVMBuildMul(b, kb_zext64(kb, kb_arg(kb, ARG(rows))), kb_zext64(kb, chunks), "");
   LLVMValueRef work = kb_arg(kb, ARG(work)), K4 = kb_i64(kb, (long long)K * 4);
-  sink out = {LLVMBuildSelect(b, split, kb_byte_ptr(kb, work, LLVMBuildMul(b, slot, K4, "")),
+  tk_sink out = {LLVMBuildSelect(b, split, kb_byte_ptr(kb, work, LLVMBuildMul(b, slot, K4, "")),
                               kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, K4, "")), "orow"),
               kb_byte_ptr(kb, work, LLVMBuildMul(b, LLVMBuildAdd(b, all, slot, ""), K4, "")), split};
-  select_mem m = select_arrays(kb, T, "");
-  select_topk(kb, &m, &src, n, &out, tid, T, K);
+  tk_mem m = tk_arrays(kb, T, "");
+  tk_select(kb, &m, &src, n, &out, tid, T, K);
   LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
-  merge_kernel(kb, k, T);
+  tk_merge_kernel(kb, k, T);
   return 0;
 }
