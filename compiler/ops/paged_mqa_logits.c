@@ -112,8 +112,8 @@ static int logits_layout_check(const dsv4_kernel *k, dsv4_report *r)
 }
 
 /* heads: read before the tile (a thread's heads divide it) */
-const dsv4_kernel_field dsv4_logits_heads_field = {"heads",      1, 1, 1024, 0, offsetof(dsv4_kernel, heads),
-                                                   0,            logits_layout_check};
+const dsv4_kernel_field dsv4_logits_heads_field = {
+    "heads", 1, 1, 1024, 0, offsetof(dsv4_kernel, heads), 0, logits_layout_check};
 
 const dsv4_op_rules dsv4_rules_PAGED_MQA_LOGITS = {
     .kints = (const dsv4_kernel_field *const[]){&dsv4_logits_heads_field, NULL},

@@ -206,8 +206,8 @@ tk_mem tk_arrays_at(dsv4_kb *kb, LLVMValueRef at)
  * by T threads: where n <= K, every index's position (-1 for a candidate
  * that is none) then -1; else the radix select.  Uniform in n: every
  * thread reaches the barriers. */
-void tk_select(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n, const tk_sink *out,
-                        LLVMValueRef tid, int T, int K)
+void tk_select(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n, const tk_sink *out, LLVMValueRef tid,
+               int T, int K)
 {
   LLVMBuilderRef b = kb->b;
   kb_if_t small = kb_if(kb, LLVMBuildICmp(b, LLVMIntSLE, n, kb_i32(kb, K), ""), "short_row");
@@ -432,8 +432,8 @@ int dsv4_gen_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   LLVMValueRef all = LLVMBuildMul(b, kb_zext64(kb, kb_arg(kb, ARG(rows))), kb_zext64(kb, chunks), "");
   LLVMValueRef work = kb_arg(kb, ARG(work)), K4 = kb_i64(kb, (long long)K * 4);
   tk_sink out = {LLVMBuildSelect(b, split, kb_byte_ptr(kb, work, LLVMBuildMul(b, slot, K4, "")),
-                              kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, K4, "")), "orow"),
-              kb_byte_ptr(kb, work, LLVMBuildMul(b, LLVMBuildAdd(b, all, slot, ""), K4, "")), split};
+                                 kb_byte_ptr(kb, kb_arg(kb, ARG(out)), LLVMBuildMul(b, r64, K4, "")), "orow"),
+                 kb_byte_ptr(kb, work, LLVMBuildMul(b, LLVMBuildAdd(b, all, slot, ""), K4, "")), split};
   tk_mem m = tk_arrays(kb, T, "");
   tk_select(kb, &m, &src, n, &out, tid, T, K);
   LLVMBuildRetVoid(kb->b); /* the module's second kernel follows; dsv4_generate ends that one */
