@@ -8,7 +8,7 @@
 #          check_baseline.sh --make DSV4C OUT   (write a baseline of the same
 #          specs, in the same form, from that dsv4c: a change that rightly
 #          alters code makes the next one, e.g. tests/artifacts/*.sha256)
-# defaults: build/bin/dsv4c, tests/artifacts/artifacts-42e5307.sha256 (the
+# defaults: build/bin/dsv4c, tests/artifacts/artifacts-59423dc.sha256 (the
 # newest, named after the commit it was taken at: a new baseline moves this
 # default; b138c22's, beside it, is from before b111a42 altered every
 # dequantizing kernel's code (the producers' loads and bf16 scale product)
@@ -34,7 +34,10 @@
 # 32-head kernels and their bf16x2 twins, decode.lua's 16-head one; the
 # other 232 identical); 60dc9e9's, from before 42e5307 moved the warp
 # forms' row exchange into rows.c (the 9 warp and direct decode artifacts
-# reordered; the other 228 identical);
+# reordered; the other 228 identical); 42e5307's, from before 2b1fa16
+# added paged_mqa_logits_topk (24 new artifacts) and gave topk's select and
+# the logits' portable and row forms their shared destinations (24 topk and
+# logits artifacts; the other 213 identical);
 # ../shared/baselines/ has 8aee285's, from before the P-format change
 # altered the decode's PTX)
 set -u
@@ -52,7 +55,7 @@ if [ "${1:-}" = --make ]; then
   exit 0
 fi
 dsv4c=${1:-$root/build/bin/dsv4c}
-base=${2:-$root/tests/artifacts/artifacts-42e5307.sha256}
+base=${2:-$root/tests/artifacts/artifacts-59423dc.sha256}
 [ -f "$base" ] || { echo "no baseline at $base: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
