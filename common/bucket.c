@@ -40,8 +40,11 @@ int dsv4_shape_names(int op, const char *const **names)
   static const char *const other[] = {"n"};
   if (op == DSV4_OP_SPARSE_DECODE)
     return *names = decode, 5;
-  if (op == DSV4_OP_PAGED_MQA_LOGITS || op == DSV4_OP_PAGED_MQA_LOGITS_TOPK)
+  static const char *const fused[] = {"B", "next_n", "L", "K"};
+  if (op == DSV4_OP_PAGED_MQA_LOGITS)
     return *names = logits, 3;
+  if (op == DSV4_OP_PAGED_MQA_LOGITS_TOPK)
+    return *names = fused, 4;
   if (op > 0 && op < DSV4_OP_COUNT)
     return *names = other, 1;
   return *names = NULL, 0;
@@ -62,7 +65,8 @@ dsv4_shape dsv4_shape_bucket(const dsv4_shape *s)
   dsv4_shape b = *s;
   for (int i = 0; i < s->n; i++) {
     int exact = (s->op == DSV4_OP_SPARSE_DECODE && i == 4) ||
-                ((s->op == DSV4_OP_PAGED_MQA_LOGITS || s->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK) && i == 1);
+                ((s->op == DSV4_OP_PAGED_MQA_LOGITS || s->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK) && i == 1) ||
+                (s->op == DSV4_OP_PAGED_MQA_LOGITS_TOPK && i == 3);
     if (!exact)
       b.dim[i] = pow2ceil(s->dim[i]);
   }

@@ -421,25 +421,26 @@ class Bundle:
         return self._run("topk", dict(out=_raw(out), logits=logits, context_lens=_raw(context_lens), splits=splits,
                                       kernel=kernel, check_contents=check_contents), out, logits, stream, _prepare)
 
-    def paged_mqa_logits_topk(self, q, cache, weights, context_lens, block_table, row_len, *, out=None,
+    def paged_mqa_logits_topk(self, q, cache, weights, context_lens, block_table, row_len, *, k=None, out=None,
                               block_size=None, kernel=None, check_contents=False, stream=None, no_tensor_maps=False,
                               _prepare=False):
         """The indexer's logits and top-k in one op, the logits never written (docs/ops.md 4): the inputs of
         paged_mqa_logits, and out int32 [B * next_n, K] = each row's K largest positions below
         min(context, row_len), in no order, rows with context <= K as 0..ctx-1 then -1 -- the decode's
-        compressed list as it reads it.  K is the kernel's (op_info('paged_mqa_logits_topk')['topk']).
-        Allocated when not given.  Returns out."""
+        compressed list as it reads it.  K: k, the runtime's rule then choosing among the kernels of that K
+        (by their chunk); else the named kernel's, or the first kernel's.  out allocated when not given.
+        Returns out."""
         q = _raw(q)
         if out is None:
             qs = _shape(q, "q")
             if len(qs) != 4:
                 raise ValueError("q: expected shape [B, next_n, heads, dim], got %s" % (qs,))
-            K = self.op_info("paged_mqa_logits_topk", kernel)["topk"]
+            K = k if k else self.op_info("paged_mqa_logits_topk", kernel)["topk"]
             out = _empty(weights, (qs[0] * qs[1], K), "i32", name="out")
         return self._run("paged_mqa_logits_topk", dict(out=_raw(out), q=q, cache=_raw(cache), weights=_raw(weights),
                                                        context_lens=_raw(context_lens),
                                                        block_table=_raw(block_table), row_len=row_len,
-                                                       block_size=block_size, kernel=kernel,
+                                                       block_size=block_size, kernel=kernel, k=k or 0,
                                                        check_contents=check_contents,
                                                        no_tensor_maps=no_tensor_maps), out, q, stream, _prepare)
 

@@ -247,6 +247,42 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     q = _raw(q)
     B, nn, H, D = q.shape
     b, name = _find("paged_mqa_logits", (H, D), heads=H, dim=D)
+    context_lens = _lens_2d(context_lens, B, nn)
+    L = int(max_context_len)
+    stride = (L + 255) // 256 * 256
+    with _quiet(q):
+        logits = _empty(weights, (B * nn, max(stride, 1)), "f32")[:, :L]
+        # the extension's own call (Bundle.paged_mqa_logits adds only what this has done)
+        b._b.paged_mqa_logits(logits=logits, q=q, cache=_raw(kv_cache), weights=_raw(weights),
+                              context_lens=_raw(context_lens), block_table=_raw(block_table), kernel=name,
+                              stream=None)
+    return logits
+
+
+def fp8_paged_mqa_logits_topk(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                              topk, out=None):
+    """fp8_paged_mqa_logits's arguments and the K wanted, in one op whose logits are never written
+    (dsv4c's paged_mqa_logits_topk, docs/ops.md 4): returns out int32 [B * next_n, topk], each row's
+    topk positions of the largest logits below min(context, max_context_len) in no order, rows with
+    context <= topk as 0..ctx-1 then -1 -- what torch.topk over fp8_paged_mqa_logits' rows would give
+    (up to its ties), and the sparse decode's compressed list as it reads it."""
+    q = _raw(q)
+    B, nn, H, D = q.shape
+    b, _ = _find("paged_mqa_logits_topk", (H, D, int(topk)), heads=H, dim=D, topk=int(topk))
+    context_lens = _lens_2d(context_lens, B, nn)
+    with _quiet(q):
+        if out is None:
+            out = _empty(weights, (B * nn, int(topk)), "i32")
+        # unnamed with k: the runtime's rule among the bundle's kernels of that K
+        b._b.paged_mqa_logits_topk(out=_raw(out), q=q, cache=_raw(kv_cache), weights=_raw(weights),
+                                   context_lens=_raw(context_lens), block_table=_raw(block_table),
+                                   row_len=int(max_context_len), k=int(topk), stream=None)
+    return out
+
+
+def _lens_2d(context_lens, B, nn):
+    """DeepGEMM's context lengths as [B, next_n]: its older 1-D [B] composed (row j of entry b sees
+    ctx[b] - next_n + j + 1 positions)."""
     if context_lens.ndim == 1:  # the older semantics, composed into the 2-D lengths
         if nn == 1:
             context_lens = _flat(context_lens, B, 1)
@@ -261,15 +297,7 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
 
                 j = torch.arange(nn, dtype=torch.int32, device=context_lens.device)
                 context_lens = (context_lens[:, None] - nn + 1 + j[None, :]).clamp_min(0).to(torch.int32)
-    L = int(max_context_len)
-    stride = (L + 255) // 256 * 256
-    with _quiet(q):
-        logits = _empty(weights, (B * nn, max(stride, 1)), "f32")[:, :L]
-        # the extension's own call (Bundle.paged_mqa_logits adds only what this has done)
-        b._b.paged_mqa_logits(logits=logits, q=q, cache=_raw(kv_cache), weights=_raw(weights),
-                              context_lens=_raw(context_lens), block_table=_raw(block_table), kernel=name,
-                              stream=None)
-    return logits
+    return context_lens
 
 
 def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,

@@ -298,12 +298,12 @@ static PyObject *Bundle_tuned_kernel(BundleObject *self, PyObject *args)
       [DSV4_OP_SPARSE_DECODE] = "T, H, topk, extra_topk, extra_block_size",
       [DSV4_OP_PAGED_MQA_LOGITS] = "B, next_n, row_len",
       [DSV4_OP_TOPK] = "rows: logits.shape[0]",
-      [DSV4_OP_PAGED_MQA_LOGITS_TOPK] = "B, next_n, row_len",
+      [DSV4_OP_PAGED_MQA_LOGITS_TOPK] = "B, next_n, row_len, K",
   };
   static const int ndims[DSV4_OP_COUNT] = {[DSV4_OP_DEQUANT_GATHER] = 1,   [DSV4_OP_PAGED_GATHER] = 1,
                                            [DSV4_OP_KV_INSERT] = 1,        [DSV4_OP_SPARSE_DECODE] = 5,
                                            [DSV4_OP_PAGED_MQA_LOGITS] = 3, [DSV4_OP_TOPK] = 1,
-                                           [DSV4_OP_PAGED_MQA_LOGITS_TOPK] = 3};
+                                           [DSV4_OP_PAGED_MQA_LOGITS_TOPK] = 4};
   PyObject *op_o, *dims_o;
   if (!PyArg_ParseTuple(args, "OO:tuned_kernel", &op_o, &dims_o))
     return NULL;
@@ -418,7 +418,7 @@ static PyMethodDef Bundle_methods[] = {
      "topk(out, logits, context_lens, kernel=None, check_contents=False, stream=None)"},
     {"paged_mqa_logits_topk", (PyCFunction)(void (*)(void))Bundle_paged_mqa_logits_topk, METH_VARARGS | METH_KEYWORDS,
      "paged_mqa_logits_topk(out, q, cache, weights, context_lens, block_table, row_len, block_size=None, "
-     "kernel=None, check_contents=False, stream=None, no_tensor_maps=False)"},
+     "kernel=None, check_contents=False, stream=None, no_tensor_maps=False, k=0)"},
     {"_prepare", (PyCFunction)Bundle_prepare, METH_VARARGS,
      "_prepare(op, kwargs, outputs) -> Prepared: the op's arguments checked and bound once"},
     {"_bench_c_loop", (PyCFunction)Bundle_bench_c_loop, METH_VARARGS,

@@ -44,7 +44,7 @@ void release_all(call *c)
 int resolve(BundleObject *self, call *c)
 {
   int n = dsv4rt_bundle_count(self->b), named = 0, found = -1;
-  if (!c->kernel && self->dflt[c->op] >= 0)
+  if (!c->kernel && !c->want_topk && self->dflt[c->op] >= 0)
     found = self->dflt[c->op];
   for (int i = 0; found < 0 && i < n; i++) {
     const char *name, *op, *target, *arch;
@@ -53,7 +53,9 @@ int resolve(BundleObject *self, call *c)
     if (c->kernel && strcmp(name, c->kernel))
       continue;
     named = 1;
-    if (!strcmp(op, op_names[c->op]) && dsv4rt_bundle_entry_runs(self->b, i))
+    dsv4rt_kernel_info ki;
+    if (!strcmp(op, op_names[c->op]) && dsv4rt_bundle_entry_runs(self->b, i) &&
+        (!c->want_topk || (!dsv4rt_bundle_entry_info(self->b, i, &ki) && ki.topk == c->want_topk)))
       found = i;
   }
   if (found < 0) {
@@ -63,13 +65,16 @@ int resolve(BundleObject *self, call *c)
     else if (c->kernel)
       snprintf(m, sizeof m, "kernel: the bundle's kernel '%s' is no %s kernel that runs on %s", c->kernel,
                op_names[c->op], dsv4rt_device_name(self->ctx->ctx));
+    else if (c->want_topk)
+      snprintf(m, sizeof m, "k: the bundle has no %s kernel of K %d that runs on %s", op_names[c->op], c->want_topk,
+               dsv4rt_device_name(self->ctx->ctx));
     else
       snprintf(m, sizeof m, "%s: the bundle has no %s kernel that runs on %s", op_names[c->op], op_names[c->op],
                dsv4rt_device_name(self->ctx->ctx));
     raise_status(DSV4RT_ERR_NO_KERNEL, m);
     return -1;
   }
-  if (!c->kernel)
+  if (!c->kernel && !c->want_topk)
     self->dflt[c->op] = found;
   c->entry = found;
   if (dsv4rt_bundle_entry_layout(self->b, found, &c->L) || dsv4rt_bundle_entry_info(self->b, found, &c->info)) {
@@ -414,7 +419,13 @@ int parse_stream(CtxObject *ctx, PyObject *o, uint64_t *out)
  * the entry the call resolves to. */
 int begin_call(BundleObject *self, call *c, int op, PyObject *kernel_o, PyObject *cc_o, PyObject *stream)
 {
+  return begin_call_k(self, c, op, kernel_o, cc_o, stream, 0);
+}
+
+int begin_call_k(BundleObject *self, call *c, int op, PyObject *kernel_o, PyObject *cc_o, PyObject *stream, int k)
+{
   memset(c, 0, sizeof *c);
+  c->want_topk = k;
   const char *kernel;
   int check_contents;
   if (as_kernel(kernel_o, &kernel) || as_flag(cc_o, "check_contents", &check_contents))

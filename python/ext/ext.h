@@ -116,6 +116,7 @@ typedef struct {
   dsv4_layout L;
   dsv4rt_kernel_info info;
   const char *kernel; /* the name the caller gave, or NULL */
+  int want_topk;      /* unnamed: the K the kernel must have (the fused logits_topk's k=; 0: any) */
   uint64_t stream;
   int stream_given; /* stream= named one; else torch CUDA tensors take torch's current stream */
   int torch_cuda;   /* a tensor was a torch CUDA tensor */
@@ -177,6 +178,9 @@ int as_int(PyObject *o, const char *name, int dflt, int *out);
 int as_flag(PyObject *o, const char *name, int *out);
 int parse_stream(CtxObject *ctx, PyObject *o, uint64_t *out);
 int begin_call(BundleObject *self, call *c, int op, PyObject *kernel_o, PyObject *cc_o, PyObject *stream);
+/* The same for an op whose kernels differ by K (the fused logits_topk):
+ * unnamed, the first that runs with K k (0: any). */
+int begin_call_k(BundleObject *self, call *c, int op, PyObject *kernel_o, PyObject *cc_o, PyObject *stream, int k);
 
 /* ops.c: each op's tensors, parser and runtime call (ops[op]), the op methods.
  * A tensor argument of an op: name is at once its Python keyword, its field

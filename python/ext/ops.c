@@ -513,14 +513,14 @@ static int parse_mqa_logits(BundleObject *self, PyObject *args, PyObject *kw, ca
 static int parse_mqa_logits_topk(BundleObject *self, PyObject *args, PyObject *kw, call *c, tview **tv)
 {
   static char *kwl[] = {"out",    "q",      "cache",          "weights", "context_lens",   "block_table", "row_len",
-                        "block_size", "kernel", "check_contents", "stream", "no_tensor_maps", NULL};
+                        "block_size", "kernel", "check_contents", "stream", "no_tensor_maps", "k", NULL};
   PyObject *out, *q, *cache, *w, *cl, *bt, *rl_o, *bs = NULL, *kernel = NULL, *cc = NULL, *stream = NULL,
-                                               *ntm_o = NULL;
-  int ntm, row_len;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OOOOO:paged_mqa_logits_topk", kwl, &out, &q, &cache, &w, &cl,
-                                   &bt, &rl_o, &bs, &kernel, &cc, &stream, &ntm_o) ||
-      as_int(rl_o, "row_len", 0, &row_len) || as_flag(ntm_o, "no_tensor_maps", &ntm) ||
-      begin_call(self, c, DSV4_OP_PAGED_MQA_LOGITS_TOPK, kernel, cc, stream))
+                                               *ntm_o = NULL, *k_o = NULL;
+  int ntm, row_len, k;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO|OOOOOO:paged_mqa_logits_topk", kwl, &out, &q, &cache, &w, &cl,
+                                   &bt, &rl_o, &bs, &kernel, &cc, &stream, &ntm_o, &k_o) ||
+      as_int(rl_o, "row_len", 0, &row_len) || as_flag(ntm_o, "no_tensor_maps", &ntm) || as_int(k_o, "k", 0, &k) ||
+      begin_call_k(self, c, DSV4_OP_PAGED_MQA_LOGITS_TOPK, kernel, cc, stream, k))
     return -1;
   c->opts.no_tensor_maps = ntm;
   if (TAKE(out, out) || TAKE(q, q) || TAKE(cache, cache) || TAKE(weights, w) || TAKE(context_lens, cl) ||
@@ -536,7 +536,7 @@ static int parse_mqa_logits_topk(BundleObject *self, PyObject *args, PyObject *k
     return bad_shape(o, "[B * next_n, K] = [%lld, %lld] (K is the kernel's)", (long long)R, (long long)K);
   if (need_contig(o))
     return -1;
-  a->row_len = row_len;
+  a->row_len = row_len, a->topk = K; /* (the runtime's rule: among the kernels of this K) */
   return cache_geometry(c, TV(cache), bs, "block_size", &a->num_blocks, &a->block_size, &a->block_stride);
 }
 #undef OP

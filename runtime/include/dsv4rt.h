@@ -471,6 +471,8 @@ typedef struct dsv4rt_mqa_logits_topk_args {
   dsv4rt_buffer *block_table;   /* [B, max_blocks] int32 */
   int64_t max_blocks;
   int64_t block_table_stride;   /* elements from one batch entry's row of block_table to the next (0: max_blocks) */
+  int64_t topk;                 /* the K wanted: unnamed, the rule's kernel among those of this K; 0: the first
+                                   kernel's K; a named kernel must have it */
 } dsv4rt_mqa_logits_topk_args;
 
 DSV4RT_API dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_logits_topk_args *a,

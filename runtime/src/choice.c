@@ -50,8 +50,8 @@ int rt_call_shape(dsv4_op op, const void *args, dsv4_shape *s)
   }
   case DSV4_OP_PAGED_MQA_LOGITS_TOPK: {
     const dsv4rt_mqa_logits_topk_args *a = args;
-    s->n = 3;
-    s->dim[0] = a->batch, s->dim[1] = a->next_n, s->dim[2] = a->row_len;
+    s->n = 4;
+    s->dim[0] = a->batch, s->dim[1] = a->next_n, s->dim[2] = a->row_len, s->dim[3] = a->topk;
     return 0;
   }
   case DSV4_OP_DEQUANT_GATHER:

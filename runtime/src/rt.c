@@ -382,13 +382,14 @@ dsv4rt_status rt_find(dsv4rt_bundle *b, dsv4_op op, const char *name, const dsv4
   int64_t heads = dim_of(shape, "H"), next_n = dim_of(shape, "next_n"), tokens = dim_of(shape, "T");
   int units = b->ctx->units;
   int named = 0;
+  int64_t want_k = name ? 0 : dim_of(shape, "K"); /* (the fused logits_topk: the K asked for) */
   char why[512] = "", w[512];
   for (int i = 0; i < b->n; i++) {
     const dsv4_bundle_entry *e = &b->entries[i];
     if (name && strcmp(e->name, name))
       continue;
     named = 1;
-    if (e->op != (uint32_t)op)
+    if (e->op != (uint32_t)op || (want_k && e->topk != want_k))
       continue;
     if (!rt_accepts(b, i, w, sizeof w)) {
       if (!why[0]) /* the first entry refused for more than its target: said in the message */

@@ -682,6 +682,32 @@ class TestIndexer(Case):
             errs = R.topk_check(out, lg, ctx, K)
             self.assertFalse(errs, "%s: %s" % (name, "; ".join(errs[:3])))
 
+    def test_logits_topk(self):
+        """The fused op beside paged_mqa_logits + the tie-tolerant check: the portable kernels share the
+        logits' arithmetic, so the sets must be a top-k of those very logits; rows over one 4096-position
+        chunk (the merge) and within it, K 512 and 1024, the Bundle call and DeepGEMM's signature."""
+        g = rng(9)
+        b = B["indexer"]
+        bs, nb, maxb, L = 64, 80, 72, 4600
+        raw, kv, ks = R.idx_cache(g, nb, bs)
+        cache = R.token_view(raw, bs, R.IDX_TOKEN)
+        q = g.integers(0, 256, size=(2, 1, 64, 128)).astype(np.uint8)
+        q[(q & 0x7F) == 0x7F] = 0
+        w = g.standard_normal((2, 64)).astype(np.float32)
+        bt = np.stack([g.permutation(nb)[:maxb] for _ in range(2)]).astype(np.int32)
+        ctx = np.array([[4400], [300]], np.int32)
+        lg = b.paged_mqa_logits(q, cache, w, ctx, bt, row_len=L)
+        for K in (512, 1024):
+            out = b.paged_mqa_logits_topk(q, cache, w, ctx, bt, L, k=K)
+            self.assertEqual(out.shape, (2, K))
+            errs = R.topk_check(out, lg, ctx.reshape(-1), K)
+            self.assertFalse(errs, "K %d: %s" % (K, "; ".join(errs[:3])))
+        kv4 = cache.reshape(nb, bs, 1, R.IDX_TOKEN)
+        out = compat.fp8_paged_mqa_logits_topk(q, kv4, w, ctx, bt, None, L, 512)
+        errs = R.topk_check(out, lg, ctx.reshape(-1), 512)
+        self.assertFalse(errs, "compat: %s" % "; ".join(errs[:3]))
+        self.assertRaises(NotImplementedError, lambda: compat.fp8_paged_mqa_logits_topk(q, kv4, w, ctx, bt, None, L, 7))
+
     def test_refusals(self):
         b = B["indexer"]
         lg = poison((4, self.L), np.float32)
