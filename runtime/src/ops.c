@@ -983,7 +983,11 @@ dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_lo
   args[DSV4_A_PAGED_MQA_LOGITS_TOPK_work] = (rt_arg){DSV4_ARG_PTR, {.buf = work}};
   args[DSV4_A_PAGED_MQA_LOGITS_TOPK_chunk] = (rt_arg){DSV4_ARG_I32, {.i32 = (int32_t)c.en->tokens_per_cta}};
   args[DSV4_A_PAGED_MQA_LOGITS_TOPK_hist] = (rt_arg){DSV4_ARG_PTR, {.buf = hist}};
-  if ((s = rt_launch(b, c.e, grid, args, DSV4_A_PAGED_MQA_LOGITS_TOPK_COUNT)))
+  /* the warpgroup form's chunks: next_n rows' (more CTAs a multiprocessor at next_n 1) */
+  uint32_t shared = c.en->launch.shared_bytes;
+  if (c.en->launch.grid == DSV4_GRID_POSITIONS_BATCH)
+    shared = (uint32_t)(a->next_n * c.en->tokens_per_cta * 4);
+  if ((s = rt_launch_shared(b, c.e, grid, shared, args, DSV4_A_PAGED_MQA_LOGITS_TOPK_COUNT)))
     return s;
   *fresh = 0;
   if (chunks < 2 || R == 0)

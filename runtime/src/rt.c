@@ -510,6 +510,16 @@ dsv4rt_status rt_launch(dsv4rt_bundle *b, int i, const uint32_t grid[3], const r
   return launch(b, i, 0, grid, ln->threads, ln->shared_bytes, ln->cluster, args, nargs);
 }
 
+dsv4rt_status rt_launch_shared(dsv4rt_bundle *b, int i, const uint32_t grid[3], uint32_t shared, const rt_arg *args,
+                               int nargs)
+{
+  const dsv4_launch *ln = &b->entries[i].launch;
+  if (shared > ln->shared_bytes)
+    return rt_fail(b->ctx, DSV4RT_ERR_INVALID_ARG, "kernel %s: %u bytes of shared memory asked, its record has %u",
+                   b->entries[i].name, shared, ln->shared_bytes);
+  return launch(b, i, 0, grid, ln->threads, shared, ln->cluster, args, nargs);
+}
+
 /* Its second kernel (the record's second_threads a CTA). */
 dsv4rt_status rt_launch2(dsv4rt_bundle *b, int i, const uint32_t grid[3], const rt_arg *args, int nargs)
 {

@@ -133,6 +133,12 @@ dsv4rt_status rt_fail(dsv4rt_context *ctx, dsv4rt_status s, const char *fmt, ...
  * record: threads, dynamic shared memory, clusters of `cluster` CTAs
  * along x (grid[0] a multiple). */
 dsv4rt_status rt_launch(dsv4rt_bundle *b, int entry, const uint32_t grid[3], const rt_arg *args, int nargs);
+/* The same with `shared` bytes of dynamic shared memory, at most the
+ * record's (a kernel whose use depends on the call: the fused
+ * logits_topk's warpgroup form holds next_n rows' chunks of the
+ * DSV4_LOGITS_MAX_NEXT_N the record counts). */
+dsv4rt_status rt_launch_shared(dsv4rt_bundle *b, int entry, const uint32_t grid[3], uint32_t shared,
+                               const rt_arg *args, int nargs);
 /* Load entry's code if not yet (0 or a status). */
 dsv4rt_status rt_load(dsv4rt_bundle *b, int entry);
 /* Launch entry's second kernel (kernel2) with the record's second_threads

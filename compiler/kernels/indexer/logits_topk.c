@@ -180,7 +180,8 @@ int dsv4_gen_paged_mqa_logits_topk(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags
     }
     dest.chunk = kb_dyn_shared(kb);
     int extra = dsv4_logits_topk_shared_bytes(DSV4_FORM_WARPGROUP, &k->layout, P, 0);
-    if (extra != NM * P * 4 || lg_warpgroup(kb, k, &dest, extra)) {
+    /* (its occupancy reckoned at next_n 1: the runtime launches next_n rows' chunks) */
+    if (extra != NM * P * 4 || lg_warpgroup(kb, k, &dest, P * 4)) {
       dsv4_error(d, k->file, k->line,
                  "kernel '%s': internal error: the warpgroup form's shared memory is not form_rules.h's count",
                  k->name);

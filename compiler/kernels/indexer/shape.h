@@ -116,8 +116,8 @@ int lg_warp_target_ok(dsv4_kb *kb);
 int lg_warp(dsv4_kb *kb, const dsv4_kernel *k);
 int lg_warpgroup_fits(dsv4_kb *kb, const dsv4_kernel *k);
 /* dest NULL: the logits argument; else the fused op's chunk (dynamic
- * shared memory, extra_smem bytes, which the form counts for its
- * occupancy), its ring spare after the steps */
+ * shared memory; extra_smem: the bytes of it a CTA uses as the form
+ * reckons its occupancy), its ring spare after the steps */
 int lg_warpgroup(dsv4_kb *kb, const dsv4_kernel *k, lg_dest *dest, int extra_smem);
 
 #endif
