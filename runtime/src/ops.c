@@ -966,8 +966,9 @@ dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_lo
                                .block_table_stride = a->block_table_stride};
   int64_t K = c.en->topk;
   if (a->topk && a->topk != K)
-    return rt_fail(c.ctx, DSV4RT_ERR_OUT_OF_RANGE, "dsv4rt_paged_mqa_logits_topk: topk = %lld, but kernel %s takes %lld",
-                   (long long)a->topk, c.en->name, (long long)K);
+    return rt_fail(c.ctx, DSV4RT_ERR_OUT_OF_RANGE,
+                   "dsv4rt_paged_mqa_logits_topk: topk = %lld, but kernel %s takes %lld", (long long)a->topk,
+                   c.en->name, (long long)K);
   if ((s = logits_call(b, &c, &la, a->out, (long double)a->batch * a->next_n * K * 4, opts, args, grid, &fresh)))
     return s;
   int64_t R = a->batch * a->next_n; /* (in range: logits_call held it) */
