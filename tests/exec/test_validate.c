@@ -42,6 +42,7 @@ typedef dsv4rt_kv_insert_args KI;
 typedef dsv4rt_sparse_decode_args SD;
 typedef dsv4rt_mqa_logits_args LG;
 typedef dsv4rt_topk_args TK;
+typedef dsv4rt_mqa_logits_topk_args LT;
 
 /* The argument struct of any op. */
 typedef union {
@@ -51,6 +52,7 @@ typedef union {
   SD sd;
   LG lg;
   TK tk;
+  LT lt;
 } any_args;
 
 static dsv4rt_context *ctx2; /* a second context: its buffers belong to another */
@@ -166,6 +168,10 @@ static dsv4rt_status go_lg(dsv4rt_bundle *b, const any_args *a, const dsv4rt_lau
 static dsv4rt_status go_tk(dsv4rt_bundle *b, const any_args *a, const dsv4rt_launch_opts *o)
 {
   return dsv4rt_topk(b, a ? &a->tk : NULL, o);
+}
+static dsv4rt_status go_lt(dsv4rt_bundle *b, const any_args *a, const dsv4rt_launch_opts *o)
+{
+  return dsv4rt_paged_mqa_logits_topk(b, a ? &a->lt : NULL, o);
 }
 
 /* A fixture buffer of n bytes (plus SLACK), holding host when given, else
@@ -296,6 +302,27 @@ static void fx_logits(fixture *f)
   a->block_table = fbuf(f, bt, sizeof bt, 0);
   a->logits = fbuf(f, NULL, (size_t)(R * 104) * 4, 1);
   a->row_len = 100, a->row_stride = 104, a->batch = 1, a->next_n = 2;
+  a->num_blocks = 2, a->block_size = 64, a->block_stride = S, a->max_blocks = 2;
+  free(w);
+}
+
+/* The logits' fixture with out [2, K] in place of the logits: rows within
+ * one chunk (a split row's merge and work space are test_indexer's). */
+static void fx_fused(fixture *f)
+{
+  int64_t S = block_stride(&f->k.L), H = f->k.info.heads, D = f->k.L.dim, R = 2, K = f->k.info.topk;
+  int32_t cl[2] = {100, 64}, bt[2] = {1, 0};
+  float *w = malloc((size_t)(R * H) * 4);
+  for (int64_t i = 0; i < R * H; i++)
+    w[i] = 0.25f;
+  LT *a = &f->ok.lt;
+  a->q = fbuf(f, NULL, (size_t)(R * H * D), 0);
+  a->cache = fbuf(f, NULL, (size_t)(2 * S), 0);
+  a->weights = fbuf(f, w, (size_t)(R * H) * 4, 0);
+  a->context_lens = fbuf(f, cl, sizeof cl, 0);
+  a->block_table = fbuf(f, bt, sizeof bt, 0);
+  a->out = fbuf(f, NULL, (size_t)(R * K) * 4, 1);
+  a->row_len = 100, a->batch = 1, a->next_n = 2;
   a->num_blocks = 2, a->block_size = 64, a->block_stride = S, a->max_blocks = 2;
   free(w);
 }
@@ -548,6 +575,30 @@ static const row logits_rows[] = {
     {"block -1 (checked)", {PUT32(block_table, 1, -1)}, CHECKED, E_BAD, "block_table[0, 1] = -1"},
     {"context past max_blocks (checked)", {I64(max_blocks, 1)}, CHECKED, E_BAD,
      "context_lens[0] = 100 reaches block-table column 1, past max_blocks 1"},
+};
+#undef A_
+
+#define A_ LT
+static const row fused_rows[] = {
+    {"valid, context_lens 0", {PUT32(context_lens, 0, 0)}, CHECKED, DSV4RT_OK, ""},
+    {"out NULL", {NUL(out)}, 0, E_NULL, "out is NULL"},
+    {"weights NULL", {NUL(weights)}, 0, E_NULL, "weights is NULL"},
+    {"context_lens of another context", {CTX2(context_lens)}, 0, E_CTX, "context_lens belongs"},
+    {"out too small", {SMALL(out)}, 0, E_SMALL, "out holds 16 bytes"},
+    {"q too small", {SMALL(q)}, 0, E_SMALL, "q holds 16 bytes"},
+    {"batch negative", {I64(batch, -1)}, 0, E_RANGE, "batch = -1"},
+    {"batch huge", {I64(batch, HUGE_N)}, 0, E_RANGE, "batch = 1099511627776"},
+    {"next_n 0", {I64(next_n, 0)}, 0, E_RANGE, "next_n = 0"},
+    {"row_len negative", {I64(row_len, -1)}, 0, E_RANGE, "row_len = -1"},
+    {"max_blocks 0", {I64(max_blocks, 0)}, 0, E_RANGE, "max_blocks = 0"},
+    {"topk not the kernel's K", {I64(topk, 3)}, 0, E_RANGE, "topk = 3"},
+    {"weights is out", {SAME(weights, out)}, 0, E_ALIAS, "output out shares memory with weights"},
+    {"context_lens inside out (+400 bytes)", {WRAP(context_lens, out, 400)}, ADDRESSES, E_ALIAS,
+     "output out shares memory with context_lens"},
+    {"q misaligned", {WRAP(q, q, 8)}, ADDRESSES, E_ALIGN, "q is not 16-byte aligned"},
+    {"context_lens past row_len (checked)", {PUT32(context_lens, 1, 101)}, CHECKED, E_BAD,
+     "context_lens[1] = 101 is outside [0, row_len 100]"},
+    {"block past the cache (checked)", {PUT32(block_table, 0, 2)}, CHECKED, E_BAD, "block_table[0, 0] = 2"},
 };
 #undef A_
 
@@ -845,6 +896,8 @@ int main(int argc, char **argv)
   test_op("sparse_decode", "dsv4rt_sparse_decode", dec, odec, NULL, fx_decode, go_sd, ROWS(decode_rows));
   test_op("paged_mqa_logits", "dsv4rt_paged_mqa_logits", idx, oidx, NULL, fx_logits, go_lg, ROWS(logits_rows));
   test_op("topk", "dsv4rt_topk", idx, oidx, NULL, fx_topk, go_tk, ROWS(topk_rows));
+  test_op("paged_mqa_logits_topk", "dsv4rt_paged_mqa_logits_topk", idx, oidx, NULL, fx_fused, go_lt,
+          ROWS(fused_rows));
   dsv4rt_bundle_destroy(dec), dsv4rt_bundle_destroy(idx), dsv4rt_bundle_destroy(lay);
   dsv4rt_bundle_destroy(odec), dsv4rt_bundle_destroy(oidx);
   dsv4rt_context_destroy(ctx2);
