@@ -264,7 +264,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
  * row's K.  The module's second kernel, <name>_merge
  * (DSV4_ARGS_LOGITS_TOPK_MERGE, grid (rows)), takes each row's K among its
  * candidates into out and sets its histogram and count back to 0 (so hist
- * stays 0 between calls). */
+ * stays 0 between calls); a merge built for another chunk writes nothing
+ * either.  A CTA appends at most row_len candidates a row. */
 #define DSV4_TOPK_BINS 4096 /* a row's histogram (hist): the keys' top 12 bits */
 #define DSV4_ARGS_PAGED_MQA_LOGITS_TOPK(A) \
   A(out, PTR)                              \
@@ -296,7 +297,8 @@ typedef enum { DSV4_ARG_PTR = 1, DSV4_ARG_I32 = 2, DSV4_ARG_I64 = 3, DSV4_ARG_IN
   A(rows, I32)                         \
   A(row_len, I32)                      \
   A(work, IN)                          \
-  A(hist, PTR)
+  A(hist, PTR)                         \
+  A(chunk, I32)
 
 /* Argument positions, from the same lists: DSV4_A_<OP>_<name> (and
  * DSV4_A_<OP>_COUNT).  The generators read their parameters and the

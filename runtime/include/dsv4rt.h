@@ -457,8 +457,11 @@ DSV4RT_API dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a
  * would compute, with topk's contract (docs/ops.md 4): k < min(ctx[r],
  * row_len), no particular order, rows with ctx <= K get 0..ctx-1 then -1.
  * K and heads are the kernel's.  A row longer than the kernel's chunk
- * (tokens_per_cta) takes a second launch (the merge) and a work buffer of
- * the runtime's (rows x chunks x K x 8 bytes); opts->splits does not apply. */
+ * (tokens_per_cta) takes a second launch (the merge) and two buffers of
+ * the kernel's, kept by the runtime: candidates (rows x row_len x 8 bytes)
+ * and histograms (rows x 16388 bytes, 0 between calls); calls of one
+ * kernel on two streams at once would share them.  opts->splits does not
+ * apply. */
 typedef struct dsv4rt_mqa_logits_topk_args {
   dsv4rt_buffer *out;           /* [B * next_n, K] int32 */
   int64_t row_len;              /* L: positions k < L only */

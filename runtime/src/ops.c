@@ -821,6 +821,11 @@ dsv4rt_status dsv4rt_sparse_decode(dsv4rt_bundle *b, const dsv4rt_sparse_decode_
   return rt_launch2(b, c.e, cgrid, cargs, COUNT(cargs));
 }
 
+/* The longest logits row the indexer's kernels take: their positions, and
+ * the counters of loops over a row (steps of up to 64 K positions), are
+ * 32-bit. */
+#define ROW_LEN_MAX (I32_MAX - (1 << 17))
+
 /* The logits' call and the fused logits_topk's share their arguments but
  * the first (logits, or out) and the fourteenth (row_stride, or work), at
  * the same positions (the generators read them there). */
@@ -862,7 +867,7 @@ static dsv4rt_status logits_call(dsv4rt_bundle *b, call *c, const dsv4rt_mqa_log
   if ((s = need_range(c, "batch", a->batch, 0, 65535)) ||
       (s = need_range(c, "next_n", a->next_n, 1, per_batch ? DSV4_LOGITS_MAX_NEXT_N : 64)) ||
       (s = need_range(c, "batch * next_n", a->batch * a->next_n, 0, per_batch ? I32_MAX : 65535)) ||
-      (s = need_range(c, "row_len", a->row_len, 0, I32_MAX)) ||
+      (s = need_range(c, "row_len", a->row_len, 0, ROW_LEN_MAX)) ||
       (!fused && (s = need_range(c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8))) ||
       (s = need_range(c, "max_blocks", a->max_blocks, 1, I32_MAX)) ||
       (s = need_range(c, "block_table_stride", a->block_table_stride, 0, 1LL << 40)) ||
@@ -972,8 +977,10 @@ dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_lo
   if ((s = logits_call(b, &c, &la, a->out, (long double)a->batch * a->next_n * K * 4, opts, args, grid, &fresh)))
     return s;
   int64_t R = a->batch * a->next_n; /* (in range: logits_call held it) */
-  /* one chunk a row: the CTAs write out; more: the rows' histograms and
-   * candidates in work (dsv4_abi.h), zero where the merge leaves them */
+  /* one chunk a row: the CTAs write out (row_len 0 too: a chunk of no
+   * positions, rows of -1); more: the rows' histograms and candidates in
+   * work (dsv4_abi.h), zero where the merge leaves them */
+  grid[0] = grid[0] ? grid[0] : 1;
   int64_t chunks = grid[0], L = a->row_len;
   dsv4rt_buffer *work = NULL, *hist = NULL;
   if (chunks > 1 && R > 0 &&
@@ -1000,9 +1007,12 @@ dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_lo
       [DSV4_A_LOGITS_TOPK_MERGE_row_len] = {DSV4_ARG_I32, {.i32 = (int32_t)L}},
       [DSV4_A_LOGITS_TOPK_MERGE_work] = {DSV4_ARG_IN, {.buf = work}},
       [DSV4_A_LOGITS_TOPK_MERGE_hist] = {DSV4_ARG_PTR, {.buf = hist}},
+      [DSV4_A_LOGITS_TOPK_MERGE_chunk] = {DSV4_ARG_I32, {.i32 = (int32_t)c.en->tokens_per_cta}},
   };
   uint32_t mgrid[3] = {(uint32_t)R, 1, 1};
-  return rt_launch2(b, c.e, mgrid, margs, COUNT(margs));
+  if ((s = rt_launch2(b, c.e, mgrid, margs, COUNT(margs))))
+    rt_zeroed_drop(b, c.e); /* its histograms left as the first kernel filled them: made 0 again next call */
+  return s;
 }
 
 /* A topk row split over chunks (docs/ops.md 4, dsv4_abi.h): where the rows
@@ -1055,7 +1065,7 @@ dsv4rt_status dsv4rt_topk(dsv4rt_bundle *b, const dsv4rt_topk_args *a, const dsv
   call c;
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_TOPK, opts, "dsv4rt_topk");
   if (s || (s = need_range(&c, "rows", a->rows, 0, I32_MAX)) ||
-      (s = need_range(&c, "row_len", a->row_len, 0, I32_MAX)) ||
+      (s = need_range(&c, "row_len", a->row_len, 0, ROW_LEN_MAX)) ||
       (s = need_range(&c, "row_stride", a->row_stride, a->row_len, INT64_MAX / 8)) ||
       (opts && (s = need_range(&c, "opts->splits", opts->splits, 0, DSV4_DECODE_MAX_SPLITS))))
     return s;

@@ -587,6 +587,12 @@ dsv4rt_status rt_work(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)
   return s;
 }
 
+void rt_zeroed_drop(dsv4rt_bundle *b, int i)
+{
+  dsv4rt_buffer_destroy(b->loaded[i].zeroed);
+  b->loaded[i].zeroed = NULL;
+}
+
 dsv4rt_status rt_zeroed(dsv4rt_bundle *b, int i, size_t n, dsv4rt_buffer **out)
 {
   dsv4rt_status s = grow(b, &b->loaded[i].zeroed, n, n);

@@ -166,6 +166,8 @@ dsv4rt_status rt_work(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out
  * its kernels set back to 0 what they use (paged_mqa_logits_topk's
  * histograms). */
 dsv4rt_status rt_zeroed(dsv4rt_bundle *b, int entry, size_t n, dsv4rt_buffer **out);
+/* Forget it (a launch that would have set it back to 0 failed). */
+void rt_zeroed_drop(dsv4rt_bundle *b, int entry);
 /* The spec name of an op number ("?" when unknown). */
 const char *rt_op_name(uint32_t op);
 /* 1 if entry i of b runs on b's device (the backend's accepts, with the

@@ -249,6 +249,26 @@ static void random_case_blocks(const char *kname, const dsv4_layout *L, int64_t 
             kname, DSV4_LOGITS_MAX_NEXT_N + 1);
     }
     run_fused(what, kname, &a, want, cl, &o, K, matrix);
+    { /* row_len 0: every row -1 (a grid of one chunk of no positions) */
+      int32_t *got0 = malloc((size_t)(R * K) * 4);
+      for (int64_t i = 0; i < R * K; i++)
+        got0[i] = 0x7EADBEEF;
+      dsv4rt_buffer *ob = dev(got0, (size_t)(R * K) * 4);
+      f.out = ob, f.row_len = 0, f.next_n = nn, f.batch = B;
+      dsv4rt_launch_opts o0 = o; /* (unchecked: contexts past a row of 0 are clamped) */
+      o0.check_contents = 0;
+      dsv4rt_status s0 = dsv4rt_paged_mqa_logits_topk(bundle, &f, &o0);
+      if (!s0)
+        s0 = dsv4rt_synchronize(ctx);
+      CHECK(s0 == DSV4RT_OK, "%s: row_len 0: %s", what, dsv4rt_last_error(ctx));
+      dsv4rt_buffer_read(ob, 0, got0, (size_t)(R * K) * 4);
+      int64_t bad0 = 0;
+      for (int64_t i = 0; i < R * K; i++)
+        bad0 += got0[i] != -1;
+      CHECK(bad0 == 0, "%s: row_len 0: %lld entries not -1", what, (long long)bad0);
+      dsv4rt_buffer_destroy(ob);
+      free(got0);
+    }
     goto out;
   }
   if (past) {

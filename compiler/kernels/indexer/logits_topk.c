@@ -114,7 +114,7 @@ static void select_row(dsv4_kb *kb, const dsv4_kernel *k, const tk_mem *m, const
   LLVMValueRef own = tk_top_bin(kb, m, m->hist, tid, T, kb_i32(kb, K));
   LLVMValueRef seen = tk_top_bin(kb, m, w.hist, tid, T, kb_i32(kb, K));
   LLVMValueRef bin = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, own, seen, ""), own, seen, "bin");
-  tk_emit_from(kb, &src, left, tid, T, bin, w.count, w.pos, w.keys);
+  tk_emit_from(kb, &src, left, tid, T, bin, w.count, w.pos, w.keys, row_len);
   kb_endif(kb, &some);
   kb_endif(kb, &whole);
 }
@@ -130,10 +130,13 @@ static void merge_kernel(dsv4_kb *kb, const dsv4_kernel *k, int T)
   int K = k->topk;
   LLVMValueRef tid = kb->t->thread_id(kb), r = kb->t->block_id(kb, 0);
   kb_return_if(kb, LLVMBuildICmp(b, LLVMIntSGE, r, kb_arg(kb, MARG(rows)), ""));
+  kb_return_if(kb, LLVMBuildICmp(b, LLVMIntNE, kb_arg(kb, MARG(chunk)), kb_i32(kb, k->tile.tokens_per_cta), ""));
   LLVMValueRef r64 = kb_zext64(kb, r), row_len = kb_arg(kb, MARG(row_len));
   LLVMValueRef n = tk_row_length(kb, kb_arg(kb, MARG(context_lens)), row_len, r64);
   row_work w = row_work_of(kb, kb_arg(kb, MARG(hist)), kb_arg(kb, MARG(work)), kb_arg(kb, MARG(rows)), row_len, r64);
   LLVMValueRef count = kb_load(kb, kb->i32, w.count, 4);
+  /* (at most row_len were stored: more only where hist was not 0 at the launch) */
+  count = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGT, count, row_len, ""), row_len, count, "count");
   tk_mem m = tk_arrays(kb, T, "_merge");
   tk_sink out = {kb_byte_ptr(kb, kb_arg(kb, MARG(out)), LLVMBuildMul(b, r64, kb_i64(kb, (long long)K * 4), "")), NULL,
                  NULL};

@@ -51,9 +51,9 @@ LLVMValueRef tk_top_bin(dsv4_kb *kb, const tk_mem *m, LLVMValueRef hist, LLVMVal
 
 /* Each of src's n keys in bin `bin` or above, appended (an atomic add on
  * count, a u32 in any memory) as its position at pos[i] and its key at
- * keys[i] (byte pointers). */
+ * keys[i] (byte pointers), where i < cap (i32: the room there is). */
 void tk_emit_from(dsv4_kb *kb, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T, LLVMValueRef bin,
-                  LLVMValueRef count, LLVMValueRef pos, LLVMValueRef keys);
+                  LLVMValueRef count, LLVMValueRef pos, LLVMValueRef keys, LLVMValueRef cap);
 
 /* Row r64's positions below min(ctx_lens[r], row_len), at least 0. */
 LLVMValueRef tk_row_length(dsv4_kb *kb, LLVMValueRef ctx_lens, LLVMValueRef row_len, LLVMValueRef r64);

@@ -296,7 +296,7 @@ LLVMValueRef tk_top_bin(dsv4_kb *kb, const tk_mem *m, LLVMValueRef hist, LLVMVal
 }
 
 typedef struct {
-  LLVMValueRef low, count, pos, keys;
+  LLVMValueRef low, count, pos, keys, cap;
 } emit_ctx;
 
 static void emit_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef pos, void *vc)
@@ -304,8 +304,10 @@ static void emit_key(dsv4_kb *kb, LLVMValueRef key, LLVMValueRef pos, void *vc)
   emit_ctx *c = vc;
   kb_if_t up = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntUGE, key, c->low, ""), "emit");
   LLVMValueRef at = kb_atomic_add_i32(kb, c->count, kb_i32(kb, 1));
+  kb_if_t room = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntULT, at, c->cap, ""), "room");
   kb_store(kb, pos, word(kb, c->pos, at), 4);
   kb_store(kb, key, word(kb, c->keys, at), 4);
+  kb_endif(kb, &room);
   kb_endif(kb, &up);
 }
 
@@ -344,8 +346,8 @@ static void emit_by_warps(dsv4_kb *kb, const tk_keys *src, LLVMValueRef n, LLVMV
     base = LLVMBuildBitCast(b, t->shfl_idx(kb, LLVMBuildBitCast(b, base, kb->f32, ""), lead), kb->i32, "base");
     LLVMValueRef rank = kb_call(kb, "llvm.ctpop.i32", kb->i32, &kb->i32,
                                 (LLVMValueRef[]){LLVMBuildAnd(b, mask, lt, "")}, 1, LLVMCCallConv);
-    kb_if_t w = kb_if(kb, want, "emit");
     LLVMValueRef slot = LLVMBuildAdd(b, base, rank, "");
+    kb_if_t w = kb_if(kb, LLVMBuildAnd(b, want, LLVMBuildICmp(b, LLVMIntULT, slot, c->cap, ""), ""), "emit");
     kb_store(kb, LLVMBuildAdd(b, src->base, idx, ""), word(kb, c->pos, slot), 4);
     kb_store(kb, key, word(kb, c->keys, slot), 4);
     kb_endif(kb, &w);
@@ -355,9 +357,9 @@ static void emit_by_warps(dsv4_kb *kb, const tk_keys *src, LLVMValueRef n, LLVMV
 }
 
 void tk_emit_from(dsv4_kb *kb, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T, LLVMValueRef bin,
-                  LLVMValueRef count, LLVMValueRef pos, LLVMValueRef keys)
+                  LLVMValueRef count, LLVMValueRef pos, LLVMValueRef keys, LLVMValueRef cap)
 {
-  emit_ctx c = {LLVMBuildShl(kb->b, bin, kb_i32(kb, 32 - digit_bits[0]), "low"), count, pos, keys};
+  emit_ctx c = {LLVMBuildShl(kb->b, bin, kb_i32(kb, 32 - digit_bits[0]), "low"), count, pos, keys, cap};
   if (kb->t->match_any && kb->t->match_any(kb, NULL, NULL) && kb->t->shfl_idx && kb->warp == 32)
     emit_by_warps(kb, src, n, tid, T, &c);
   else
