@@ -233,25 +233,7 @@ static void qk(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, LLVMValueRef S[2][4]
 }
 
 /* The online-softmax state a lane carries across tiles. */
-typedef struct {
-  LLVMValueRef m[2], l[2], acc[DT_OTILES_MAX][4];
-} dstate;
-
-static void pack(const dctx *x, const dstate *st, LLVMValueRef *v)
-{
-  v[0] = st->m[0], v[1] = st->m[1], v[2] = st->l[0], v[3] = st->l[1];
-  for (int j = 0; j < x->o_tiles; j++)
-    for (int e = 0; e < 4; e++)
-      v[4 + 4 * j + e] = st->acc[j][e];
-}
-
-static void unpack(const dctx *x, dstate *st, const LLVMValueRef *v)
-{
-  st->m[0] = v[0], st->m[1] = v[1], st->l[0] = v[2], st->l[1] = v[3];
-  for (int j = 0; j < x->o_tiles; j++)
-    for (int e = 0; e < 4; e++)
-      st->acc[j][e] = v[4 + 4 * j + e];
-}
+typedef sd_rows dstate; /* (o_tiles <= DT_OTILES_MAX <= SD_ROWS_TILES_MAX) */
 
 /* Byte offset (i64) in a per-head region of row h of the lane (g + 8 h
  * of its row block), 4 bytes a head. */
@@ -514,24 +496,11 @@ static void pv(dsv4_kb *kb, const dctx *x, LLVMValueRef rb, dstate *nx) { by_par
  * a fixed order), then sd_head_out for the lane's two rows. */
 static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const dctx *x, dstate *st, LLVMValueRef h0)
 {
-  LLVMBuilderRef b = kb->b;
   LLVMValueRef ro[2] = {head_off(kb, x, 0), head_off(kb, x, 1)}, l[2] = {st->l[0], st->l[1]};
   sd_sum_parts(kb, kb_byte_ptr(kb, x->red, kb_i64(kb, (long long)x->heads * 4 * x->parts)), x->part, x->c, x->parts,
                x->heads, ro, l);
   by_part(kb, x, 0, st->acc, order_part, NULL);
-  LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, x->vpart), ""),
-                                   LLVMBuildMul(b, kb_zext64(kb, x->c), kb_i64(kb, 2), ""), "dim0");
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntEQ, x->part, kb_i32(kb, 0), ""), "");
-    LLVMValueRef pr[DT_OTILES_MAX][2];
-    for (int j = 0; j < x->o_tiles; j++)
-      pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
-    LLVMValueRef row =
-        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, 8 * h), ""), "");
-    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l[h], pr, x->o_tiles, dim0, first, NULL,
-                NULL);
-  }
+  sd_rows_out(kb, k, x->token, h0, x->rblk, x->g, x->c, x->part, x->vpart, st, l, x->o_tiles);
 }
 
 /* q rows h0 .. h0 + heads of the token (zeros past the heads) into q_tile
@@ -607,10 +576,7 @@ static void set_shape(const dsv4_kb *kb, const dsv4_kernel *k, dctx *x)
 
 static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const dctx *x, dsv4_diags *d)
 {
-  const dsv4_target_ir *T = kb->t;
-  if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || !T->cp_async || !T->cp_async_wait_all ||
-      kb->warp != 32 || !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) ||
-      !T->cp_async(kb, NULL, NULL, 16, NULL) || x->o_tiles > DT_OTILES_MAX || x->threads % SD_TILE ||
+  if (!sd_warp_mma_ok(kb) || x->o_tiles > DT_OTILES_MAX || x->threads % SD_TILE ||
       (long long)x->heads * x->q_row > x->tile_bytes || 4 + 4 * x->o_tiles > KB_LOOP_MAX_VARS - 1) {
     dsv4_error(d, k->file, k->line,
                "kernel '%s': this target (%s) cannot build the warp-matrix form of sparse_decode with operands read "
@@ -669,12 +635,12 @@ int sd_direct(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   /* q through the raw tile the first copy leaves free (tile lo + 1's) */
   stage_q(kb, &x, h0, raw_buf(kb, &x, LLVMBuildAnd(b, LLVMBuildAdd(b, lo, kb_i32(kb, 1), ""), kb_i32(kb, 1), "")));
   LLVMValueRef init[KB_LOOP_MAX_VARS];
-  pack(&x, &st, init);
+  sd_rows_pack(&st, x.o_tiles, init);
   init[4 + 4 * x.o_tiles] = load_index(kb, &x, LLVMBuildAdd(b, lo, kb_i32(kb, 1), ""));
   kb_loop_t loop;
   kb_for(kb, &loop, lo, x.hi, 5 + 4 * x.o_tiles, init);
   dstate cur, nx;
-  unpack(&x, &cur, loop.vars);
+  sd_rows_unpack(&cur, x.o_tiles, loop.vars);
   LLVMValueRef i = loop.iv, i1 = LLVMBuildAdd(b, i, kb_i32(kb, 1), "");
   kb->t->cp_async_wait_all(kb);
   kb->t->barrier(kb); /* tile i landed; every thread is past tile i - 1 */
@@ -689,10 +655,10 @@ int sd_direct(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
   kb->t->barrier(kb); /* P published */
   pv(kb, &x, rb, &nx);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
-  pack(&x, &nx, next);
+  sd_rows_pack(&nx, x.o_tiles, next);
   next[4 + 4 * x.o_tiles] = nidx;
   kb_for_end(kb, &loop, next);
-  unpack(&x, &st, loop.vars);
+  sd_rows_unpack(&st, x.o_tiles, loop.vars);
   finish_rows(kb, k, &x, &st, h0);
   return 0;
 }

@@ -549,3 +549,46 @@ int sd_shared_agrees(const dsv4_kernel *k, long long o, int form, dsv4_diags *d)
              o, want);
   return 1;
 }
+
+void sd_rows_pack(const sd_rows *st, int o_tiles, LLVMValueRef *v)
+{
+  v[0] = st->m[0], v[1] = st->m[1], v[2] = st->l[0], v[3] = st->l[1];
+  for (int j = 0; j < o_tiles; j++)
+    for (int e = 0; e < 4; e++)
+      v[4 + 4 * j + e] = st->acc[j][e];
+}
+
+void sd_rows_unpack(sd_rows *st, int o_tiles, const LLVMValueRef *v)
+{
+  st->m[0] = v[0], st->m[1] = v[1], st->l[0] = v[2], st->l[1] = v[3];
+  for (int j = 0; j < o_tiles; j++)
+    for (int e = 0; e < 4; e++)
+      st->acc[j][e] = v[4 + 4 * j + e];
+}
+
+void sd_rows_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef token, LLVMValueRef h0, LLVMValueRef rblk,
+                 LLVMValueRef g, LLVMValueRef c, LLVMValueRef part, int vpart, const sd_rows *st,
+                 const LLVMValueRef l[2], int o_tiles)
+{
+  LLVMBuilderRef b = kb->b;
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, c, kb_i32(kb, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntEQ, part, kb_i32(kb, 0), ""), "");
+    LLVMValueRef dim0 = LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, part), kb_i64(kb, vpart), ""),
+                                     LLVMBuildMul(b, kb_zext64(kb, c), kb_i64(kb, 2), ""), "dim0");
+    LLVMValueRef pr[SD_ROWS_TILES_MAX][2];
+    for (int j = 0; j < o_tiles; j++)
+      pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
+    LLVMValueRef row =
+        LLVMBuildAdd(b, LLVMBuildMul(b, rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, g, kb_i32(kb, h * 8), ""), "");
+    sd_head_out(kb, k, token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l[h], pr, o_tiles, dim0, first, NULL, NULL);
+  }
+}
+
+int sd_warp_mma_ok(dsv4_kb *kb)
+{
+  const dsv4_target_ir *T = kb->t;
+  return T->mma_bf16_16x8x16 && T->ldmatrix_x4 && T->shfl_xor && T->cp_async && T->cp_async_wait_all &&
+         kb->warp == 32 && T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) && T->ldmatrix_x4(kb, NULL, 0, NULL) &&
+         T->cp_async(kb, NULL, NULL, 16, NULL);
+}

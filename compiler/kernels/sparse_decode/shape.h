@@ -112,6 +112,26 @@ void sd_online_step(dsv4_kb *kb, LLVMValueRef red, int parts, int heads, const L
 void sd_sum_parts(dsv4_kb *kb, LLVMValueRef sums, LLVMValueRef part, LLVMValueRef c, int parts, int heads,
                   const LLVMValueRef rowoff[2], LLVMValueRef l[2]);
 
+/* A warp form's lane state over its tile loop: its two rows' max and sum
+ * and its o_tiles accumulator fragments (row g at acc[j][0..1], g + 8 at
+ * [2..3]), carried as 4 + 4 o_tiles loop values (sd_rows_pack, _unpack). */
+#define SD_ROWS_TILES_MAX 64
+typedef struct {
+  LLVMValueRef m[2], l[2], acc[SD_ROWS_TILES_MAX][4];
+} sd_rows;
+void sd_rows_pack(const sd_rows *st, int o_tiles, LLVMValueRef *v);
+void sd_rows_unpack(sd_rows *st, int o_tiles, const LLVMValueRef *v);
+/* The lane's two rows' ends: head h0 + 16 rblk + g + 8 h gets sd_head_out
+ * of st's max and accumulators and of l[h] (the rows' sums over the parts,
+ * sd_sum_parts), its dims from part vpart + 2c on, the row written once
+ * (by lane c 0 of part 0). */
+void sd_rows_out(dsv4_kb *kb, const dsv4_kernel *k, LLVMValueRef token, LLVMValueRef h0, LLVMValueRef rblk,
+                 LLVMValueRef g, LLVMValueRef c, LLVMValueRef part, int vpart, const sd_rows *st,
+                 const LLVMValueRef l[2], int o_tiles);
+/* Whether the target has the warp forms' hooks: mma.sync bf16, ldmatrix,
+ * cp.async, lane shuffles, 32-lane warps. */
+int sd_warp_mma_ok(dsv4_kb *kb);
+
 /* v[0..n) (n <= 64) folded pairwise with max (maxnum) or add. */
 LLVMValueRef sd_fold_tree(dsv4_kb *kb, const LLVMValueRef *v, int n, int add);
 

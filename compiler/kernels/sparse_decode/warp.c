@@ -173,25 +173,7 @@ static void qk(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef S[4][4])
 
 /* The online-softmax state a lane carries across tiles: its two rows' m
  * and l, and its accumulator fragments. */
-typedef struct {
-  LLVMValueRef m[2], l[2], acc[O_TILES_MAX][4];
-} warp_state;
-
-static void state_pack(const warp_ctx *x, const warp_state *st, LLVMValueRef *v)
-{
-  v[0] = st->m[0], v[1] = st->m[1], v[2] = st->l[0], v[3] = st->l[1];
-  for (int j = 0; j < x->o_tiles; j++)
-    for (int e = 0; e < 4; e++)
-      v[4 + j * 4 + e] = st->acc[j][e];
-}
-
-static void state_unpack(const warp_ctx *x, warp_state *st, const LLVMValueRef *v)
-{
-  st->m[0] = v[0], st->m[1] = v[1], st->l[0] = v[2], st->l[1] = v[3];
-  for (int j = 0; j < x->o_tiles; j++)
-    for (int e = 0; e < 4; e++)
-      st->acc[j][e] = v[4 + j * 4 + e];
-}
+typedef sd_rows warp_state; /* (o_tiles <= O_TILES_MAX <= SD_ROWS_TILES_MAX) */
 
 /* Tile lo into the K tile before the loop (when the CTA has any tile). */
 static void first_tile(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLVMValueRef lo, LLVMValueRef hi)
@@ -314,11 +296,11 @@ static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLV
   LLVMBuilderRef b = kb->b;
   first_tile(kb, k, x, lo, hi);
   LLVMValueRef init[KB_LOOP_MAX_VARS];
-  state_pack(x, st, init);
+  sd_rows_pack(st, x->o_tiles, init);
   kb_loop_t loop;
   kb_for(kb, &loop, lo, hi, 4 + 4 * x->o_tiles, init);
   warp_state cur, nx;
-  state_unpack(x, &cur, loop.vars);
+  sd_rows_unpack(&cur, x->o_tiles, loop.vars);
   LLVMValueRef i = loop.iv, i1 = LLVMBuildAdd(b, i, kb_i32(kb, 1), "");
   LLVMValueRef more = LLVMBuildICmp(b, LLVMIntSLT, i1, hi, "more");
   LLVMValueRef buf = LLVMBuildAnd(b, i, kb_i32(kb, 1), ""), nbuf = LLVMBuildAnd(b, i1, kb_i32(kb, 1), "");
@@ -345,9 +327,9 @@ static void fold_tiles(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, LLV
   kb_endif(kb, &f3);
   kb->t->barrier(kb);
   LLVMValueRef next[KB_LOOP_MAX_VARS];
-  state_pack(x, &nx, next);
+  sd_rows_pack(&nx, x->o_tiles, next);
   kb_for_end(kb, &loop, next);
-  state_unpack(x, st, loop.vars);
+  sd_rows_unpack(st, x->o_tiles, loop.vars);
 }
 
 /* The form's shape from kernel k and its launch record here (no IR). */
@@ -363,11 +345,8 @@ static void set_shape(const dsv4_kb *kb, const dsv4_kernel *k, warp_ctx *x)
 /* 0 if this target can build the form for k, else an error in d. */
 static int check_target(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, dsv4_diags *d)
 {
-  const dsv4_target_ir *T = kb->t;
   int lanes = x->dim / k->tile.values_per_thread;
-  if (!T->mma_bf16_16x8x16 || !T->ldmatrix_x4 || !T->shfl_xor || !T->cp_async || !T->cp_async_wait_all ||
-      kb->warp != 32 || !T->mma_bf16_16x8x16(kb, NULL, NULL, NULL, NULL) || !T->ldmatrix_x4(kb, NULL, 0, NULL) ||
-      !T->cp_async(kb, NULL, NULL, 16, NULL) || x->o_tiles > O_TILES_MAX || lanes > x->threads ||
+  if (!sd_warp_mma_ok(kb) || x->o_tiles > O_TILES_MAX || lanes > x->threads ||
       (SD_TILE + x->threads / lanes - 1) / (x->threads / lanes) > 8 || x->threads < SD_TILE) {
     dsv4_error(d, k->file, k->line, "kernel '%s': this target (%s) cannot build the warp-matrix form of sparse_decode",
                k->name, kb->arch);
@@ -447,25 +426,11 @@ static void stage_q(dsv4_kb *kb, const warp_ctx *x, LLVMValueRef h0)
  * (sd_sum_parts), then sd_head_out for the lane's two rows. */
 static void finish_rows(dsv4_kb *kb, const dsv4_kernel *k, const warp_ctx *x, warp_state *st, LLVMValueRef h0)
 {
-  LLVMBuilderRef b = kb->b;
   LLVMValueRef rowoff[2], l[2] = {st->l[0], st->l[1]};
   row_offsets(kb, x, rowoff);
   sd_sum_parts(kb, kb_byte_ptr(kb, x->red, kb_i64(kb, (long long)x->heads * 4 * x->parts)), x->part, x->c, x->parts,
                x->heads, rowoff, l);
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, x->c, kb_i32(kb, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntEQ, x->part, kb_i32(kb, 0), ""), "");
-    LLVMValueRef dim0 =
-        LLVMBuildAdd(b, LLVMBuildMul(b, kb_zext64(kb, x->part), kb_i64(kb, (long long)x->v_dim / x->parts), ""),
-                     LLVMBuildMul(b, kb_zext64(kb, x->c), kb_i64(kb, 2), ""), "dim0");
-    LLVMValueRef pr[O_TILES_MAX][2];
-    for (int j = 0; j < x->o_tiles; j++)
-      pr[j][0] = st->acc[j][h * 2], pr[j][1] = st->acc[j][h * 2 + 1];
-    LLVMValueRef row =
-        LLVMBuildAdd(b, LLVMBuildMul(b, x->rblk, kb_i32(kb, 16), ""), LLVMBuildAdd(b, x->g, kb_i32(kb, h * 8), ""), "");
-    sd_head_out(kb, k, x->token, LLVMBuildAdd(b, h0, row, "head"), st->m[h], l[h], pr, x->o_tiles, dim0, first, NULL,
-                NULL);
-  }
+  sd_rows_out(kb, k, x->token, h0, x->rblk, x->g, x->c, x->part, x->v_dim / x->parts, st, l, x->o_tiles);
 }
 
 int sd_warp(dsv4_kb *kb, const dsv4_kernel *k, dsv4_diags *d)
