@@ -202,6 +202,23 @@ tk_mem tk_arrays_at(dsv4_kb *kb, LLVMValueRef at)
   return arrays(kb, at, kb_byte_ptr(kb, at, kb_i64(kb, (NB_MAX + 4) * 4)));
 }
 
+/* The histogram of cc's digit over src's n keys that match cc's prefix:
+ * the digit's bins cleared, a barrier, the count, a barrier. */
+static void count_digit(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T,
+                        count_ctx *cc)
+{
+  int nb = 1 << cc->bits;
+  for (int c = 0; c < nb; c += T) {
+    LLVMValueRef i = LLVMBuildAdd(kb->b, tid, kb_i32(kb, c), "");
+    kb_if_t in = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
+    kb_store(kb, kb_i32(kb, 0), word(kb, m->hist, i), 4);
+    kb_endif(kb, &in);
+  }
+  kb->t->barrier(kb);
+  for_keys(kb, src, tid, n, T, count_key, cc);
+  kb->t->barrier(kb);
+}
+
 /* The K largest keys of src's n indices as positions into orow (K i32),
  * by T threads: where n <= K, every index's position (-1 for a candidate
  * that is none) then -1; else the radix select.  Uniform in n: every
@@ -236,17 +253,9 @@ void tk_select(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n,
     for (int p = 0, shift = 32; p < DIGITS; p++) {
       int nb = 1 << digit_bits[p];
       shift -= digit_bits[p];
-      for (int c = 0; c < nb; c += T) { /* clear the histogram */
-        LLVMValueRef i = LLVMBuildAdd(b, tid, kb_i32(kb, c), "");
-        kb_if_t in = kb_if(kb, LLVMBuildICmp(b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
-        kb_store(kb, kb_i32(kb, 0), word(kb, m->hist, i), 4);
-        kb_endif(kb, &in);
-      }
-      kb->t->barrier(kb);
       /* count the keys that match the prefix so far, by their next digit */
       count_ctx cc = {m->hist, prefix, mask, shift, digit_bits[p]};
-      for_keys(kb, src, tid, n, T, count_key, &cc);
-      kb->t->barrier(kb);
+      count_digit(kb, m, src, n, tid, T, &cc);
       find_bin(kb, m->hist, m->psum, tid, T, nb, remaining, m->bin_slot, m->above_slot);
       kb->t->barrier(kb);
       LLVMValueRef bin = kb_load(kb, kb->i32, m->bin_slot, 4), above = kb_load(kb, kb->i32, m->above_slot, 4);
@@ -269,17 +278,8 @@ void tk_select(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n,
 
 void tk_histogram(dsv4_kb *kb, const tk_mem *m, const tk_keys *src, LLVMValueRef n, LLVMValueRef tid, int T)
 {
-  int nb = 1 << digit_bits[0];
-  for (int c = 0; c < nb; c += T) { /* clear */
-    LLVMValueRef i = LLVMBuildAdd(kb->b, tid, kb_i32(kb, c), "");
-    kb_if_t in = kb_if(kb, LLVMBuildICmp(kb->b, LLVMIntULT, i, kb_i32(kb, nb), ""), "clr");
-    kb_store(kb, kb_i32(kb, 0), word(kb, m->hist, i), 4);
-    kb_endif(kb, &in);
-  }
-  kb->t->barrier(kb);
   count_ctx cc = {m->hist, kb_i32(kb, 0), kb_i32(kb, 0), 32 - digit_bits[0], digit_bits[0]};
-  for_keys(kb, src, tid, n, T, count_key, &cc);
-  kb->t->barrier(kb);
+  count_digit(kb, m, src, n, tid, T, &cc);
 }
 
 LLVMValueRef tk_top_bin(dsv4_kb *kb, const tk_mem *m, LLVMValueRef hist, LLVMValueRef tid, int T, LLVMValueRef k)
