@@ -855,7 +855,8 @@ SAME_ARG(COUNT, COUNT - 2) /* (and the fused op's chunk and hist after them) */
  * row_stride unread where fused: out and its bytes instead): the ranges,
  * the buffers, under check_contents the lengths and tables, the K rows'
  * tensor map where the form takes one; args filled but for the first and
- * fourteenth, grid sized, *fresh the map's flag to clear after launch. */
+ * fourteenth, grid sized, *fresh (the caller's own flag until then) the
+ * map's flag to clear after launch. */
 static dsv4rt_status logits_call(dsv4rt_bundle *b, call *c, const dsv4rt_mqa_logits_args *a, dsv4rt_buffer *out,
                                  long double out_bytes, const dsv4rt_launch_opts *opts, rt_arg *args,
                                  uint32_t grid[3], int **fresh)
@@ -889,8 +890,6 @@ static dsv4rt_status logits_call(dsv4rt_bundle *b, call *c, const dsv4rt_mqa_log
   /* the matrix forms on a backend with tensor maps: the K rows' map
    * (DSV4_ARGS_PAGED_MQA_LOGITS), where the cache can have one */
   dsv4rt_buffer *kv_map = NULL;
-  static int none;
-  *fresh = &none;
   uint64_t dims[3], strides[2];
   uint32_t box[3];
   int sw;
@@ -929,7 +928,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits(dsv4rt_bundle *b, const dsv4rt_mqa_logits_
   call c;
   rt_arg args[DSV4_A_PAGED_MQA_LOGITS_COUNT];
   uint32_t grid[3];
-  int *fresh;
+  int none = 0, *fresh = &none; /* (the map's flag where logits_call makes one) */
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS, opts, "dsv4rt_paged_mqa_logits");
   if (s)
     return s;
@@ -951,7 +950,7 @@ dsv4rt_status dsv4rt_paged_mqa_logits_topk(dsv4rt_bundle *b, const dsv4rt_mqa_lo
   call c;
   rt_arg args[DSV4_A_PAGED_MQA_LOGITS_TOPK_COUNT] = {0};
   uint32_t grid[3];
-  int *fresh;
+  int none = 0, *fresh = &none; /* (the map's flag where logits_call makes one) */
   dsv4rt_status s = begin(&c, b, a, DSV4_OP_PAGED_MQA_LOGITS_TOPK, opts, "dsv4rt_paged_mqa_logits_topk");
   if (s)
     return s;
