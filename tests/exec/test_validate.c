@@ -306,25 +306,18 @@ static void fx_logits(fixture *f)
   free(w);
 }
 
-/* The logits' fixture with out [2, K] in place of the logits: rows within
- * one chunk (a split row's merge and work space are test_indexer's). */
+/* The logits' fixture, out [2, K] in place of the logits: rows within one
+ * chunk (a split row's merge and work space are test_indexer's). */
 static void fx_fused(fixture *f)
 {
-  int64_t S = block_stride(&f->k.L), H = f->k.info.heads, D = f->k.L.dim, R = 2, K = f->k.info.topk;
-  int32_t cl[2] = {100, 64}, bt[2] = {1, 0};
-  float *w = malloc((size_t)(R * H) * 4);
-  for (int64_t i = 0; i < R * H; i++)
-    w[i] = 0.25f;
-  LT *a = &f->ok.lt;
-  a->q = fbuf(f, NULL, (size_t)(R * H * D), 0);
-  a->cache = fbuf(f, NULL, (size_t)(2 * S), 0);
-  a->weights = fbuf(f, w, (size_t)(R * H) * 4, 0);
-  a->context_lens = fbuf(f, cl, sizeof cl, 0);
-  a->block_table = fbuf(f, bt, sizeof bt, 0);
-  a->out = fbuf(f, NULL, (size_t)(R * K) * 4, 1);
-  a->row_len = 100, a->batch = 1, a->next_n = 2;
-  a->num_blocks = 2, a->block_size = 64, a->block_stride = S, a->max_blocks = 2;
-  free(w);
+  fx_logits(f);
+  LG lg = f->ok.lg;
+  f->nout--; /* (the logits, its last buffer, are no output of this op) */
+  f->ok.lt = (LT){.q = lg.q, .batch = lg.batch, .next_n = lg.next_n, .cache = lg.cache, .num_blocks = lg.num_blocks,
+                  .block_size = lg.block_size, .block_stride = lg.block_stride, .weights = lg.weights,
+                  .context_lens = lg.context_lens, .block_table = lg.block_table, .max_blocks = lg.max_blocks,
+                  .row_len = lg.row_len};
+  f->ok.lt.out = fbuf(f, NULL, (size_t)(2 * f->k.info.topk) * 4, 1);
 }
 
 static void fx_topk(fixture *f)
