@@ -62,3 +62,10 @@ def kineto_us(kk, run, want, n=30):
             ends.append(r[(i + 1) * per - 1][1])
         spans.append(max(ends) - min(starts))
     return sum(spans) / n * 1e6
+
+
+def flashmla_ok(kk, out, lse, o_ref, l_ref):
+    """FlashMLA's own check of a decode's out and lse against its reference (kk.check_is_allclose with its
+    tests' tolerances)."""
+    return bool(kk.check_is_allclose("out", out, o_ref, abs_tol=1e-3, rel_tol=2.01 / 128, cos_diff_tol=5e-6)) and \
+        bool(kk.check_is_allclose("lse", lse, l_ref, abs_tol=1e-6, rel_tol=8.01 / 65536))
