@@ -8,7 +8,7 @@
 #          check_baseline.sh --make DSV4C OUT   (write a baseline of the same
 #          specs, in the same form, from that dsv4c: a change that rightly
 #          alters code makes the next one, e.g. tests/artifacts/*.sha256)
-# defaults: build/bin/dsv4c, tests/artifacts/artifacts-4bb8972.sha256 (the
+# defaults: build/bin/dsv4c, tests/artifacts/artifacts-2f403c3.sha256 (the
 # newest, named after the commit it was taken at: a new baseline moves this
 # default; b138c22's, beside it, is from before b111a42 altered every
 # dequantizing kernel's code (the producers' loads and bf16 scale product)
@@ -39,7 +39,9 @@
 # the logits' portable and row forms their shared destinations (24 topk and
 # logits artifacts; the other 213 identical); 59423dc's, from before 4bb8972
 # bounded the fused op's appends and gave its merge the chunk argument (its
-# 24 artifacts; the other 237 identical);
+# 24 artifacts; the other 237 identical); 4bb8972's, from before 00709a6
+# gave the warp forms one rows' end (the direct form's 5 PTX artifacts move
+# one and.b32; the other 256 identical);
 # ../shared/baselines/ has 8aee285's, from before the P-format change
 # altered the decode's PTX)
 set -u
@@ -57,7 +59,7 @@ if [ "${1:-}" = --make ]; then
   exit 0
 fi
 dsv4c=${1:-$root/build/bin/dsv4c}
-base=${2:-$root/tests/artifacts/artifacts-4bb8972.sha256}
+base=${2:-$root/tests/artifacts/artifacts-2f403c3.sha256}
 [ -f "$base" ] || { echo "no baseline at $base: skipped"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
